@@ -1,0 +1,64 @@
+"""`accelscore` command: one entry point, subcommands agent, scorer, local, simulate."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from accelscore.options import ConfigError
+
+# subcommand -> module with `add_arguments(parser)` and `run(args) -> int`
+SUBCOMMANDS = {
+    "agent": ("agent.cli", "run the node agent: collectors, /metrics, push NodeReports to the scorer"),
+    "scorer": ("scorer.cli", "run the cluster scorer: ingest reports, publish AddOnPlacementScores"),
+    "local": ("scorer.local", "this host's scores with no cluster and no hub (the embedded default)"),
+    "simulate": ("simulator.cli", "score a recorded fleet, rank Placements, replay job traces"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from accelscore import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="accelscore",
+        description="GPU/TPU-aware AddOnPlacementScores for Open Cluster Management. "
+        "Every flag has an environment twin, shown in its help.",
+    )
+    parser.add_argument("--version", action="version", version=f"accelscore {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, summary) in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        sp = sub.add_parser(name, help=summary, description=(module.__doc__ or summary).strip())
+        module.add_arguments(sp)
+        sp.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except ConfigError as err:
+        print(f"accelscore {args.command}: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

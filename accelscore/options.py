@@ -1,0 +1,164 @@
+"""Flags with environment-variable twins, validated once at start (DESIGN §3.4).
+
+Each option is declared once as an `Option`; `add_options` puts it on an argparse parser with the
+environment value as its default, and `resolve` parses and validates every value, raising
+`ConfigError` with one line naming the variable, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message is the one line the user sees."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: `--flag` and its `ENV` twin, a parser that validates, a default and help text."""
+
+    flag: str  # e.g. "--interval"
+    env: str  # e.g. "ACCELSCORE_INTERVAL"
+    parse: Callable[[str], Any]  # raises ValueError with "what is allowed"
+    default: str | None
+    help: str
+    dest: str = ""
+    is_switch: bool = False  # a boolean flag that takes no value
+
+    @property
+    def key(self) -> str:
+        return self.dest or self.flag.lstrip("-").replace("-", "_")
+
+
+def add_options(parser: argparse.ArgumentParser, options: Sequence[Option]) -> None:
+    """Register options on `parser`; raw strings are kept so `resolve` can name bad values."""
+    for opt in options:
+        shown = f"(env {opt.env}; default {opt.default!s})"
+        if opt.is_switch:
+            parser.add_argument(opt.flag, dest=opt.key, action="store_const", const="true", default=None,
+                                help=f"{opt.help} {shown}")
+        else:
+            parser.add_argument(opt.flag, dest=opt.key, default=None, metavar=opt.env.split("_")[-1],
+                                help=f"{opt.help} {shown}")
+
+
+def resolve(args: argparse.Namespace, options: Sequence[Option],
+            environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Parse every option: flag, else environment, else default. First bad value raises ConfigError."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for opt in options:
+        raw = getattr(args, opt.key, None)
+        source = opt.flag
+        if raw is None and opt.env in env:
+            raw, source = env[opt.env], opt.env
+        if raw is None:
+            raw, source = opt.default, "default"
+        if raw is None:
+            values[opt.key] = None
+            continue
+        try:
+            values[opt.key] = opt.parse(raw)
+        except (ValueError, TypeError) as err:
+            where = opt.env if source == opt.env else f"{opt.flag} ({opt.env})"
+            raise ConfigError(f"invalid {where}={raw!r}: {err}") from None
+    return values
+
+
+# ------------------------------------------------------------------ parsers
+
+
+def positive_float(raw: str) -> float:
+    """A finite number > 0 (seconds, ratios, references)."""
+    value = float(raw)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError("expected a finite number > 0")
+    return value
+
+
+def non_negative_float(raw: str) -> float:
+    value = float(raw)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("expected a finite number >= 0")
+    return value
+
+
+def positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError("expected a whole number > 0") from None
+    if value <= 0:
+        raise ValueError("expected a whole number > 0")
+    return value
+
+
+def non_negative_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError("expected a whole number >= 0") from None
+    if value < 0:
+        raise ValueError("expected a whole number >= 0")
+    return value
+
+
+def boolean(raw: str) -> bool:
+    lowered = str(raw).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected true or false")
+
+
+def host_port(raw: str) -> tuple[str, int]:
+    """HOST:PORT (HOST may be empty for all interfaces, or [v6]); port 0..65535."""
+    host, sep, port_text = raw.rpartition(":")
+    if not sep:
+        raise ValueError("expected HOST:PORT, e.g. 0.0.0.0:9478")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError("expected HOST:PORT with a numeric port") from None
+    if not 0 <= port <= 65535:
+        raise ValueError("port must be 0..65535")
+    return host.strip("[]") or "0.0.0.0", port
+
+
+def one_of(*choices: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        if raw not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return raw
+    return parse
+
+
+def text(raw: str) -> str:
+    return raw
+
+
+def port_list(raw: str) -> tuple[int, ...]:
+    """Comma-separated ports, e.g. 8431,8432."""
+    ports = []
+    for part in raw.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        port = int(part) if part.isdigit() else -1
+        if not 1 <= port <= 65535:
+            raise ValueError("expected comma-separated ports 1..65535")
+        ports.append(port)
+    if not ports:
+        raise ValueError("expected at least one port")
+    return tuple(ports)
+
+
+LOG_LEVEL = Option("--log-level", "ACCELSCORE_LOG_LEVEL", one_of("debug", "info", "warning", "error"),
+                   "info", "log verbosity")

@@ -1,0 +1,1 @@
+"""The node agent: collectors, the NodeReport builder, /metrics and the push client."""

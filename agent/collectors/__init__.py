@@ -1,0 +1,1 @@
+"""One module per source (nvidia, tpu, kubelet, node, host); each fails alone (see `base`)."""

@@ -1,0 +1,1 @@
+"""Fleet simulator: scores recorded fleets, emulates OCM's prioritizer, replays job traces."""
