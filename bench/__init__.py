@@ -1,0 +1,1 @@
+"""Benchmarks: `make bench` runs every `bench_*.py` and prints one table."""
