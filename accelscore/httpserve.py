@@ -1,0 +1,76 @@
+"""A small HTTP server for /metrics, /healthz and /readyz, shared by the agent and the scorer."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+log = logging.getLogger(__name__)
+
+Check = Callable[[], tuple[bool, str]]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], *, render: Callable[[], bytes], healthy: Check, ready: Check) -> None:
+        super().__init__(address, _Handler)
+        self.render = render
+        self.healthy = healthy
+        self.ready = ready
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            try:
+                self._send(200, self.server.render(), CONTENT_TYPE_LATEST)
+            except Exception as err:
+                log.exception("rendering /metrics failed")
+                self._send(500, f"rendering metrics failed: {err}\n".encode(), "text/plain")
+        elif path in ("/healthz", "/readyz"):
+            ok, why = (self.server.healthy if path == "/healthz" else self.server.ready)()
+            self._send(200 if ok else 503, f"{'ok' if ok else 'not ok'}: {why}\n".encode(), "text/plain")
+        elif path == "/":
+            self._send(200, b"accelscore: /metrics /healthz /readyz\n", "text/plain")
+        else:
+            self._send(404, b"not found\n", "text/plain")
+
+    def _send(self, code: int, body: bytes, content_type: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("http: " + format, *args)
+
+
+class MetricsServer:
+    """Serves in a daemon thread; `port` is the bound port (useful with port 0)."""
+
+    def __init__(self, host: str, port: int, *, render: Callable[[], bytes], healthy: Check, ready: Check) -> None:
+        try:
+            self._server = _Server((host, port), render=render, healthy=healthy, ready=ready)
+        except OSError as err:
+            raise OSError(f"cannot listen on {host}:{port} for /metrics: {err.strerror}") from err
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-http", daemon=True)
+
+    def start(self) -> MetricsServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
