@@ -1,0 +1,109 @@
+"""Scoring budget (DESIGN §5): one pass over 5,000 nodes x 8 GPUs <= 20 ms; summarize() cost; summary memory."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+
+from accelscore.v1 import report_pb2 as pb
+from bench.common import Row, current_rss_mib, peak_rss_mib
+from scorer.model import ClusterSnapshot, NodeEntry, NodeSummary
+from scorer.scoring import score_cluster
+from scorer.scoring_config import ScoringConfig, default_scoring_config
+from scorer.summarize import summarize
+
+GIB = 1 << 30
+NOW = 1_700_000_000.0
+GPUS_PER_NODE = 8
+_COLLECTORS = ("nvidia", "tpu", "kubelet", "node", "host")
+
+
+def realistic_report(i: int) -> pb.NodeReport:
+    """An 8 x H100 node as the agent sends it: full telemetry, a few pods, some time-sliced or idle GPUs."""
+    name = f"gpu-node-{i:05d}"
+    report = pb.NodeReport(node_name=name, agent_version="0.1.0", sequence=i + 1, agent_instance="bench")
+    report.time.FromSeconds(int(NOW))
+    for c in _COLLECTORS:
+        state = pb.COLLECTOR_STATE_ABSENT if c == "tpu" else pb.COLLECTOR_STATE_OK
+        report.collectors.add(name=c, state=state, duration_seconds=0.004)
+    busy = i % (GPUS_PER_NODE + 1)  # 0..8 GPUs assigned: every fit shape occurs
+    for g in range(GPUS_PER_NODE):
+        uuid = f"GPU-{i:05d}-{g:02d}-0000-0000-000000000000"
+        d = report.devices.add(
+            kind=pb.DEVICE_KIND_NVIDIA_GPU, id=uuid, index=g, model="NVIDIA H100 80GB HBM3",
+            pci_bus_id=f"00000000:{g + 0x18:02X}:00.0", assignment_known=True,
+            health=pb.HEALTH_UNHEALTHY if (i % 97 == 0 and g == 7) else pb.HEALTH_HEALTHY)
+        d.memory_total_bytes, d.memory_reserved_bytes = 80 * GIB, GIB // 2
+        d.memory_used_bytes = (40 * GIB) if g < busy else GIB // 4
+        d.utilization_ratio, d.memory_utilization_ratio = (0.9, 0.5) if g < busy else (0.0, 0.0)
+        d.temperature_celsius, d.power_watts, d.power_limit_watts = 55.0, 350.0, 700.0
+        d.energy_joules_total, d.ecc_uncorrected_total, d.clock_event_reasons = 1.2e9, 0, 0
+        d.remapped_rows_pending = d.remapped_rows_failed = False
+        d.mig_enabled = False
+        if g < busy:
+            pods = 2 if g == 0 and i % 5 == 0 else 1  # time-slicing on some nodes
+            for p in range(pods):
+                d.assignments.add(namespace="ml", pod=f"train-{i}-{g}-{p}", container="main",
+                                  resource_name="nvidia.com/gpu", device_id=uuid)
+    for res, alloc, req in (("cpu", 192.0, 24.0 * busy / 8), ("memory", 2048.0 * GIB, 256.0 * GIB * busy / 8),
+                            ("nvidia.com/gpu", 8.0, float(busy)), ("pods", 110.0, float(busy + 5))):
+        report.resources.add(name=res, allocatable=alloc, requested=req, free=alloc - req)
+    report.node.ready = True
+    report.node.pod_count = busy + 5
+    report.node.labels["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
+    report.node.conditions.add(type="Ready", status="True", reason="KubeletReady")
+    report.host.cpu_count, report.host.memory_total_bytes = 192, 2048 * GIB
+    return report
+
+
+def _summaries(count: int, config: ScoringConfig) -> list[NodeSummary]:
+    """Summaries made the way the scorer makes them; each report is dropped once summarized."""
+    return [summarize(realistic_report(i), config, received_at=NOW - (i % 30)) for i in range(count)]
+
+
+def _median_ms(fn: Callable[[], object], repeats: int) -> float:
+    """Median wall time of `repeats` calls, in ms."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def run() -> list[Row]:
+    """Memory first (before anything larger is built), then summarize() cost, then scoring passes."""
+    config = default_scoring_config()
+    rows: list[Row] = []
+
+    gc.collect()
+    base = current_rss_mib()
+    held = _summaries(5_000, config)
+    gc.collect()
+    rows.append(Row("scoring: RSS held by 5,000 node summaries", current_rss_mib() - base, "MiB",
+                    "growth over the process before they were made"))
+    rows.append(Row("scoring: process peak RSS holding 5,000 summaries", peak_rss_mib(), "MiB",
+                    "interpreter + protobuf + summaries; budget 150 MB for the whole scorer"))
+    del held
+
+    reports = [realistic_report(i) for i in range(2_000)]
+    per_pass = _median_ms(lambda rs=reports: [summarize(r, config, received_at=NOW) for r in rs], 7)
+    rows.append(Row("scoring: summarize() one 8-GPU NodeReport", per_pass * 1000 / len(reports), "us",
+                    "median of 7 passes over 2,000 reports"))
+    del reports
+
+    summaries = _summaries(10_000, config)
+    for count in (1_000, 5_000, 10_000):
+        snapshot = ClusterSnapshot("bench", tuple(NodeEntry(s.node, True, s) for s in summaries[:count]),
+                                   pending_gpu_requests=16.0)
+        ms = _median_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 51)
+        note = "median of 51; budget 20 ms" if count == 5_000 else "median of 51"
+        rows.append(Row(f"scoring: score_cluster {count:,} nodes x {GPUS_PER_NODE} GPUs", ms, "ms", note))
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(f"{row.name:<58} {row.value:>10.4g} {row.unit:<4} {row.note}")
