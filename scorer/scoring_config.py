@@ -146,6 +146,10 @@ class ScoringConfig:
         object.__setattr__(self, "_lowered_weights", lowered)
         object.__setattr__(self, "_unknown_weight", min(w for _, w in lowered))
 
+    def __hash__(self) -> int:
+        return hash((tuple(self.refs.items()), tuple(self.compat_bounds.items()), self.gpu_model_weights,
+                     self.stale_after_s))
+
     def gpu_weight(self, model: str) -> float:
         """Throughput weight of an NVML model name: first case-insensitive substring match, else the smallest."""
         memo = self._weight_memo
