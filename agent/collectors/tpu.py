@@ -106,6 +106,10 @@ class TpuCollector:
             grouped[name], note = _by_chip(runtime.values[name], width, len(chips))
             if note:
                 notes.append(f"{name.value}: {note}")
+        for name, by_chip in grouped.items():
+            missing = [c.index for c in chips if by_chip and c.index not in by_chip]
+            if missing:
+                notes.append(f"{name.value}: no value for chips {missing}")
         out = []
         for chip in chips:
             used = _chip_sum(grouped[MetricName.HBM_USAGE], chip.index, per_chip)

@@ -147,6 +147,8 @@ class RuntimeClient:
                 continue
             answered = result.serving = True
             values, problems = parse_metric(name, response)
+            if not response.metric.metrics:
+                problems.append(f"{name.value}: no entries")
             result.problems.extend(f"{target} {p}" for p in problems)
             for device, value in values.items():
                 first = owner.setdefault((name, device), target)

@@ -229,3 +229,19 @@ def test_close_twice_is_harmless(make: Callable[..., TpuCollector]) -> None:
     collector = make("v5e", [_closed_port()])
     collector.close()
     collector.close()
+
+
+def test_metric_covering_only_some_chips_leaves_the_others_none(make: Callable[..., TpuCollector]) -> None:
+    metrics = load_metrics("v5e-4chip") | {DUTY: _gauges(DUTY, {0: 80.0, 2: 20.0}, as_int=False)}
+    with LibtpuServer(metrics) as server:
+        snap = _snap(make("v5e", [server.port]))
+    assert [c.duty_cycle_ratio for c in snap.chips] == [0.8, None, 0.2, None]
+    assert f"{DUTY}: no value for chips [1, 3]" in snap.runtime_reason
+
+
+def test_empty_metric_reply_is_noted(make: Callable[..., TpuCollector]) -> None:
+    metrics = load_metrics("v5e-4chip") | {USAGE: _gauges(USAGE, {}, as_int=True)}
+    with LibtpuServer(metrics) as server:
+        snap = _snap(make("v5e", [server.port]))
+    assert all(c.hbm_used_bytes is None for c in snap.chips)
+    assert f"{USAGE}: no entries" in snap.runtime_reason
