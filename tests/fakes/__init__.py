@@ -1,0 +1,1 @@
+"""Protocol-faithful doubles at library and wire boundaries (never of accelscore code)."""
