@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -42,7 +43,7 @@ class ScorerMetrics(Collector):
 
     def __init__(self, *, view: ScoringView, config: ScoringConfig,
                  ingest_stats: Callable[[], Mapping[str, int]] | None = None,
-                 publish_stats: Callable[[], Mapping[str, Mapping[str, float]]] | None = None) -> None:
+                 publish_stats: Callable[[], Mapping[str, Any]] | None = None) -> None:
         self._view = view
         self._config = config
         self._ingest_stats = ingest_stats
@@ -120,16 +121,20 @@ class ScorerMetrics(Collector):
                 reports.add_metric(["rejected", key], n)
         yield reports
 
-    def _publish(self, cluster: str, stats: Mapping[str, Mapping[str, float]]) -> Iterator[Metric]:
+    def _publish(self, cluster: str, stats: Mapping[str, Any]) -> Iterator[Metric]:
         writes = CounterMetricFamily("accelscore_hub_writes", "hub writes by kind and result",
                                      labels=["cluster", "kind", "result"])
-        for key, n in sorted(stats.get("writes", {}).items()):
-            kind, _, result = key.partition(":")
-            writes.add_metric([cluster, kind, result or "ok"], n)
+        for kind, results in sorted(stats.get("writes", {}).items()):
+            for result, n in sorted(results.items()):
+                writes.add_metric([cluster, kind, result], n)
         yield writes
         published = GaugeMetricFamily("accelscore_score_published", "value last written to the hub",
                                       labels=["cluster", "aps", "score"])
-        for key, v in sorted(stats.get("published", {}).items()):
-            aps, _, name = key.partition("/")
-            published.add_metric([cluster, aps, name], v)
-        yield published
+        withdrawn = GaugeMetricFamily("accelscore_scores_withdrawn", "1 while the scores are withdrawn (stale data)",
+                                      labels=["cluster", "aps"])
+        for aps, scores in sorted(stats.get("published", {}).items()):
+            for name, v in sorted(scores.items()):
+                published.add_metric([cluster, aps, name], v)
+        for aps, flag in sorted(stats.get("withdrawn", {}).items()):
+            withdrawn.add_metric([cluster, aps], 1.0 if flag else 0.0)
+        yield from (published, withdrawn)

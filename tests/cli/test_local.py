@@ -1,0 +1,60 @@
+"""`accelscore local`: this host's scores with no cluster and no hub, as a table or as the hub objects."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import yaml
+
+from scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, published_score_names
+from tests.cli.conftest import run_cli
+
+
+def _objects(stdout: str) -> dict[str, dict]:
+    return {o["metadata"]["name"]: o for o in json.loads(stdout)}
+
+
+def test_local_once_json_prints_both_score_objects_with_every_name(isolated_env: dict[str, str]) -> None:
+    result = run_cli(["local", "--once", "--output", "json"], isolated_env)
+    assert result.returncode == 0, result.stderr
+    objects = _objects(result.stdout)
+    assert set(objects) == {RESOURCE_USAGE_APS, ACCELSCORE_APS}
+    for name, wanted in published_score_names().items():
+        obj = objects[name]
+        assert obj["apiVersion"] == "cluster.open-cluster-management.io/v1alpha1"
+        assert obj["kind"] == "AddOnPlacementScore"
+        assert obj["metadata"]["namespace"] == "local"
+        scores = {s["name"]: s["value"] for s in obj["status"]["scores"]}
+        assert tuple(scores) == wanted
+        low = -100 if name == RESOURCE_USAGE_APS else 0
+        assert all(isinstance(v, int) and low <= v <= 100 for v in scores.values())
+        valid_until = dt.datetime.fromisoformat(obj["status"]["validUntil"].replace("Z", "+00:00"))
+        assert valid_until > dt.datetime.now(dt.UTC)
+
+
+def test_local_once_on_a_host_without_accelerators_gives_none_values(isolated_env: dict[str, str]) -> None:
+    result = run_cli(["local", "--once", "--output", "json"], isolated_env)
+    scores = {s["name"]: s["value"] for s in _objects(result.stdout)[ACCELSCORE_APS]["status"]["scores"]}
+    for name in ("gpuNodeFree", "gpuClusterFree", "gpuClusterFit8", "gpuClusterHealthy", "tpuClusterFree"):
+        assert scores[name] == 0, name
+    assert scores["clusterFreshness"] == 100
+    compat = {s["name"]: s["value"] for s in _objects(result.stdout)[RESOURCE_USAGE_APS]["status"]["scores"]}
+    assert compat["gpuClusterAvailable"] == -100 and compat["tpuNodeAvailable"] == -100
+    assert compat["cpuNodeAvailable"] > -100  # the host's own cores count in local mode
+
+
+def test_local_table_explains_each_collector(isolated_env: dict[str, str]) -> None:
+    result = run_cli(["local", "--once"], isolated_env)
+    assert result.returncode == 0, result.stderr
+    for name in ("gpuClusterFit8", "cpuNodeAvailable", "clusterFreshness"):
+        assert name in result.stdout
+    for collector in ("nvidia", "tpu", "kubelet", "node", "host"):
+        assert any(line.startswith(collector) for line in result.stdout.splitlines()), collector
+    assert "ABSENT" in result.stdout
+
+
+def test_local_yaml_is_the_same_objects_as_json(isolated_env: dict[str, str]) -> None:
+    as_yaml = list(yaml.safe_load_all(run_cli(["local", "--once", "--output", "yaml"], isolated_env).stdout))
+    assert [o["metadata"]["name"] for o in as_yaml] == [RESOURCE_USAGE_APS, ACCELSCORE_APS]
+    assert all(o["status"]["scores"] for o in as_yaml)

@@ -1,0 +1,88 @@
+"""A real Prometheus server (Debian package `prometheus`) on loopback, for scrape tests."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class PrometheusServer:
+    """Starts `prometheus` scraping the given targets every second; `query()` reads through its HTTP API."""
+
+    def __init__(self, workdir: Path, targets: dict[str, str]) -> None:
+        binary = shutil.which("prometheus")
+        if binary is None:
+            raise RuntimeError("the `prometheus` binary is missing: `apt-get install prometheus` (.ci/run does)")
+        self.port = free_port()
+        config = {
+            "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
+            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [target]}]}
+                               for job, target in targets.items()],
+        }
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+        self._log = (workdir / "prometheus.log").open("w")
+        self._proc = subprocess.Popen(
+            [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._workdir = workdir
+
+    def wait_ready(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"prometheus exited: {(self._workdir / 'prometheus.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=1) as reply:
+                    if reply.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError("prometheus did not become ready")
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            body = json.load(reply)
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    def wait_for(self, expr: str, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+        """Poll until the query returns a sample (Prometheus needs a scrape or two)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            result = self.query(expr)
+            if result:
+                return result
+            time.sleep(0.5)
+        raise TimeoutError(f"no samples for {expr!r}; targets: {self.targets()}")
+
+    def targets(self) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/targets", timeout=5) as reply:
+            return [{"job": t["labels"].get("job"), "health": t["health"], "error": t.get("lastError")}
+                    for t in json.load(reply)["data"]["activeTargets"]]
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+        self._log.close()
