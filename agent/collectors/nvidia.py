@@ -98,7 +98,10 @@ class NvidiaCollector:
         if not self._initialized:
             self._init()
         mark("nvmlDeviceGetCount")
-        count = nvml.nvmlDeviceGetCount()
+        try:
+            count = nvml.nvmlDeviceGetCount()
+        except nvml.NVMLError as err:
+            raise CollectorError(State.UNKNOWN, f"nvmlDeviceGetCount failed: {err}") from err
         if count == 0:
             raise _NoGpus()
         gpus = tuple(self._gpu(index) for index in range(count))

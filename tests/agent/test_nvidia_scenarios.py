@@ -261,3 +261,28 @@ def test_close_stops_xid_thread_and_shuts_nvml_down_once(make: Make) -> None:
     collector.close()
     assert (fake.calls["nvmlShutdown"], fake.calls["nvmlEventSetFree"], fake.initialized) == (1, 1, False)
     assert collector.collect().state is State.UNKNOWN
+
+
+def test_unexpected_field_error_makes_only_that_field_none(make: Make, caplog: pytest.LogCaptureFixture) -> None:
+    collector, _ = make("field-errors")
+    with caplog.at_level(logging.WARNING, logger="agent.collectors.nvidia_read"):
+        gpu = gpus(collector)[0]
+    assert (gpu.power_watts, gpu.energy_joules_total, gpu.health) == (None, 1.0, Health.HEALTHY)
+    assert [r.getMessage() for r in caplog.records] == [
+        "GPU GPU-11000000-0000-4000-8000-000000000000: nvmlDeviceGetPowerUsage failed: Unknown Error; "
+        "reported as unknown"]
+
+
+def test_gpu_needing_a_reset_is_unhealthy_and_the_others_are_unaffected(make: Make) -> None:
+    collector, _ = make("field-errors")
+    _, reset, fine = gpus(collector)
+    assert (reset.health, reset.health_reason, reset.memory_total_bytes) == (
+        Health.UNHEALTHY, "GPU requires a reset", None)
+    assert (fine.health, fine.power_watts) == (Health.HEALTHY, 70.0)
+
+
+def test_gpu_whose_uuid_cannot_be_read_makes_the_cycle_unknown(make: Make) -> None:
+    collector, _ = make("gpu-unidentifiable")
+    reading = collector.collect()
+    assert (reading.state, reading.reason) == (
+        State.UNKNOWN, "cannot identify GPU at NVML index 1: Unknown Error")
