@@ -32,7 +32,7 @@ class NvidiaCollector:
     def __init__(self, *, nvml: Any = None, call_timeout_s: float = 2.0,
                  gpu_advertised: Callable[[], bool | None] = lambda: None,
                  degraded_temperature_c: float = nvidia_health.DEFAULT_DEGRADED_TEMPERATURE_C,
-                 xid_wait_ms: int = 1000) -> None:
+                 xid_wait_ms: int = 500) -> None:
         if nvml is None:
             import pynvml as nvml  # the real library is only the default; tests inject a fake at this boundary
         self._nvml = nvml
