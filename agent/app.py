@@ -16,7 +16,6 @@ from accelscore.v1 import report_pb2 as pb
 from agent.collectors.base import State
 from agent.collectors.host import HostCollector
 from agent.collectors.kubelet import KubeletCollector
-from agent.collectors.node import NodeCollector
 from agent.collectors.nvidia import NvidiaCollector
 from agent.collectors.tpu import TpuCollector
 from agent.config import AgentConfig, HostConfig
@@ -33,6 +32,8 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 def build_collectors(host: HostConfig, *, nvml: Any = None, kube_client_factory: Callable[[], Any] | None = None,
                      psutil_module: Any = None) -> CollectorSet:
     """Every collector for this host, wired so GPU/TPU/kubelet consult what the node collector saw."""
+    from agent.collectors.node import NodeCollector
+
     collectors: CollectorSet
 
     def node_data() -> NodeSnapshot | None:
