@@ -1,0 +1,101 @@
+"""pytest fixtures `kube_api` and `hub_api`: a test server, or a real cluster when a kubeconfig is given."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+from tests.kubeapi.server import KubeApiServer
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def shared_dir() -> Path:
+    """The project's shared/ directory: $ACCELSCORE_SHARED_DIR, else ../shared, else ./shared."""
+    env = os.environ.get("ACCELSCORE_SHARED_DIR")
+    candidates = [Path(env)] if env else []
+    candidates += [(_REPO_ROOT / ".." / "shared").resolve(), _REPO_ROOT / "shared"]
+    for candidate in candidates:
+        if (candidate / "crds").is_dir():
+            return candidate
+    raise FileNotFoundError(f"shared/ with crds/ not found; tried {[str(c) for c in candidates]}")
+
+
+def ocm_crd_files() -> list[Path]:
+    """The real OCM CRDs the hub serves."""
+    return sorted((shared_dir() / "crds").glob("*.yaml"))
+
+
+def unique(prefix: str) -> str:
+    """A DNS-safe unique name, so tests can share a real cluster."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class ApiHandle:
+    """A Kubernetes API to test against: a `KubeApiServer`, or a real cluster's kubeconfig."""
+
+    kubeconfig: Path
+    server: KubeApiServer | None = None
+    _clients: list[client.ApiClient] = field(default_factory=list)
+
+    @property
+    def is_test_server(self) -> bool:
+        """True for the in-process test server, False for a real cluster."""
+        return self.server is not None
+
+    def api_client(self) -> client.ApiClient:
+        """A new official ApiClient for this API (closed when the fixture ends)."""
+        api = config.new_client_from_config(config_file=str(self.kubeconfig))
+        self._clients.append(api)
+        return api
+
+    def close(self) -> None:
+        """Close every client handed out and stop the test server."""
+        for api in self._clients:
+            api.close()
+        self._clients.clear()
+        if self.server is not None:
+            self.server.stop()
+
+
+def _handle(env_var: str, tmp_path: Path, crd_files: list[Path]) -> Iterator[ApiHandle]:
+    real = os.environ.get(env_var)
+    if real:
+        handle = ApiHandle(kubeconfig=Path(real))
+    else:
+        server = KubeApiServer(crd_files=crd_files)
+        handle = ApiHandle(kubeconfig=server.write_kubeconfig(tmp_path / f"{env_var.lower()}.yaml"), server=server)
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+@pytest.fixture
+def kube_api(tmp_path: Path) -> Iterator[ApiHandle]:
+    """The managed cluster's API: $KUBECONFIG's cluster if set, else a fresh test server."""
+    yield from _handle("KUBECONFIG", tmp_path, [])
+
+
+@pytest.fixture
+def hub_api(tmp_path: Path) -> Iterator[ApiHandle]:
+    """The OCM hub's API: $HUB_KUBECONFIG's cluster if set, else a test server with the OCM CRDs."""
+    yield from _handle("HUB_KUBECONFIG", tmp_path, ocm_crd_files())
+
+
+@pytest.fixture
+def kube_test_server(tmp_path: Path) -> Iterator[ApiHandle]:
+    """Always the test server (for tests of what only it can do: faults, compaction, minted tokens)."""
+    server = KubeApiServer()
+    handle = ApiHandle(kubeconfig=server.write_kubeconfig(tmp_path / "kube-test-server.yaml"), server=server)
+    try:
+        yield handle
+    finally:
+        handle.close()

@@ -1,0 +1,156 @@
+"""`KubeApiServer`: a Kubernetes API test server on loopback HTTP that the official client talks to unchanged.
+
+Semantics kept real: one global resourceVersion, optimistic concurrency (409 on a stale update),
+status subresources (status dropped on create, ignored on main-resource writes), CRD schema
+validation (422 with apiserver-style causes) and pruning, field/label selectors, watches streamed as
+chunked newline-delimited JSON with bookmarks, selector moves sent as DELETED/ADDED, and 410 Gone
+(an ERROR event in the stream) for a watch older than the retained history.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+from collections.abc import Mapping, Sequence
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from tests.kubeapi.handler import KubeHandler
+from tests.kubeapi.resources import BUILTINS, load_crds
+from tests.kubeapi.state import Fault, RequestRecord, ServerState
+from tests.kubeapi.store import Store
+
+_INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    state: ServerState
+
+
+class KubeApiServer:
+    """A running test apiserver (context manager); `.url` is its base URL."""
+
+    def __init__(self, *, crd_files: Sequence[Path] = (), history_window: int = 1000) -> None:
+        types = list(BUILTINS) + load_crds(crd_files)
+        self._state = ServerState(store=Store(history_window=history_window), types=types)
+        self.token = secrets.token_hex(16)
+        self._state.api_tokens.add(self.token)
+        ns_type = next(rt for rt in types if rt.kind == "Namespace")
+        for ns in _INITIAL_NAMESPACES:
+            self._state.store.create(ns_type, "v1", "", {"metadata": {"name": ns}})
+        self._httpd = _HTTPServer(("127.0.0.1", 0), KubeHandler)
+        self._httpd.state = self._state
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="kubeapi-test", daemon=True
+        )
+        self._thread.start()
+        self._stopped = False
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. http://127.0.0.1:41234."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def write_kubeconfig(self, path: Path, *, token: str | None = None) -> Path:
+        """Write a kubeconfig for this server with a bearer token (a fresh one is also accepted)."""
+        token = token or self.token
+        self._state.api_tokens.add(token)
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "kubeapi-test", "cluster": {"server": self.url}}],
+            "users": [{"name": "kubeapi-test", "user": {"token": token}}],
+            "contexts": [{"name": "kubeapi-test", "context": {"cluster": "kubeapi-test", "user": "kubeapi-test"}}],
+            "current-context": "kubeapi-test",
+        }
+        path = Path(path)
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    def revoke_api_token(self, token: str) -> None:
+        """Stop accepting `token` for API calls (every request with it gets 401)."""
+        self._state.api_tokens.discard(token)
+
+    def add_token(
+        self,
+        token: str,
+        *,
+        username: str,
+        audiences: Sequence[str] = ("accelscore",),
+        expires_at: float | None = None,
+        extra: Mapping[str, Sequence[str]] | None = None,
+        groups: Sequence[str] = (),
+    ) -> None:
+        """Register a token that TokenReview will authenticate (service-account style)."""
+        self._state.tokens.add(
+            token, username=username, audiences=audiences, expires_at=expires_at, extra=extra, groups=groups
+        )
+
+    def remove_token(self, token: str) -> None:
+        """Make TokenReview reject `token` from now on."""
+        self._state.tokens.remove(token)
+
+    def inject(self, method: str, path_regex: str, status: int, *, times: int = 1, reason: str = "",
+               message: str = "") -> None:
+        """Fail the next `times` requests whose method (or "*") and URL path (re.search) match."""
+        fault = Fault(method.upper() if method != "*" else "*", re.compile(path_regex), status, times, reason, message)
+        with self._state.lock:
+            self._state.faults.append(fault)
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """A copy of the request log: (method, path, status, query)."""
+        with self._state.lock:
+            return list(self._state.requests)
+
+    def clear_requests(self) -> None:
+        """Empty the request log."""
+        with self._state.lock:
+            self._state.requests.clear()
+
+    def compact(self) -> None:
+        """Drop all watch history, so a watch from any earlier resourceVersion gets 410 Gone."""
+        self._state.store.compact()
+
+    def set_bookmark_interval(self, seconds: float) -> None:
+        """How often watches that allow bookmarks get a BOOKMARK event."""
+        self._state.bookmark_interval_s = seconds
+
+    @property
+    def resource_version(self) -> str:
+        """The current global resourceVersion."""
+        return str(self._state.store.rv)
+
+    def stop(self) -> None:
+        """End all watches and stop serving; idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._state.store.close()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> KubeApiServer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"KubeApiServer({self.url})"
+
+    def _debug_objects(self) -> dict[str, Any]:
+        """All stored objects, for failure messages."""
+        with self._state.store.cond:
+            return {f"{g}/{p}": sorted(f"{ns}/{n}" for ns, n in objs) for (g, p), objs in
+                    self._state.store.objects.items()}

@@ -1,0 +1,339 @@
+"""Object storage with one global resourceVersion counter and a bounded event history for watches."""
+
+from __future__ import annotations
+
+import copy
+import re
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from tests.kubeapi import schema
+from tests.kubeapi.errors import ApiError
+from tests.kubeapi.resources import ResourceType
+from tests.kubeapi.selectors import Predicate
+
+Obj = dict[str, Any]
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_TERMINAL = ("Succeeded", "Failed")
+
+
+def now_rfc3339() -> str:
+    """Current time as the apiserver writes timestamps (seconds, Z)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One stored change: type, the object after it, and the object before it (for selector moves)."""
+
+    rv: int
+    type: str
+    rkey: tuple[str, str]
+    obj: Obj
+    old: Obj | None
+
+
+def _spec_part(obj: Obj) -> Obj:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+class Store:
+    """All objects of all kinds, guarded by one condition variable that watchers wait on."""
+
+    def __init__(self, *, history_window: int) -> None:
+        self.cond = threading.Condition()
+        self.rv = 0
+        self.compacted_rv = 0
+        self.history_window = history_window
+        self.history: deque[Event] = deque()
+        self.objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
+        self.closed = False
+
+    # ------------------------------------------------------------ internals (caller holds cond)
+
+    def _record(self, rt: ResourceType, etype: str, obj: Obj, old: Obj | None) -> None:
+        self.history.append(Event(self.rv, etype, rt.key, copy.deepcopy(obj), copy.deepcopy(old)))
+        while len(self.history) > self.history_window:
+            self.compacted_rv = self.history.popleft().rv
+        self.cond.notify_all()
+
+    def _bucket(self, rt: ResourceType) -> dict[tuple[str, str], Obj]:
+        return self.objects.setdefault(rt.key, {})
+
+    def _existing(self, rt: ResourceType, ns: str, name: str) -> Obj:
+        obj = self._bucket(rt).get((ns, name))
+        if obj is None:
+            raise ApiError.not_found(rt.plural, rt.group, name)
+        return obj
+
+    def _admit(self, rt: ResourceType, version: str, obj: Obj) -> Obj:
+        """Prune and validate a CR against its schema; check names for every kind."""
+        name = obj["metadata"].get("name", "")
+        pattern = _LABEL if rt.kind == "Namespace" else _SUBDOMAIN
+        if not pattern.match(name) or len(name) > 253:
+            cause = {"reason": "FieldValueInvalid", "field": "metadata.name",
+                     "message": f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
+                                "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+                                "character"}
+            raise ApiError.invalid(f"{rt.kind}{'.' + rt.group if rt.group else ''}", name, rt.kind, rt.group, [cause])
+        if rt.custom:
+            spec = rt.schemas.get(version) or {}
+            obj = schema.prune(obj, spec, root=True)
+            causes = schema.validate(obj, spec)
+            if causes:
+                raise ApiError.invalid(f"{rt.kind}.{rt.group}", name, rt.kind, rt.group, causes)
+        return obj
+
+    def _bump(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    # ------------------------------------------------------------ verbs
+
+    def create(self, rt: ResourceType, version: str, ns: str, body: Obj) -> Obj:
+        """POST: fill server-owned metadata, apply the kind's status-on-create rule, store."""
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        if not meta.get("name"):
+            cause = {"reason": "FieldValueRequired", "field": "metadata.name",
+                     "message": "Required value: name or generateName is required"}
+            raise ApiError.invalid(rt.kind, "", rt.kind, rt.group, [cause])
+        with self.cond:
+            if rt.namespaced:
+                meta["namespace"] = ns
+                if ("", ns) not in self.objects.get(("", "namespaces"), {}):
+                    raise ApiError.not_found("namespaces", "", ns)
+            if (ns, meta["name"]) in self._bucket(rt):
+                raise ApiError.already_exists(rt.plural, rt.group, meta["name"])
+            if rt.has_status and rt.create_status != "keep":
+                obj.pop("status", None)
+                if isinstance(rt.create_status, dict):
+                    obj["status"] = copy.deepcopy(rt.create_status)
+            obj["apiVersion"], obj["kind"] = rt.api_version(version), rt.kind
+            obj = self._admit(rt, version, obj)
+            meta = obj["metadata"]
+            for key in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+                meta.pop(key, None)
+            meta.update(uid=str(uuid.uuid4()), creationTimestamp=now_rfc3339(), generation=1)
+            meta["resourceVersion"] = self._bump()
+            self._bucket(rt)[(ns, meta["name"])] = obj
+            self._record(rt, "ADDED", obj, None)
+            return copy.deepcopy(obj)
+
+    def get(self, rt: ResourceType, ns: str, name: str) -> Obj:
+        """GET one object."""
+        with self.cond:
+            return copy.deepcopy(self._existing(rt, ns, name))
+
+    def list(self, rt: ResourceType, ns: str | None, pred: Predicate) -> tuple[list[Obj], str]:
+        """LIST matching objects (sorted by namespace/name) and the list's resourceVersion."""
+        with self.cond:
+            items = [copy.deepcopy(o) for (ons, _), o in sorted(self._bucket(rt).items())
+                     if (ns is None or ons == ns) and pred(o)]
+            return items, str(self.rv)
+
+    def update(self, rt: ResourceType, version: str, ns: str, name: str, body: Obj, *, status_only: bool) -> Obj:
+        """PUT (or the result of a PATCH): optimistic concurrency, status/main split, generation."""
+        with self.cond:
+            old = self._existing(rt, ns, name)
+            meta = body.get("metadata") or {}
+            if meta.get("name", name) != name:
+                raise ApiError.bad_request(
+                    f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})")
+            rv = meta.get("resourceVersion")
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise ApiError.conflict(rt.plural, rt.group, name)
+            if not rv and rt.custom:
+                cause = {"reason": "FieldValueInvalid", "field": "metadata.resourceVersion",
+                         "message": "Invalid value: 0: must be specified for an update"}
+                raise ApiError.invalid(f"{rt.kind}.{rt.group}", name, rt.kind, rt.group, [cause])
+            if status_only:
+                new = copy.deepcopy(old)
+                if "status" in body:
+                    new["status"] = copy.deepcopy(body["status"])
+                else:
+                    new.pop("status", None)
+            else:
+                new = copy.deepcopy(body)
+                new.pop("status", None)
+                if "status" in old and rt.has_status:
+                    new["status"] = copy.deepcopy(old["status"])
+                elif not rt.has_status and "status" in body:
+                    new["status"] = copy.deepcopy(body["status"])
+                new_meta = new.setdefault("metadata", {})
+                for key in ("uid", "creationTimestamp", "generation", "namespace", "name",
+                            "deletionTimestamp", "deletionGracePeriodSeconds"):
+                    if key in old["metadata"]:
+                        new_meta[key] = old["metadata"][key]
+                    else:
+                        new_meta.pop(key, None)
+            new["apiVersion"], new["kind"] = rt.api_version(version), rt.kind
+            new = self._admit(rt, version, new)
+            if new == old or (_strip_rv(new) == _strip_rv(old)):
+                return copy.deepcopy(old)  # a no-op write does not bump resourceVersion
+            if _spec_part(new) != _spec_part(old):
+                new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
+            new["metadata"]["resourceVersion"] = self._bump()
+            self._bucket(rt)[(ns, name)] = new
+            self._record(rt, "MODIFIED", new, old)
+            return copy.deepcopy(new)
+
+    def delete(self, rt: ResourceType, ns: str, name: str, options: Obj) -> Obj:
+        """DELETE: preconditions, graceful deletion of bound running pods, otherwise immediate."""
+        with self.cond:
+            old = self._existing(rt, ns, name)
+            pre = options.get("preconditions") or {}
+            if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"]["resourceVersion"]:
+                raise ApiError.conflict(rt.plural, rt.group, name)
+            if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
+                raise ApiError.conflict(rt.plural, rt.group, name)
+            grace = options.get("gracePeriodSeconds")
+            if rt.kind == "Pod" and _graceful(old, grace):
+                if "deletionTimestamp" in old["metadata"]:
+                    return copy.deepcopy(old)
+                new = copy.deepcopy(old)
+                spec = old.get("spec") or {}
+                period = grace if grace is not None else spec.get("terminationGracePeriodSeconds", 30)
+                new["metadata"].update(deletionTimestamp=now_rfc3339(), deletionGracePeriodSeconds=period)
+                new["metadata"]["resourceVersion"] = self._bump()
+                self._bucket(rt)[(ns, name)] = new
+                self._record(rt, "MODIFIED", new, old)
+                return copy.deepcopy(new)
+            del self._bucket(rt)[(ns, name)]
+            gone = copy.deepcopy(old)
+            gone["metadata"]["resourceVersion"] = self._bump()
+            self._record(rt, "DELETED", gone, old)
+            return gone
+
+    def compact(self) -> None:
+        """Forget all history up to now, so any watch from an older resourceVersion gets 410."""
+        with self.cond:
+            self.history.clear()
+            self.compacted_rv = self.rv
+            self.cond.notify_all()
+
+    def close(self) -> None:
+        """Wake and end every watcher."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+    # ------------------------------------------------------------ watch
+
+    def watch(
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        pred: Predicate,
+        *,
+        since: str | None,
+        timeout_s: float,
+        bookmarks: bool,
+        bookmark_interval: Callable[[], float],
+    ) -> Iterator[tuple[str, Obj]]:
+        """Start a watch: validate now (errors before any byte is sent), then stream lazily."""
+        initial: list[Obj] = []
+        with self.cond:
+            if since in (None, "", "0"):
+                # No resourceVersion: synthetic ADDED for the current state, then changes.
+                initial = [copy.deepcopy(o) for (ons, _), o in sorted(self._bucket(rt).items())
+                           if (ns is None or ons == ns) and pred(o)]
+                pos = self.rv
+            else:
+                try:
+                    pos = int(since)
+                except ValueError:
+                    raise ApiError.bad_request(f'invalid resource version "{since}"') from None
+        return self._follow(rt, ns, pred, initial, pos, time.monotonic() + timeout_s, bookmarks, bookmark_interval)
+
+    def _follow(
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        pred: Predicate,
+        initial: list[Obj],
+        pos: int,
+        deadline: float,
+        bookmarks: bool,
+        bookmark_interval: Callable[[], float],
+    ) -> Iterator[tuple[str, Obj]]:
+        """Yield (type, object) events after `pos`: selector moves, bookmarks, 410 when history is gone."""
+        for obj in initial:
+            yield "ADDED", obj
+        next_bookmark = time.monotonic() + bookmark_interval()
+        while True:
+            with self.cond:
+                while not self.closed and self.rv <= pos and pos >= self.compacted_rv:
+                    now = time.monotonic()
+                    wake = min(deadline, next_bookmark if bookmarks else deadline)
+                    if now >= wake:
+                        break
+                    self.cond.wait(wake - now)
+                if self.closed:
+                    return
+                if pos < self.compacted_rv:
+                    yield "ERROR", _gone(pos, self.compacted_rv)
+                    return
+                events = [e for e in self.history if e.rv > pos and e.rkey == rt.key]
+                pos = max(pos, self.rv)
+            for ev in events:
+                out = _translate(ev, ns, pred)
+                if out:
+                    yield out
+            now = time.monotonic()
+            if now >= deadline:
+                if bookmarks:
+                    yield "BOOKMARK", _bookmark(rt, pos)
+                return
+            if bookmarks and now >= next_bookmark:
+                yield "BOOKMARK", _bookmark(rt, pos)
+                next_bookmark = now + bookmark_interval()
+
+
+def _strip_rv(obj: Obj) -> Obj:
+    out = copy.deepcopy(obj)
+    out["metadata"].pop("resourceVersion", None)
+    return out
+
+
+def _graceful(pod: Obj, grace: int | None) -> bool:
+    bound = bool((pod.get("spec") or {}).get("nodeName"))
+    terminal = (pod.get("status") or {}).get("phase") in _TERMINAL
+    return bound and not terminal and grace != 0
+
+
+def _translate(ev: Event, ns: str | None, pred: Predicate) -> tuple[str, Obj] | None:
+    """What one watcher sees: selector moves turn into ADDED/DELETED like the watch cache does."""
+    def visible(o: Obj | None) -> bool:
+        return o is not None and (ns is None or o["metadata"].get("namespace") == ns) and pred(o)
+
+    new_ok = ev.type != "DELETED" and visible(ev.obj)
+    old_ok = visible(ev.old)
+    if ev.type == "DELETED":
+        return ("DELETED", copy.deepcopy(ev.obj)) if old_ok else None
+    if new_ok and old_ok:
+        return "MODIFIED", copy.deepcopy(ev.obj)
+    if new_ok:
+        return "ADDED", copy.deepcopy(ev.obj)
+    if old_ok:
+        return "DELETED", copy.deepcopy(ev.obj)
+    return None
+
+
+def _gone(pos: int, oldest: int) -> Obj:
+    msg = f"too old resource version: {pos} ({oldest})"
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": msg,
+            "reason": "Expired", "code": 410}
+
+
+def _bookmark(rt: ResourceType, pos: int) -> Obj:
+    return {"kind": rt.kind, "apiVersion": rt.api_version(rt.versions[0]), "metadata": {"resourceVersion": str(pos)}}

@@ -1,0 +1,275 @@
+"""The test apiserver's semantics, proven through the official client (and, with KUBECONFIG, a real cluster)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from tests.kubeapi import ApiHandle, unique
+
+APS = ("cluster.open-cluster-management.io", "v1alpha1", "addonplacementscores")
+
+
+def _node(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": {"cpu": "8", "memory": "32Gi"}, "capacity": {"cpu": "8", "memory": "32Gi"}}}
+
+
+def _pod(name: str, node: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}}
+
+
+def _message(err: pytest.ExceptionInfo[ApiException]) -> str:
+    return json.loads(err.value.body)["message"]
+
+
+def _namespace(core: client.CoreV1Api, name: str) -> str:
+    core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+@pytest.fixture
+def core(kube_api: ApiHandle) -> client.CoreV1Api:
+    return client.CoreV1Api(kube_api.api_client())
+
+
+@pytest.fixture
+def ns(core: client.CoreV1Api) -> Any:
+    name = _namespace(core, unique("t"))
+    yield name
+    core.delete_namespace(name)
+
+
+def test_node_create_get_list_keeps_status_and_metadata(core: client.CoreV1Api) -> None:
+    name = unique("node")
+    created = core.create_node(_node(name, zone="a"))
+    try:
+        assert created.metadata.uid and created.metadata.creation_timestamp
+        assert int(created.metadata.resource_version) > 0
+        assert created.status.allocatable["cpu"] == "8"  # nodes keep status on create
+        got = core.read_node(name)
+        assert got.metadata.resource_version == created.metadata.resource_version
+        listed = core.list_node(label_selector="zone=a")
+        assert name in [n.metadata.name for n in listed.items] and listed.metadata.resource_version
+        assert name not in [n.metadata.name for n in core.list_node(label_selector="zone notin (a,b)").items]
+        with pytest.raises(ApiException) as err:
+            core.create_node(_node(name))
+        assert err.value.status == 409 and "AlreadyExists" in err.value.body
+    finally:
+        core.delete_node(name)
+    with pytest.raises(ApiException) as err:
+        core.read_node(name)
+    assert err.value.status == 404 and f'nodes "{name}" not found' in _message(err)
+
+
+def test_stale_resource_version_update_is_a_conflict(core: client.CoreV1Api) -> None:
+    name = unique("node")
+    first = core.create_node(_node(name))
+    try:
+        core.patch_node(name, {"metadata": {"labels": {"x": "1"}}})
+        first.metadata.labels = {"x": "2"}
+        with pytest.raises(ApiException) as err:
+            core.replace_node(name, first)
+        assert err.value.status == 409
+        assert "the object has been modified; please apply your changes to the latest version" in err.value.body
+        fresh = core.read_node(name)
+        fresh.metadata.labels = {"x": "3"}
+        assert core.replace_node(name, fresh).metadata.labels == {"x": "3"}
+    finally:
+        core.delete_node(name)
+
+
+def test_pod_field_selectors_and_status_subresource(core: client.CoreV1Api, ns: str) -> None:
+    node = unique("node")
+    for i, phase in enumerate(["Running", "Succeeded", "Failed", "Pending"]):
+        pod = _pod(f"p{i}", node)
+        pod["status"] = {"phase": "Running"}
+        created = core.create_namespaced_pod(ns, pod)
+        assert created.status.phase == "Pending"  # status on create is reset, as in the apiserver
+        core.patch_namespaced_pod_status(f"p{i}", ns, {"status": {"phase": phase}})
+    core.create_namespaced_pod(ns, _pod("elsewhere", unique("other")))
+    sel = f"spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"
+    names = sorted(p.metadata.name for p in core.list_namespaced_pod(ns, field_selector=sel).items)
+    assert names == ["p0", "p3"]
+    everywhere = core.list_pod_for_all_namespaces(field_selector=f"metadata.namespace={ns},spec.nodeName={node}")
+    assert len(everywhere.items) == 4
+    # A main-resource patch cannot change status.
+    core.patch_namespaced_pod("p0", ns, {"metadata": {"labels": {"a": "b"}}, "status": {"phase": "Failed"}})
+    assert core.read_namespaced_pod("p0", ns).status.phase == "Running"
+    for pod in core.list_namespaced_pod(ns).items:
+        core.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
+
+
+def test_unsupported_field_selector_is_rejected(core: client.CoreV1Api) -> None:
+    with pytest.raises(ApiException) as err:
+        core.list_pod_for_all_namespaces(field_selector="spec.bogus=1")
+    assert err.value.status == 400 and "field label not supported" in err.value.body
+
+
+def test_watch_streams_events_bookmarks_and_selector_moves(kube_api: ApiHandle, core: client.CoreV1Api,
+                                                           ns: str) -> None:
+    if kube_api.server:
+        kube_api.server.set_bookmark_interval(0.2)
+    node = unique("node")
+    rv = core.list_namespaced_pod(ns).metadata.resource_version
+    events: list[tuple[str, str]] = []
+
+    def run() -> None:
+        w = watch.Watch()
+        for ev in w.stream(core.list_namespaced_pod, ns, field_selector=f"spec.nodeName={node}",
+                           resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=1):
+            name = ev["object"].metadata.name if ev["type"] != "BOOKMARK" else ""
+            events.append((ev["type"], name))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    core.create_namespaced_pod(ns, _pod("a", node))
+    core.create_namespaced_pod(ns, _pod("b", unique("other")))
+    core.patch_namespaced_pod_status("a", ns, {"status": {"phase": "Running"}})
+    core.delete_namespaced_pod("a", ns, grace_period_seconds=0)
+    thread.join(timeout=10)
+    changes = [e for e in events if e[0] != "BOOKMARK"]
+    assert changes == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
+    if kube_api.server:
+        assert ("BOOKMARK", "") in events
+    core.delete_namespaced_pod("b", ns, grace_period_seconds=0)
+
+
+def test_label_change_out_of_selector_is_a_deleted_event(kube_api: ApiHandle, core: client.CoreV1Api) -> None:
+    name = unique("node")
+    created = core.create_node(_node(name, pool="gpu"))
+    try:
+        w = watch.Watch()
+        stream = w.stream(core.list_node, label_selector="pool=gpu", resource_version=created.metadata.resource_version,
+                          timeout_seconds=2)
+        core.patch_node(name, {"metadata": {"labels": {"pool": "cpu"}}})
+        ev = next(stream)
+        assert (ev["type"], ev["object"].metadata.name) == ("DELETED", name)
+        w.stop()
+    finally:
+        core.delete_node(name)
+
+
+def test_watch_from_compacted_resource_version_gets_410(kube_test_server: ApiHandle) -> None:
+    server = kube_test_server.server
+    assert server is not None
+    core = client.CoreV1Api(kube_test_server.api_client())
+    old_rv = core.list_node().metadata.resource_version
+    name = unique("node")
+    core.create_node(_node(name))
+    server.compact()
+    with pytest.raises(ApiException) as err:
+        for _ in watch.Watch().stream(core.list_node, resource_version=old_rv, timeout_seconds=2):
+            pass
+    assert err.value.status == 410
+    raw = core.list_node(watch=True, resource_version=old_rv, timeout_seconds=1, _preload_content=False)
+    assert b'"code": 410' in raw.data and b'"type": "ERROR"' in raw.data
+    core.delete_node(name)
+
+
+def test_injected_fault_returns_status_and_is_logged(kube_test_server: ApiHandle) -> None:
+    server = kube_test_server.server
+    assert server is not None
+    core = client.CoreV1Api(kube_test_server.api_client())
+    server.inject("GET", r"^/api/v1/nodes$", 503, times=1)
+    with pytest.raises(ApiException) as err:
+        core.list_node()
+    assert err.value.status == 503 and "ServiceUnavailable" in err.value.body
+    core.list_node()
+    statuses = [r.status for r in server.requests if r.path == "/api/v1/nodes"]
+    assert statuses == [503, 200]
+
+
+# ------------------------------------------------------------ hub: AddOnPlacementScore
+
+
+@pytest.fixture
+def hub(hub_api: ApiHandle) -> Any:
+    api = hub_api.api_client()
+    ns = _namespace(client.CoreV1Api(api), unique("cluster"))
+    yield client.CustomObjectsApi(api), ns
+    client.CoreV1Api(api).delete_namespace(ns)
+
+
+def _aps(custom: client.CustomObjectsApi, ns: str) -> str:
+    name = unique("aps")
+    body = {"apiVersion": "cluster.open-cluster-management.io/v1alpha1", "kind": "AddOnPlacementScore",
+            "metadata": {"name": name}, "status": {"scores": [{"name": "x", "value": 5}]}}
+    created = custom.create_namespaced_custom_object(*APS[:2], ns, APS[2], body)
+    assert "status" not in created or not created["status"].get("scores")  # status dropped on create
+    return name
+
+
+def _write_status(custom: client.CustomObjectsApi, ns: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+    return custom.patch_namespaced_custom_object_status(*APS[:2], ns, APS[2], name, {"status": status})
+
+
+@pytest.mark.parametrize("value", [100, -100, 0], ids=["max", "min", "zero"])
+def test_aps_status_accepts_bounds(hub: Any, value: int) -> None:
+    custom, ns = hub
+    name = _aps(custom, ns)
+    until = (datetime.now(UTC) + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out = _write_status(custom, ns, name, {"scores": [{"name": "a", "value": value}], "validUntil": until})
+    assert out["status"]["scores"] == [{"name": "a", "value": value}]
+
+
+@pytest.mark.parametrize(
+    ("status", "needle"),
+    [
+        ({"scores": [{"name": "a", "value": 150}]},
+         "status.scores[0].value: Invalid value: 150: "
+         "status.scores[0].value in body should be less than or equal to 100"),
+        ({"scores": [{"name": "a", "value": -101}]}, "should be greater than or equal to -100"),
+        ({"scores": [{"name": "a", "value": 50.5}]}, "status.scores[0].value in body must be of type integer"),
+        ({"scores": [{"name": "a", "value": "50"}]}, "must be of type integer"),
+        ({"scores": [{"name": "a", "value": 1}, {"name": "a", "value": 2}]}, "status.scores[1]: Duplicate value"),
+        ({"scores": [{"value": 1}]}, "status.scores[0].name: Required value"),
+        ({"scores": [{"name": "a", "value": 1}], "validUntil": "tomorrow"}, "status.validUntil"),
+    ],
+    ids=["150", "-101", "50.5", "string", "duplicate", "missing-name", "bad-date"],
+)
+def test_aps_status_rejects_invalid_with_422(hub: Any, status: dict[str, Any], needle: str) -> None:
+    custom, ns = hub
+    name = _aps(custom, ns)
+    with pytest.raises(ApiException) as err:
+        _write_status(custom, ns, name, status)
+    assert err.value.status == 422, err.value.body
+    assert needle in _message(err)
+    assert _message(err).startswith(f'AddOnPlacementScore.cluster.open-cluster-management.io "{name}" is invalid: ')
+
+
+def test_aps_main_resource_patch_drops_status(hub: Any) -> None:
+    custom, ns = hub
+    name = _aps(custom, ns)
+    _write_status(custom, ns, name, {"scores": [{"name": "a", "value": 1}]})
+    custom.patch_namespaced_custom_object(*APS[:2], ns, APS[2], name,
+                                          {"metadata": {"labels": {"k": "v"}}, "status": {"scores": []}})
+    got = custom.get_namespaced_custom_object(*APS[:2], ns, APS[2], name)
+    assert got["status"]["scores"] == [{"name": "a", "value": 1}] and got["metadata"]["labels"] == {"k": "v"}
+
+
+def test_token_review_checks_token_expiry_and_audience(kube_test_server: ApiHandle) -> None:
+    server = kube_test_server.server
+    assert server is not None
+    extra = {"authentication.kubernetes.io/node-name": ["n1"]}
+    server.add_token("good", username="system:serviceaccount:ns:sa", audiences=("accelscore", "other"), extra=extra)
+    server.add_token("old", username="u", expires_at=time.time() - 1)
+    auth = client.AuthenticationV1Api(kube_test_server.api_client())
+
+    def review(token: str, audiences: list[str]) -> Any:
+        return auth.create_token_review({"spec": {"token": token, "audiences": audiences}}).status
+
+    ok = review("good", ["accelscore"])
+    assert ok.authenticated and ok.user.username == "system:serviceaccount:ns:sa"
+    assert ok.audiences == ["accelscore"] and ok.user.extra == extra
+    for token, audiences in [("nope", ["accelscore"]), ("old", ["accelscore"]), ("good", ["elsewhere"])]:
+        bad = review(token, audiences)
+        assert not bad.authenticated and bad.error
