@@ -1,0 +1,137 @@
+"""Least privilege on every rendered object: RBAC without wildcards or pod/node writes, locked-down containers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.deploy import support
+
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection", "escalate", "bind", "impersonate"}
+READ_VERBS = {"get", "list", "watch"}
+SCORE_RESOURCES = {"addonplacementscores", "addonplacementscores/status"}
+
+
+def _all_sets(tmp_path: Path) -> dict[str, list[support.Obj]]:
+    hub = support.kustomize(support.ADDON)
+    sets = {"daemonset": support.kustomize(support.DAEMONSET), "hub": hub,
+            "addon-rendered": support.render_addon(hub)[0]}
+    for component in support.COMPONENTS:
+        if component.name != "agent-root":  # runs as root on purpose; see its own test
+            overlay = tmp_path / component.name
+            overlay.mkdir()
+            sets[f"daemonset+{component.name}"] = support.kustomize_with_components(
+                overlay, support.DAEMONSET, [component])
+    return sets
+
+
+def _rules(objs: list[support.Obj]) -> list[tuple[str, dict]]:
+    return [(o["metadata"]["name"], rule) for o in objs if o["kind"] in ("ClusterRole", "Role")
+            for rule in o.get("rules", [])]
+
+
+def test_no_rbac_rule_uses_wildcards_or_writes_nodes_or_pods(tmp_path: Path) -> None:
+    for label, objs in _all_sets(tmp_path).items():
+        for name, rule in _rules(objs):
+            for field in ("verbs", "resources", "apiGroups"):
+                assert "*" not in rule.get(field, []), f"{label} {name}: wildcard in {field}"
+            assert "nonResourceURLs" not in rule, f"{label} {name}"
+            core = "" in rule.get("apiGroups", [])
+            touches = {r.split("/")[0] for r in rule.get("resources", [])} & {"nodes", "pods"}
+            if core and touches:
+                assert set(rule["verbs"]) <= READ_VERBS, f"{label} {name}: writes {touches}"
+
+
+@pytest.mark.parametrize("label", ["daemonset", "addon-rendered"])
+def test_managed_cluster_roles_grant_exactly_what_each_process_needs(tmp_path: Path, label: str) -> None:
+    objs = _all_sets(tmp_path)[label]
+    roles = {o["metadata"]["name"]: o["rules"] for o in objs if o["kind"] == "ClusterRole"}
+    grants = {}
+    for name, rules in roles.items():
+        grants[name] = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]
+                        for v in rule["verbs"]}
+    read = {("", r, v) for r in ("nodes", "pods") for v in READ_VERBS}
+    assert sorted(grants.values(), key=len) == [read, read | {("authentication.k8s.io", "tokenreviews", "create")}]
+    assert not [o for o in objs if o["kind"] in ("Role", "RoleBinding")]
+
+
+def test_hub_role_is_limited_to_addon_placement_scores() -> None:
+    hub = support.kustomize(support.ADDON)
+    template = support.one(hub, "AddOnTemplate")
+    role_names = {p["currentCluster"]["clusterRoleName"] for reg in template["spec"]["registration"]
+                  for p in reg["kubeClient"]["hubPermissions"]}
+    roles = [o for o in hub if o["kind"] == "ClusterRole"]
+    assert {r["metadata"]["name"] for r in roles} == role_names
+    for role in roles:
+        for rule in role["rules"]:
+            assert rule["apiGroups"] == ["cluster.open-cluster-management.io"]
+            assert set(rule["resources"]) <= SCORE_RESOURCES
+            assert set(rule["verbs"]) <= READ_VERBS | {"create", "update", "patch"}
+    for binding in (o for o in hub if o["kind"] in ("ClusterRoleBinding", "RoleBinding")):
+        assert binding["roleRef"]["name"] in role_names
+
+
+def _containers(pod: support.Obj) -> list[support.Obj]:
+    return pod["containers"] + pod.get("initContainers", [])
+
+
+def test_every_container_is_non_root_read_only_and_without_capabilities(tmp_path: Path) -> None:
+    for label, objs in _all_sets(tmp_path).items():
+        for workload, pod in support.pod_specs(objs):
+            where = f"{label} {workload['kind']}/{workload['metadata']['name']}"
+            assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", where
+            assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC"), where
+            for container in _containers(pod):
+                ctx = container["securityContext"]
+                assert ctx.get("runAsNonRoot", pod["securityContext"].get("runAsNonRoot")) is True, where
+                assert pod["securityContext"].get("runAsUser", 1) != 0, where
+                assert ctx["readOnlyRootFilesystem"] is True, where
+                assert ctx["allowPrivilegeEscalation"] is False, where
+                assert not ctx.get("privileged"), where
+                assert ctx["capabilities"]["drop"] == ["ALL"], where
+                assert not ctx["capabilities"].get("add"), where
+
+
+def test_host_paths_are_mounted_read_only(tmp_path: Path) -> None:
+    for label, objs in _all_sets(tmp_path).items():
+        for _, pod in support.pod_specs(objs):
+            host = {v["name"] for v in pod.get("volumes", []) if "hostPath" in v}
+            for container in _containers(pod):
+                for mount in container.get("volumeMounts", []):
+                    if mount["name"] in host:
+                        assert mount.get("readOnly") is True, f"{label} {container['name']} {mount}"
+
+
+def test_agent_root_component_keeps_everything_but_the_user_locked_down(tmp_path: Path) -> None:
+    objs = support.kustomize_with_components(tmp_path, support.DAEMONSET,
+                                             [support.DAEMONSET / "components" / "agent-root"])
+    agent = support.one(objs, "DaemonSet", "accelscore-agent")["spec"]["template"]["spec"]
+    assert agent["securityContext"]["runAsUser"] == 0
+    ctx = agent["containers"][0]["securityContext"]
+    assert ctx["capabilities"] == {"drop": ["ALL"]} and ctx["allowPrivilegeEscalation"] is False
+    assert ctx["readOnlyRootFilesystem"] is True and ctx["privileged"] is False
+    scorer = support.one(objs, "Deployment", "accelscore-scorer")["spec"]["template"]["spec"]
+    assert scorer["securityContext"]["runAsNonRoot"] is True
+
+
+@pytest.mark.parametrize("label", ["daemonset", "addon-rendered"])
+def test_agent_gets_its_node_token_and_device_access(tmp_path: Path, label: str) -> None:
+    objs = _all_sets(tmp_path)[label]
+    agent = support.one(objs, "DaemonSet", "accelscore-agent")["spec"]["template"]["spec"]
+    [container] = agent["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all"
+    assert env["NVIDIA_DRIVER_CAPABILITIES"]["value"] == "utility"
+    volumes = {v["name"]: v for v in agent["volumes"]}
+    [source] = volumes["accelscore-token"]["projected"]["sources"]
+    token = source["serviceAccountToken"]
+    assert token["audience"] == "accelscore" and token["path"] == "token"
+    assert 600 <= token["expirationSeconds"] <= 3600
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["accelscore-token"] == "/var/run/secrets/accelscore"
+    assert volumes["pod-resources"]["hostPath"]["path"] == "/var/lib/kubelet/pod-resources"
+    assert {"operator": "Exists"} in agent["tolerations"]
+    limits = container["resources"]["limits"]
+    assert limits["memory"] == "128Mi"
