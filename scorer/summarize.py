@@ -49,6 +49,15 @@ def _mem_free(device: report_pb2.Device) -> float:
     return float(free) if free > 0 else 0.0
 
 
+def _takes_more_work(device: report_pb2.Device) -> bool:
+    """Unassigned, or assigned only through sharing (time-slicing `::N` ids, nvidia.com/gpu.shared).
+
+    An exclusively allocated GPU may sit idle with its memory free, but no new pod can be bound to it,
+    so its memory must not advertise room for shared or inference work.
+    """
+    return all("::" in a.device_id or a.resource_name.endswith(".shared") for a in device.assignments)
+
+
 def _gpu_part(
     report: report_pb2.NodeReport, config: ScoringConfig, nvidia_ok: bool,
 ) -> tuple[int, int, int, bool, float, float]:
@@ -77,16 +86,16 @@ def _gpu_part(
         if instances or (gpu.HasField("mig_enabled") and gpu.mig_enabled):
             # A MIG-enabled GPU offers its instances' memory; an instance of unknown health offers nothing.
             for mig in instances:
-                if mig.health in _USABLE:
+                if mig.health in _USABLE and _takes_more_work(mig):
                     mem_max = max(mem_max, _mem_free(mig))
-        else:
+        elif _takes_more_work(gpu):
             mem_max = max(mem_max, _mem_free(gpu))
         if (free_known and not gpu.assignments
                 and not any(mig.assignments or mig.health == _UNHEALTHY for mig in instances)):
             free += 1
             compute += config.gpu_weight(gpu.model)
     if not free_known:
-        free, compute = 0, 0.0
+        free, compute, mem_max = 0, 0.0, 0.0  # which memory can take work is unknown, so none counts
     return len(gpus), healthy, free, free_known, mem_max, compute
 
 

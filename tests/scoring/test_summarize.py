@@ -136,9 +136,22 @@ def test_gpu_memory_free(total: int | None, used: int | None, reserved: int | No
     assert s.gpu_mem_free_max_bytes == expected
 
 
-def test_memory_free_is_the_most_on_one_gpu_even_if_assigned() -> None:
+def test_memory_on_an_exclusively_assigned_gpu_does_not_count_free() -> None:
     devices = [b.gpu("GPU-0", used=70 * GIB), b.gpu("GPU-1", used=20 * GIB, pods=("p",))]
+    assert _summary(b.report(devices=devices)).gpu_mem_free_max_bytes == 10 * GIB
+
+
+def test_memory_on_a_time_sliced_gpu_counts_free() -> None:
+    shared = b.gpu("GPU-1", used=20 * GIB)
+    shared.assignments.add(namespace="ml", pod="p", container="c", resource_name="nvidia.com/gpu",
+                           device_id="GPU-1::2")
+    devices = [b.gpu("GPU-0", used=70 * GIB), shared]
     assert _summary(b.report(devices=devices)).gpu_mem_free_max_bytes == 60 * GIB
+
+
+def test_memory_free_is_unknown_without_the_kubelet() -> None:
+    devices = [b.gpu("GPU-0", used=10 * GIB, known=False)]
+    assert _summary(b.report(devices=devices)).gpu_mem_free_max_bytes == 0.0
 
 
 def test_gpu_weight_comes_from_the_model_table_and_unknown_models_weigh_least() -> None:
