@@ -1,0 +1,266 @@
+"""Placement objects and a pure emulation of OCM's placement scheduler (REFERENCE §1).
+
+Filter: `spec.predicates` (ORed), each a `requiredClusterSelector` of labelSelector AND claimSelector;
+a CEL selector is not emulated (a warning says so and the predicate ignores it). Prioritize: the
+weights of `getWeights` (Additive = Balance 1 + Steady 1 overridden by the listed ones; Exact = only
+the listed ones), weight 0 disables; AddOn scores are read raw, a missing APS, a missing score name or
+a `validUntil` in the past count 0; sum of weight * score, ties by cluster name; top `numberOfClusters`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+BALANCE = "Balance"
+STEADY = "Steady"
+MAX_CLUSTER_SCORE = 100
+_NOT_EMULATED_BUILTINS = ("ResourceAllocatableCPU", "ResourceAllocatableMemory", "Spread")
+
+
+class PlacementError(ValueError):
+    """A Placement the OCM scheduler would mark Misconfigured, or that is not a Placement at all."""
+
+
+class Mode(enum.StrEnum):
+    ADDITIVE = "Additive"
+    EXACT = "Exact"
+
+
+@dataclass(frozen=True, slots=True)
+class Coordinate:
+    """`scoreCoordinate`: a built-in prioritizer, or one score of one AddOnPlacementScore."""
+
+    type: str  # BuiltIn | AddOn
+    built_in: str = ""
+    resource_name: str = ""
+    score_name: str = ""
+
+    def label(self) -> str:
+        return self.built_in if self.type == "BuiltIn" else f"{self.resource_name}/{self.score_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One `matchExpressions` entry (In, NotIn, Exists, DoesNotExist)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """One `requiredClusterSelector`: labels and claims must both match; CEL is carried, not evaluated."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    label_expressions: tuple[Requirement, ...] = ()
+    claim_expressions: tuple[Requirement, ...] = ()
+    cel_expressions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The parts of a `cluster.open-cluster-management.io/v1beta1` Placement that the emulation reads."""
+
+    name: str
+    namespace: str = "default"
+    number_of_clusters: int | None = None
+    mode: Mode = Mode.ADDITIVE
+    configurations: tuple[tuple[Coordinate, int], ...] = ()
+    predicates: tuple[Selector, ...] = ()
+    cluster_sets: tuple[str, ...] = ()
+
+    def references(self) -> set[tuple[str, str]]:
+        """(APS name, score name) pairs this Placement ranks by."""
+        return {(c.resource_name, c.score_name) for c, _ in self.configurations if c.type == "AddOn"}
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    """What the filter reads from a ManagedCluster."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    claims: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedScores:
+    """One AddOnPlacementScore as the hub holds it (`valid_until` None = never expires)."""
+
+    scores: Mapping[str, int]
+    valid_until: float | None = None
+
+
+# cluster -> APS name -> published object; a cluster or APS absent here is "no such object".
+HubView = Mapping[str, Mapping[str, PublishedScores]]
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One feasible cluster with its total and each prioritizer's (weight, score)."""
+
+    cluster: str
+    total: int
+    parts: Mapping[str, tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """Result of one scheduling round: feasible clusters best first, the selected ones, and warnings."""
+
+    placement: str
+    ranked: tuple[Ranked, ...]
+    selected: tuple[str, ...]
+    filtered_out: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def _requirements(raw: Iterable[Mapping[str, Any]] | None) -> tuple[Requirement, ...]:
+    """matchExpressions as Requirements; unknown operators are a Misconfigured Placement."""
+    out = []
+    for expr in raw or ():
+        op = expr["operator"]
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise PlacementError(f"unsupported selector operator {op!r}")
+        out.append(Requirement(expr["key"], op, tuple(expr.get("values") or ())))
+    return tuple(out)
+
+
+def from_object(obj: Mapping[str, Any]) -> Placement:
+    """A Placement from its API object (already schema-valid), with the CRD's defaults applied."""
+    if obj.get("kind") != "Placement" or obj.get("apiVersion") != "cluster.open-cluster-management.io/v1beta1":
+        raise PlacementError("not a cluster.open-cluster-management.io/v1beta1 Placement")
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    if not meta.get("name"):
+        raise PlacementError("metadata.name is required")
+    policy = spec.get("prioritizerPolicy") or {}
+    mode = policy.get("mode") or Mode.ADDITIVE.value
+    if mode not in (Mode.ADDITIVE.value, Mode.EXACT.value):
+        raise PlacementError(f"incorrect prioritizer policy mode: {mode}")
+    configs = []
+    for cfg in policy.get("configurations") or ():
+        sc = cfg.get("scoreCoordinate")
+        if not sc:
+            raise PlacementError("scoreCoordinate field is required")
+        kind = sc.get("type") or "BuiltIn"
+        if kind == "AddOn":
+            addon = sc.get("addOn")
+            if not addon:
+                raise PlacementError("addOn should not be empty")
+            coord = Coordinate("AddOn", resource_name=addon["resourceName"], score_name=addon["scoreName"])
+        else:
+            coord = Coordinate("BuiltIn", built_in=sc.get("builtIn") or "")
+        configs.append((coord, int(cfg.get("weight", 1))))
+    predicates = []
+    for pred in spec.get("predicates") or ():
+        req = pred.get("requiredClusterSelector") or {}
+        labels = req.get("labelSelector") or {}
+        predicates.append(Selector(
+            match_labels=tuple(sorted((labels.get("matchLabels") or {}).items())),
+            label_expressions=_requirements(labels.get("matchExpressions")),
+            claim_expressions=_requirements((req.get("claimSelector") or {}).get("matchExpressions")),
+            cel_expressions=tuple((req.get("celSelector") or {}).get("celExpressions") or ()),
+        ))
+    return Placement(
+        name=meta["name"], namespace=meta.get("namespace") or "default",
+        number_of_clusters=spec.get("numberOfClusters"), mode=Mode(mode), configurations=tuple(configs),
+        predicates=tuple(predicates), cluster_sets=tuple(spec.get("clusterSets") or ()),
+    )
+
+
+def effective_weights(placement: Placement) -> dict[Coordinate, int]:
+    """OCM's getWeights: Additive starts from Balance=1, Steady=1; listed entries override (last wins)."""
+    weights: dict[Coordinate, int] = {}
+    if placement.mode is Mode.ADDITIVE:
+        weights[Coordinate("BuiltIn", built_in=BALANCE)] = 1
+        weights[Coordinate("BuiltIn", built_in=STEADY)] = 1
+    for coord, weight in placement.configurations:
+        weights[coord] = weight
+    return weights
+
+
+def _requirement_matches(req: Requirement, values: Mapping[str, str]) -> bool:
+    """Kubernetes selector semantics for one requirement."""
+    present = req.key in values
+    if req.operator == "In":
+        return present and values[req.key] in req.values
+    if req.operator == "NotIn":
+        return not present or values[req.key] not in req.values
+    if req.operator == "Exists":
+        return present
+    return not present  # DoesNotExist
+
+
+def selector_matches(selector: Selector, cluster: ClusterInfo) -> bool:
+    """labelSelector AND claimSelector (CEL is not evaluated here)."""
+    if any(cluster.labels.get(k) != v for k, v in selector.match_labels):
+        return False
+    if not all(_requirement_matches(r, cluster.labels) for r in selector.label_expressions):
+        return False
+    return all(_requirement_matches(r, cluster.claims) for r in selector.claim_expressions)
+
+
+def addon_score(hub: HubView, cluster: str, coord: Coordinate, *, now: float) -> int:
+    """The AddOn prioritizer: raw value, or 0 for a missing APS, a missing name, or validUntil < now."""
+    aps = hub.get(cluster, {}).get(coord.resource_name)
+    if aps is None or (aps.valid_until is not None and now > aps.valid_until):
+        return 0
+    return int(aps.scores.get(coord.score_name, 0))
+
+
+def balance_scores(clusters: Sequence[str], other_decisions: Sequence[Iterable[str]]) -> dict[str, int]:
+    """OCM's Balance: 100 with no decisions of other Placements, else 2*trunc(100*(0.5 - count/max))."""
+    counts: dict[str, int] = {}
+    for decision in other_decisions:
+        for name in decision:
+            counts[name] = counts.get(name, 0) + 1
+    most = max(counts.values(), default=0)
+    return {c: 2 * int(MAX_CLUSTER_SCORE * (0.5 - counts[c] / most)) if c in counts else MAX_CLUSTER_SCORE
+            for c in clusters}
+
+
+def rank(placement: Placement, clusters: Sequence[ClusterInfo], hub: HubView, *, now: float,
+         previous: Iterable[str] = (), other_decisions: Sequence[Iterable[str]] = ()) -> Ranking:
+    """One scheduling round: filter, prioritize, sort (score desc, name asc), select numberOfClusters."""
+    warnings: list[str] = []
+    feasible, dropped = [], []
+    for cluster in clusters:
+        ok = not placement.predicates or any(selector_matches(p, cluster) for p in placement.predicates)
+        (feasible if ok else dropped).append(cluster.name)
+    if any(p.cel_expressions for p in placement.predicates):
+        warnings.append(f"{placement.name}: celSelector is not emulated; its expressions were ignored")
+    if placement.cluster_sets:
+        warnings.append(f"{placement.name}: clusterSets is not emulated; every fleet cluster is in the set")
+    steady = set(previous)
+    totals = {c: 0 for c in feasible}
+    parts: dict[str, dict[str, tuple[int, int]]] = {c: {} for c in feasible}
+    for coord, weight in effective_weights(placement).items():
+        if weight == 0:
+            continue
+        if coord.type == "AddOn":
+            scores = {c: addon_score(hub, c, coord, now=now) for c in feasible}
+        elif coord.built_in == BALANCE:
+            scores = balance_scores(feasible, other_decisions)
+        elif coord.built_in == STEADY:
+            scores = {c: MAX_CLUSTER_SCORE if c in steady else 0 for c in feasible}
+        elif coord.built_in in _NOT_EMULATED_BUILTINS:
+            warnings.append(f"{placement.name}: built-in prioritizer {coord.built_in} is not emulated; it scores 0")
+            scores = dict.fromkeys(feasible, 0)
+        else:
+            raise PlacementError(f"{placement.name}: incorrect builtin prioritizer: {coord.built_in}")
+        for c, value in scores.items():
+            totals[c] += value * weight
+            parts[c][coord.label()] = (weight, value)
+    order = sorted(feasible, key=lambda c: (-totals[c], c))
+    count = len(order) if placement.number_of_clusters is None else placement.number_of_clusters
+    return Ranking(
+        placement=placement.name,
+        ranked=tuple(Ranked(c, totals[c], parts[c]) for c in order),
+        selected=tuple(order[:max(count, 0)]),
+        filtered_out=tuple(sorted(dropped)),
+        warnings=tuple(warnings),
+    )
