@@ -40,7 +40,7 @@ def _status(hub: k8s.CustomObjectsApi, namespace: str, name: str) -> dict:
 
 @pytest.fixture
 def fleet(hub_api: ApiHandle, tmp_path: Path) -> Iterator[tuple[k8s.CustomObjectsApi, list[SimCluster]]]:
-    """cluster-a: 2 × 8 H100 (5 busy on one node); cluster-b: 8 A100 with one XID-79 GPU; both publishing."""
+    """cluster-a: 2 x 8 H100 (5 busy on one node); cluster-b: 8 A100 with one XID-79 GPU; both publishing."""
     hub_client = hub_api.api_client()
     core = k8s.CoreV1Api(hub_client)
     names = [unique("cluster-a"), unique("cluster-b")]
@@ -77,7 +77,7 @@ def test_each_cluster_publishes_both_score_objects_with_the_right_values(fleet) 
     assert accel["gpuClusterHealthy"] == 100 and accel["clusterFreshness"] == 100
     assert accel["tpuClusterFree"] == 0
     compat = wait_for(lambda: _scores(hub, a.name, "resource-usage-score"))
-    assert compat["gpuClusterAvailable"] == int(200 * 11 / 20 - 100)  # 16 allocatable − 5 requested
+    assert compat["gpuClusterAvailable"] == int(200 * 11 / 20 - 100)  # 16 allocatable - 5 requested
     assert compat["gpuNodeAvailable"] == int(200 * 8 / 20 - 100)
     assert compat["memNodeAvailable"] == int(200 * (512 * 1024) / 1048576 - 100)  # MiB, upstream's bug fixed
     b_scores = wait_for(lambda: _scores(hub, b.name, "accelscore"))
