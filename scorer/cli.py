@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _cluster_api() -> Any:
     """The managed cluster's API (in-cluster or KUBECONFIG), or None with a warning."""
-    from accelscore.kube.config import KubeUnavailable, load_api_client
+    from accelscore.kube.config import load_api_client
+    from accelscore.kube.errors import KubeUnavailable
 
     try:
         return load_api_client()

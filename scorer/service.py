@@ -45,6 +45,10 @@ class ScorerService:
                                              publish_stats=self.publisher.stats))
         self._cluster_api = cluster_api
         self._watches: list[Any] = []
+        self._node_watch: Any = None
+        self._pending_watch: Any = None
+        self._watches_dirty = threading.Event()
+        self._applied_once = False
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.grpc_server: Any = None
@@ -82,9 +86,10 @@ class ScorerService:
         return self
 
     def _start_watches(self) -> None:
+        from kubernetes import client as k8s
+
         from accelscore.kube.watch import WatchCache
         from agent.requests import effective_requests
-        from kubernetes import client as k8s
 
         core = k8s.CoreV1Api(self._cluster_api)
 
@@ -95,30 +100,36 @@ class ScorerService:
             requests = effective_requests(pod)
             return requests.get(GPU, 0.0), requests.get(TPU, 0.0)
 
-        nodes = WatchCache(list_func=core.list_node, key=lambda n: n.metadata.name, transform=node_facts,
-                           on_change=lambda cache: self._nodes_changed(cache), name="nodes")
-        pending = WatchCache(list_func=core.list_pod_for_all_namespaces,
-                             field_selector="spec.nodeName=,status.phase=Pending",
-                             key=lambda p: f"{p.metadata.namespace}/{p.metadata.name}", transform=pending_demand,
-                             on_change=lambda cache: self._pending_changed(cache), name="pending-pods")
-        self._watches = [nodes, pending]
-        for watch in self._watches:
-            watch.start()
+        def changed(*_: Any) -> None:  # per event: only mark dirty; the loop folds all events into one pass
+            self._watches_dirty.set()
+            self._wake.set()
 
-    def _nodes_changed(self, cache: Any) -> None:
-        self.table.set_nodes({facts.name: facts for facts in cache.items().values()})
-        self._wake.set()
+        self._node_watch = WatchCache(list_func=core.list_node, key=lambda n: n.metadata.name,
+                                      transform=node_facts, on_change=changed, name="nodes")
+        self._pending_watch = WatchCache(list_func=core.list_pod_for_all_namespaces,
+                                         field_selector="spec.nodeName=,status.phase=Pending",
+                                         transform=pending_demand, on_change=changed, name="pending-pods")
+        self._watches = [self._node_watch, self._pending_watch]
 
-    def _pending_changed(self, cache: Any) -> None:
-        demand = list(cache.items().values())
-        self.table.set_pending(gpus=sum(g for g, _ in demand), tpus=sum(t for _, t in demand))
-        self._wake.set()
+    def _apply_watches(self) -> None:
+        """Copy the watch caches into the node table once per pass (not once per event: O(nodes) per pass)."""
+        if self._node_watch is None or not self._node_watch.synced.is_set():
+            return
+        if self._applied_once and not self._watches_dirty.is_set():
+            return
+        self._watches_dirty.clear()
+        self._applied_once = True
+        self.table.set_nodes({facts.name: facts for facts in self._node_watch.items().values()})
+        if self._pending_watch is not None and self._pending_watch.synced.is_set():
+            demand = list(self._pending_watch.items().values())
+            self.table.set_pending(gpus=sum(g for g, _ in demand), tpus=sum(t for _, t in demand))
 
     # ------------------------------------------------------------------ loop
 
     def score_once(self, now: float | None = None) -> None:
         """One scoring pass and hand-off to the publisher."""
         now = self._clock() if now is None else now
+        self._apply_watches()
         started = time.perf_counter()
         snapshot = self.table.snapshot()
         score_sets = score_cluster(snapshot, self.config.scoring, now=now)
