@@ -1,0 +1,241 @@
+"""Claims about the agent's push path: `ReportSender` (how) and `PushLoop` (when), against a real ingest server."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from accelscore.v1 import report_pb2 as pb
+from agent.push import PushLoop, PushResult, ReportSender
+from scorer.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
+from tests.ingest.harness import AGENT_SA, IngestServer
+from tests.ingest.sample import eight_gpu_report
+from tests.kubeapi.fixtures import ApiHandle
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _busy_key(report: pb.NodeReport) -> tuple[int, ...]:
+    return tuple(len(d.assignments) for d in report.devices)
+
+
+def _until(condition, timeout_s: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return bool(condition())
+
+
+@pytest.fixture
+def server() -> Iterator[IngestServer]:
+    with IngestServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def sender(server: IngestServer) -> Iterator[ReportSender]:
+    snd = ReportSender(address=server.address, token_file=None, timeout_s=2.0)
+    yield snd
+    snd.close()
+
+
+def _loop(sender: ReportSender, **kwargs: object) -> PushLoop:
+    options: dict[str, object] = {"interval_s": 60.0, "backoff_initial_s": 0.05, "backoff_max_s": 0.2}
+    options.update(kwargs)
+    loop = PushLoop(sender=sender, change_key=_busy_key, **options)  # type: ignore[arg-type]
+    loop.start()
+    return loop
+
+
+# ------------------------------------------------------------------ sender
+
+
+def test_sender_reports_ok_when_the_scorer_accepts(server: IngestServer, sender: ReportSender) -> None:
+    assert sender.send(eight_gpu_report("node-a")).result is PushResult.OK
+    assert server.accepted.nodes() == ["node-a"]
+
+
+def test_sender_reports_rejected_for_an_invalid_report(server: IngestServer, sender: ReportSender) -> None:
+    report = eight_gpu_report("node-a")
+    report.devices[0].temperature_celsius = float("nan")
+    outcome = sender.send(report)
+    assert (outcome.result, outcome.code) == (PushResult.REJECTED, "INVALID_ARGUMENT")
+    assert "temperature_celsius" in outcome.detail
+
+
+def test_sender_reports_retryable_when_no_scorer_listens() -> None:
+    snd = ReportSender(address=f"127.0.0.1:{_free_port()}", token_file=None, timeout_s=2.0)
+    try:
+        outcome = snd.send(eight_gpu_report("node-a"))
+    finally:
+        snd.close()
+    assert (outcome.result, outcome.code) == (PushResult.RETRYABLE, "UNAVAILABLE")
+
+
+def test_a_second_close_is_harmless_and_a_closed_sender_does_not_send(sender: ReportSender) -> None:
+    sender.close()
+    sender.close()
+    assert sender.send(eight_gpu_report("node-a")).code == "CLOSED"
+
+
+def test_sender_reconnects_after_the_scorer_restarts() -> None:
+    port = _free_port()
+    snd = ReportSender(address=f"127.0.0.1:{port}", token_file=None, timeout_s=2.0)
+    try:
+        with IngestServer(port=port):
+            assert snd.send(eight_gpu_report("node-a", sequence=1)).result is PushResult.OK
+        assert snd.send(eight_gpu_report("node-a", sequence=2)).result is PushResult.RETRYABLE
+        with IngestServer(port=port) as again:
+            assert snd.send(eight_gpu_report("node-a", sequence=3)).result is PushResult.OK
+            assert again.accepted.sequences() == [3]
+    finally:
+        snd.close()
+
+
+def test_sender_reads_the_token_file_on_every_attempt(kube_test_server: ApiHandle, tmp_path: Path) -> None:
+    assert kube_test_server.server is not None
+    extra = {EXTRA_POD_NAME: ["agent-1"], EXTRA_NODE_NAME: ["node-a"]}
+    kube_test_server.server.add_token("tok-rotated", username=AGENT_SA, extra=extra)
+    auth = TokenAuthenticator(api_client=kube_test_server.api_client(), audience="accelscore", agent_username=AGENT_SA)
+    token_file = tmp_path / "token"
+    with IngestServer(authenticator=auth) as srv:
+        snd = ReportSender(address=srv.address, token_file=token_file, timeout_s=2.0)
+        try:
+            missing = snd.send(eight_gpu_report("node-a", sequence=1))
+            token_file.write_text("tok-expired-one\n")
+            stale = snd.send(eight_gpu_report("node-a", sequence=2))
+            token_file.write_text("tok-rotated\n")  # the kubelet rotated the projected token
+            fresh = snd.send(eight_gpu_report("node-a", sequence=3))
+        finally:
+            snd.close()
+        assert (missing.result, missing.code) == (PushResult.RETRYABLE, "NO_TOKEN")
+        assert (stale.result, stale.code) == (PushResult.RETRYABLE, "UNAUTHENTICATED")
+        assert fresh.result is PushResult.OK
+        assert srv.accepted.sequences() == [3]
+
+
+# ------------------------------------------------------------------ loop
+
+
+def test_loop_pushes_the_first_report_at_once_and_then_each_interval(server: IngestServer,
+                                                                      sender: ReportSender) -> None:
+    loop = _loop(sender, interval_s=0.25)
+    try:
+        for seq in range(1, 25):  # same change key: only the interval triggers pushes after the first
+            loop.offer(eight_gpu_report("node-a", sequence=seq))
+            time.sleep(0.05)
+    finally:
+        loop.stop()
+    pushed = server.accepted.sequences()
+    assert pushed[0] == 1
+    assert 3 <= len(pushed) <= 8, pushed  # ~1.2 s / 0.25 s, plus the final push; far fewer than 24 offers
+    assert pushed == sorted(pushed)
+    assert loop.stats().pushes_ok == len(pushed) and loop.stats().last_success_time > 0
+
+
+def test_loop_pushes_at_once_when_an_assignment_changes(server: IngestServer, sender: ReportSender) -> None:
+    loop = _loop(sender, interval_s=60.0)
+    try:
+        loop.offer(eight_gpu_report("node-a", sequence=1, busy=5))
+        assert server.accepted.wait_for(1)
+        loop.offer(eight_gpu_report("node-a", sequence=2, busy=5))  # nothing changed: waits for the interval
+        loop.offer(eight_gpu_report("node-a", sequence=3, busy=6))  # a GPU was assigned: pushed at once
+        assert server.accepted.wait_for(2)
+        time.sleep(0.3)
+        assert server.accepted.sequences() == [1, 3]
+    finally:
+        loop.stop()
+
+
+def test_loop_keeps_only_the_newest_while_the_scorer_is_down_and_delivers_it_when_back() -> None:
+    port = _free_port()
+    sender = ReportSender(address=f"127.0.0.1:{port}", token_file=None, timeout_s=1.0)
+    loop = _loop(sender, interval_s=60.0)
+    try:
+        for seq in range(1, 11):
+            loop.offer(eight_gpu_report("node-a", sequence=seq, busy=seq % 8))
+            time.sleep(0.03)
+        assert _until(lambda: loop.stats().pushes_failed >= 2)
+        with IngestServer(port=port) as srv:
+            assert srv.accepted.wait_for(1)
+            time.sleep(0.3)
+            assert srv.accepted.sequences() == [10]
+        stats = loop.stats()
+        assert stats.reports_replaced >= 9 and stats.pushes_ok == 1
+    finally:
+        loop.stop()
+        sender.close()
+
+
+def test_backoff_is_jittered_exponential_and_capped() -> None:
+    sleeps: list[float] = []
+    stop = threading.Event()
+
+    def record(seconds: float) -> None:  # at the tenacity boundary: record instead of sleeping
+        sleeps.append(seconds)
+        if len(sleeps) >= 14:
+            stop.set()
+
+    sender = ReportSender(address=f"127.0.0.1:{_free_port()}", token_file=None, timeout_s=1.0)
+    loop = PushLoop(sender=sender, interval_s=60.0, change_key=_busy_key, stop_event=stop, backoff_initial_s=0.5,
+                    backoff_max_s=4.0, sleep=record, final_push_timeout_s=0.2)
+    loop.start()
+    loop.offer(eight_gpu_report("node-a"))
+    try:
+        assert _until(stop.is_set, 10.0)
+    finally:
+        loop.stop(5.0)
+        sender.close()
+    assert sleeps[0] == 0.5
+    assert all(0.5 <= s <= 4.0 for s in sleeps), sleeps
+    assert max(sleeps[:2]) <= 1.0  # grows from the initial wait ...
+    assert max(sleeps[5:]) > 1.0  # ... up towards the cap
+    assert len(set(sleeps[3:])) > 3  # jittered, not a fixed ladder
+
+
+def test_stop_interrupts_a_backoff_promptly() -> None:
+    sender = ReportSender(address=f"127.0.0.1:{_free_port()}", token_file=None, timeout_s=1.0)
+    loop = _loop(sender, backoff_initial_s=30.0, backoff_max_s=60.0, final_push_timeout_s=0.5)
+    loop.offer(eight_gpu_report("node-a"))
+    assert _until(lambda: loop.stats().pushes_failed >= 1)
+    started = time.monotonic()
+    loop.stop(10.0)
+    sender.close()
+    assert time.monotonic() - started < 3.0  # not the 30 s backoff
+
+
+def test_a_rejected_report_is_not_retried_but_the_next_report_is_sent(server: IngestServer,
+                                                                       sender: ReportSender) -> None:
+    loop = _loop(sender, interval_s=0.1)
+    try:
+        bad = eight_gpu_report("node-a", sequence=1)
+        bad.host.load1 = -1.0
+        loop.offer(bad)
+        assert _until(lambda: loop.stats().pushes_rejected == 1)
+        time.sleep(0.4)  # several intervals pass: the rejected report is not sent again
+        assert loop.stats().pushes_rejected == 1 and server.rejected() == {"invalid_value": 1}
+        loop.offer(eight_gpu_report("node-a", sequence=2))
+        assert server.accepted.wait_for(1)
+    finally:
+        loop.stop()
+    assert server.accepted.sequences() == [2]
+
+
+def test_stop_makes_one_last_push_of_an_undelivered_report(server: IngestServer, sender: ReportSender) -> None:
+    loop = _loop(sender, interval_s=60.0)
+    loop.offer(eight_gpu_report("node-a", sequence=1))
+    assert server.accepted.wait_for(1)
+    loop.offer(eight_gpu_report("node-a", sequence=2))  # unchanged key: would wait a whole interval
+    loop.stop(5.0)
+    assert server.accepted.sequences() == [1, 2]
