@@ -23,6 +23,7 @@ DAEMONSET = DEPLOY / "daemonset"
 ADDON = DEPLOY / "addon-template"
 EXAMPLES = DEPLOY / "examples"
 COMPONENTS = sorted(p for p in (DAEMONSET / "components").iterdir() if p.is_dir())
+ADDON_COMPONENTS = sorted(p for p in (ADDON / "components").iterdir() if p.is_dir())
 K8S_VERSION = kubernetes_validate.latest_version()
 
 Obj = dict[str, Any]

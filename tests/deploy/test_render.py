@@ -90,3 +90,18 @@ def test_services_select_their_pods_and_target_declared_ports() -> None:
             assert len(targets) == 1, service["metadata"]["name"]
             declared = {port["name"] for c in targets[0][1]["containers"] for port in c.get("ports", [])}
             assert {p["targetPort"] for p in service["spec"]["ports"]} <= declared
+
+
+@pytest.mark.parametrize(("kind", "name"), [("DaemonSet", "accelscore-agent"), ("Deployment", "accelscore-scorer")])
+def test_addon_workloads_match_the_single_cluster_base(kind: str, name: str) -> None:
+    base = support.one(support.kustomize(support.DAEMONSET), kind, name)["spec"]["template"]["spec"]
+    rendered, _ = support.render_addon(support.kustomize(support.ADDON))
+    addon = support.one(rendered, kind, name)["spec"]["template"]["spec"]
+    for field in ("securityContext", "tolerations", "serviceAccountName"):
+        assert addon.get(field) == base.get(field), field
+    assert all(v in addon["volumes"] for v in base["volumes"])
+    [base_c], [addon_c] = base["containers"], addon["containers"]
+    for field in ("image", "ports", "livenessProbe", "readinessProbe", "resources", "securityContext"):
+        assert addon_c.get(field) == base_c.get(field), field
+    assert all(e in addon_c["env"] for e in base_c["env"])
+    assert all(m in addon_c["volumeMounts"] for m in base_c["volumeMounts"])

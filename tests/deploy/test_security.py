@@ -103,9 +103,16 @@ def test_host_paths_are_mounted_read_only(tmp_path: Path) -> None:
                         assert mount.get("readOnly") is True, f"{label} {container['name']} {mount}"
 
 
-def test_agent_root_component_keeps_everything_but_the_user_locked_down(tmp_path: Path) -> None:
-    objs = support.kustomize_with_components(tmp_path, support.DAEMONSET,
-                                             [support.DAEMONSET / "components" / "agent-root"])
+def _agent_root(tmp_path: Path, base: Path) -> list[support.Obj]:
+    objs = support.kustomize_with_components(tmp_path, base, [base / "components" / "agent-root"])
+    return support.render_addon(objs)[0] if base == support.ADDON else objs
+
+
+@pytest.mark.parametrize("base", [support.DAEMONSET, support.ADDON], ids=["daemonset", "addon-template"])
+def test_agent_root_component_keeps_everything_but_the_user_locked_down(tmp_path: Path, base: Path) -> None:
+    objs = _agent_root(tmp_path, base)
+    for obj in objs:
+        support.validate(obj)
     agent = support.one(objs, "DaemonSet", "accelscore-agent")["spec"]["template"]["spec"]
     assert agent["securityContext"]["runAsUser"] == 0
     ctx = agent["containers"][0]["securityContext"]
