@@ -74,16 +74,23 @@ def resolve(args: argparse.Namespace, options: Sequence[Option],
 # ------------------------------------------------------------------ parsers
 
 
+def _float(raw: str, allowed: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(allowed) from None
+
+
 def positive_float(raw: str) -> float:
     """A finite number > 0 (seconds, ratios, references)."""
-    value = float(raw)
+    value = _float(raw, "expected a finite number > 0")
     if not math.isfinite(value) or value <= 0:
         raise ValueError("expected a finite number > 0")
     return value
 
 
 def non_negative_float(raw: str) -> float:
-    value = float(raw)
+    value = _float(raw, "expected a finite number >= 0")
     if not math.isfinite(value) or value < 0:
         raise ValueError("expected a finite number >= 0")
     return value

@@ -24,7 +24,10 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def _ratio(raw: str) -> float:
-    value = float(raw)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError("expected a ratio between 0 and 1") from None
     if not 0.0 <= value <= 1.0:
         raise ValueError("expected a ratio between 0 and 1")
     return value

@@ -96,7 +96,7 @@ class ScorerService:
         def node_facts(node: Any) -> NodeFacts:
             return NodeFacts(node.metadata.name, not bool(node.spec and node.spec.unschedulable))
 
-        def pending_demand(pod: Any) -> tuple[float, float]:
+        def pending_demand(pod: dict[str, Any]) -> tuple[float, float]:  # raw JSON: effective_requests reads dicts
             requests = effective_requests(pod)
             return requests.get(GPU, 0.0), requests.get(TPU, 0.0)
 
@@ -108,7 +108,7 @@ class ScorerService:
                                       transform=node_facts, on_change=changed, name="nodes")
         self._pending_watch = WatchCache(list_func=core.list_pod_for_all_namespaces,
                                          field_selector="spec.nodeName=,status.phase=Pending",
-                                         transform=pending_demand, on_change=changed, name="pending-pods")
+                                         transform=pending_demand, on_change=changed, name="pending-pods", raw=True)
         self._watches = [self._node_watch, self._pending_watch]
 
     def _apply_watches(self) -> None:

@@ -27,14 +27,19 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _api_free(report: report_pb2.NodeReport, node_ok: bool) -> dict[str, float | None]:
-    """allocatable - requested per resource as the node collector reported it; None = unknown."""
+def _api_free(report: report_pb2.NodeReport, node_state: int) -> dict[str, float | None]:
+    """allocatable - requested per listed resource; absent = None (unknown).
+
+    A node collector that was UNKNOWN (or unstated) cannot vouch for any amount, so all are unknown; an
+    ABSENT one (no Kubernetes API: local mode) may still list the host's own cpu and memory.
+    """
     free: dict[str, float | None] = dict.fromkeys(_API_RESOURCES)
-    if node_ok:
-        for amount in report.resources:
-            if amount.name in free:
-                # Sign kept: negative free (over-commit) is real and upstream's cluster sum counts it.
-                free[amount.name] = _finite(amount.free)
+    if node_state not in (_OK, report_pb2.COLLECTOR_STATE_ABSENT):
+        return free
+    for amount in report.resources:
+        if amount.name in free:
+            # Sign kept: negative free (over-commit) is real and upstream's cluster sum counts it.
+            free[amount.name] = _finite(amount.free)
     return free
 
 
@@ -117,7 +122,7 @@ def _tpu_part(report: report_pb2.NodeReport, tpu_ok: bool) -> tuple[int, int, bo
 def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_at: float) -> NodeSummary:
     """What one NodeReport contributes to scoring (unknown is None / not known, never free)."""
     ok = {c.name for c in report.collectors if c.state == _OK}
-    api = _api_free(report, "node" in ok)
+    api = _api_free(report, next((c.state for c in report.collectors if c.name == "node"), 0))
     gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute = _gpu_part(report, config, "nvidia" in ok)
     tpu_total, tpu_free, tpu_known = _tpu_part(report, "tpu" in ok)
     stamp = report.time

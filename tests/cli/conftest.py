@@ -14,12 +14,11 @@ ACCELSCORE = [sys.executable, "-m", "accelscore.cli"]
 
 @pytest.fixture
 def isolated_env(tmp_path: Path) -> dict[str, str]:
-    """No cluster, no kubelet socket, an empty sysfs: what a laptop or CI runner looks like."""
+    """No cluster (no in-cluster env, no KUBECONFIG, empty HOME), no kubelet socket, an empty sysfs."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("ACCELSCORE_", "KUBERNETES_", "TPU_RUNTIME")) and k not in ("KUBECONFIG", "NODE_NAME")}
     (tmp_path / "sys").mkdir()
     env.update({
-        "KUBECONFIG": str(tmp_path / "no-kubeconfig"),
         "ACCELSCORE_SYSFS_ROOT": str(tmp_path / "sys"),
         "ACCELSCORE_POD_RESOURCES_SOCKET": str(tmp_path / "no-pod-resources" / "kubelet.sock"),
         "NODE_NAME": "test-node",

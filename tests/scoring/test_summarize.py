@@ -32,11 +32,16 @@ def test_a_resource_missing_from_the_report_is_unknown_not_zero() -> None:
     assert (s.memory_free_bytes, s.gpu_free_api, s.tpu_free_api) == (None, None, None)
 
 
-@pytest.mark.parametrize("state", [pb.COLLECTOR_STATE_UNKNOWN, pb.COLLECTOR_STATE_ABSENT,
-                                   pb.COLLECTOR_STATE_UNSPECIFIED])
-def test_node_collector_not_ok_makes_every_api_value_unknown(state: int) -> None:
+@pytest.mark.parametrize("state", [pb.COLLECTOR_STATE_UNKNOWN, pb.COLLECTOR_STATE_UNSPECIFIED],
+                         ids=["unknown", "unspecified"])
+def test_node_collector_unknown_makes_every_api_value_unknown(state: int) -> None:
     s = _summary(b.report(resources={"cpu": (8.0, 1.0), "memory": (GIB, 0.0)}, states={"node": state}))
     assert (s.cpu_free_cores, s.memory_free_bytes, s.gpu_free_api, s.tpu_free_api) == (None, None, None, None)
+
+
+def test_without_a_kubernetes_api_the_listed_host_resources_count() -> None:
+    s = _summary(b.report(resources={"cpu": (8.0, 0.0)}, states={"node": pb.COLLECTOR_STATE_ABSENT}))
+    assert (s.cpu_free_cores, s.memory_free_bytes) == (8.0, None)
 
 
 def test_over_committed_api_free_keeps_its_sign() -> None:
