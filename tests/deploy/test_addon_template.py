@@ -92,10 +92,14 @@ def test_decorators_give_the_scorer_its_hub_kubeconfig_and_cluster_name(hub: lis
     assert {"name": "hub-kubeconfig", "mountPath": "/managed/hub-kubeconfig"} in container["volumeMounts"]
 
 
-def test_agent_manifest_never_refers_to_the_hub_kubeconfig(hub: list[support.Obj]) -> None:
+def test_agent_never_refers_to_the_hub_kubeconfig_it_is_given(hub: list[support.Obj]) -> None:
+    from agent.config import AGENT_OPTIONS
+
     agent = next(m for m in _manifests(hub) if m["kind"] == "DaemonSet")
     text = " ".join(support.strings(agent)).lower()
     assert "hub_kubeconfig" not in text and "hub-kubeconfig" not in text
+    # OCM still injects HUB_KUBECONFIG and the Secret into every container; the agent reads no such setting.
+    assert not {o.env for o in AGENT_OPTIONS} & {"HUB_KUBECONFIG", "CLUSTER_NAME"}
 
 
 def _container(objs: list[support.Obj], kind: str, name: str) -> support.Obj:
