@@ -13,7 +13,10 @@ READ_VERBS = {"get", "list", "watch"}
 SCORE_RESOURCES = {"addonplacementscores", "addonplacementscores/status"}
 
 
-def _all_sets(tmp_path: Path) -> dict[str, list[support.Obj]]:
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[support.Obj]]:
+    """Every rendered object set this file checks, rendered once."""
+    tmp_path = tmp_path_factory.mktemp("overlays")
     hub = support.kustomize(support.ADDON)
     sets = {"daemonset": support.kustomize(support.DAEMONSET), "hub": hub,
             "addon-rendered": support.render_addon(hub)[0]}
@@ -31,8 +34,8 @@ def _rules(objs: list[support.Obj]) -> list[tuple[str, dict]]:
             for rule in o.get("rules", [])]
 
 
-def test_no_rbac_rule_uses_wildcards_or_writes_nodes_or_pods(tmp_path: Path) -> None:
-    for label, objs in _all_sets(tmp_path).items():
+def test_no_rbac_rule_uses_wildcards_or_writes_nodes_or_pods(sets: dict[str, list[support.Obj]]) -> None:
+    for label, objs in sets.items():
         for name, rule in _rules(objs):
             for field in ("verbs", "resources", "apiGroups"):
                 assert "*" not in rule.get(field, []), f"{label} {name}: wildcard in {field}"
@@ -44,8 +47,10 @@ def test_no_rbac_rule_uses_wildcards_or_writes_nodes_or_pods(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("label", ["daemonset", "addon-rendered"])
-def test_managed_cluster_roles_grant_exactly_what_each_process_needs(tmp_path: Path, label: str) -> None:
-    objs = _all_sets(tmp_path)[label]
+def test_managed_cluster_roles_grant_exactly_what_each_process_needs(
+    sets: dict[str, list[support.Obj]], label: str
+) -> None:
+    objs = sets[label]
     roles = {o["metadata"]["name"]: o["rules"] for o in objs if o["kind"] == "ClusterRole"}
     grants = {}
     for name, rules in roles.items():
@@ -76,8 +81,8 @@ def _containers(pod: support.Obj) -> list[support.Obj]:
     return pod["containers"] + pod.get("initContainers", [])
 
 
-def test_every_container_is_non_root_read_only_and_without_capabilities(tmp_path: Path) -> None:
-    for label, objs in _all_sets(tmp_path).items():
+def test_every_container_is_non_root_read_only_and_without_capabilities(sets: dict[str, list[support.Obj]]) -> None:
+    for label, objs in sets.items():
         for workload, pod in support.pod_specs(objs):
             where = f"{label} {workload['kind']}/{workload['metadata']['name']}"
             assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", where
@@ -93,8 +98,8 @@ def test_every_container_is_non_root_read_only_and_without_capabilities(tmp_path
                 assert not ctx["capabilities"].get("add"), where
 
 
-def test_host_paths_are_mounted_read_only(tmp_path: Path) -> None:
-    for label, objs in _all_sets(tmp_path).items():
+def test_host_paths_are_mounted_read_only(sets: dict[str, list[support.Obj]]) -> None:
+    for label, objs in sets.items():
         for _, pod in support.pod_specs(objs):
             host = {v["name"] for v in pod.get("volumes", []) if "hostPath" in v}
             for container in _containers(pod):
@@ -123,8 +128,8 @@ def test_agent_root_component_keeps_everything_but_the_user_locked_down(tmp_path
 
 
 @pytest.mark.parametrize("label", ["daemonset", "addon-rendered"])
-def test_agent_gets_its_node_token_and_device_access(tmp_path: Path, label: str) -> None:
-    objs = _all_sets(tmp_path)[label]
+def test_agent_gets_its_node_token_and_device_access(sets: dict[str, list[support.Obj]], label: str) -> None:
+    objs = sets[label]
     agent = support.one(objs, "DaemonSet", "accelscore-agent")["spec"]["template"]["spec"]
     [container] = agent["containers"]
     env = {e["name"]: e for e in container["env"]}
