@@ -163,7 +163,7 @@ class TokenAuthenticator:
         body = k8s.V1TokenReview(spec=k8s.V1TokenReviewSpec(token=token, audiences=[self._audience]))
         try:
             review = self._authn.create_token_review(body=body, _request_timeout=self._timeout)
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as err:
+        except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as err:  # ValueError: bad body
             raise AuthUnavailable(f"TokenReview failed: {_short(err)}") from err
         status = review.status
         if status is None or not status.authenticated or status.user is None:
@@ -192,7 +192,7 @@ class TokenAuthenticator:
             if err.status == 404:
                 raise WrongIdentity(f"pod {self._namespace}/{pod} not found") from err
             raise AuthUnavailable(f"pod lookup failed: {_short(err)}") from err
-        except (urllib3.exceptions.HTTPError, OSError) as err:
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
             raise AuthUnavailable(f"pod lookup failed: {_short(err)}") from err
         node = obj.spec.node_name if obj.spec is not None else None
         if not node:

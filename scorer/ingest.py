@@ -115,7 +115,11 @@ class ReportIngest:
             report = self._checked(request, context, received_at)
             return self._ordered_accept(report, received_at)
         except _Refused as refused:
-            return self._refuse(refused.rejection, context)
+            rejection = refused.rejection
+        except Exception:  # a bug here must still answer with a status and be counted
+            log.exception("handling a report failed")
+            rejection = Rejection(RejectReason.INTERNAL, "the scorer failed to handle the report")
+        self._refuse(rejection, context)  # outside the try: grpc's abort raises a plain Exception
 
     def _checked(self, request: bytes, context: grpc.ServicerContext, now: float) -> pb.NodeReport:
         if len(request) > self._max_bytes:

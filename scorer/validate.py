@@ -29,6 +29,9 @@ _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 _KINDS = frozenset(v for v in pb.DeviceKind.values() if v != pb.DEVICE_KIND_UNSPECIFIED)
 _HEALTHS = frozenset(pb.Health.values())
 _STATES = frozenset(v for v in pb.CollectorState.values() if v != pb.COLLECTOR_STATE_UNSPECIFIED)
+_MAX_RATIO = 1.0 + RATIO_EPS
+_RATIO_FIELDS = ("utilization_ratio", "memory_utilization_ratio", "duty_cycle_ratio")
+_NON_NEGATIVE_FIELDS = ("temperature_celsius", "power_watts", "power_limit_watts", "energy_joules_total")
 
 
 class RejectReason(enum.StrEnum):
@@ -116,7 +119,8 @@ def _check_collectors(collectors: Sequence[pb.CollectorStatus]) -> None:
         seen.add(col.name)
         if col.state not in _STATES:
             raise _Bad(RejectReason.INVALID_VALUE, f"collectors[{i}].state {col.state} is not a known state")
-        _non_negative(col.duration_seconds, f"collectors[{i}].duration_seconds")
+        if not 0.0 <= col.duration_seconds < math.inf:
+            _non_negative(col.duration_seconds, f"collectors[{i}].duration_seconds")
 
 
 def _check_resources(resources: Sequence[pb.ResourceAmount]) -> None:
@@ -124,15 +128,18 @@ def _check_resources(resources: Sequence[pb.ResourceAmount]) -> None:
         raise _Bad(RejectReason.OVERSIZED, f"{len(resources)} resources (at most {MAX_RESOURCES})")
     seen: set[str] = set()
     for i, res in enumerate(resources):
-        if not res.name or len(res.name) > MAX_ID_CHARS:
+        name = res.name
+        if not name or len(name) > MAX_ID_CHARS:
             raise _Bad(RejectReason.MALFORMED, f"resources[{i}].name is empty or too long")
-        if res.name in seen:
-            raise _Bad(RejectReason.MALFORMED, f"resource {res.name!r} appears twice")
-        seen.add(res.name)
-        _non_negative(res.allocatable, f"resources[{res.name}].allocatable")
-        _non_negative(res.requested, f"resources[{res.name}].requested")
-        if not math.isfinite(res.free):  # free may be negative: over-committed
-            raise _Bad(RejectReason.INVALID_VALUE, f"resources[{res.name}].free={res.free} is not finite")
+        if name in seen:
+            raise _Bad(RejectReason.MALFORMED, f"resource {name!r} appears twice")
+        seen.add(name)
+        # free may be negative (over-committed) but must be finite
+        if not (0.0 <= res.allocatable < math.inf and 0.0 <= res.requested < math.inf
+                and -math.inf < res.free < math.inf):
+            _non_negative(res.allocatable, f"resources[{name}].allocatable")
+            _non_negative(res.requested, f"resources[{name}].requested")
+            raise _Bad(RejectReason.INVALID_VALUE, f"resources[{name}].free={res.free} is not finite")
 
 
 def _check_devices(devices: Sequence[pb.Device]) -> None:
@@ -140,37 +147,48 @@ def _check_devices(devices: Sequence[pb.Device]) -> None:
         raise _Bad(RejectReason.OVERSIZED, f"{len(devices)} devices (at most {MAX_DEVICES})")
     seen: set[str] = set()
     for i, dev in enumerate(devices):
-        if not dev.id or len(dev.id) > MAX_ID_CHARS:
+        dev_id = dev.id
+        if not dev_id or len(dev_id) > MAX_ID_CHARS:
             raise _Bad(RejectReason.MALFORMED, f"devices[{i}].id is empty or longer than {MAX_ID_CHARS}")
-        if dev.id in seen:
-            raise _Bad(RejectReason.MALFORMED, f"device id {dev.id!r} appears twice")
-        seen.add(dev.id)
-        _check_device(dev, f"devices[{dev.id}]")
+        if dev_id in seen:
+            raise _Bad(RejectReason.MALFORMED, f"device id {dev_id!r} appears twice")
+        seen.add(dev_id)
+        _check_device(dev, dev_id)
 
 
-def _check_device(dev: pb.Device, where: str) -> None:
-    if dev.kind not in _KINDS:
-        raise _Bad(RejectReason.INVALID_VALUE, f"{where}.kind {dev.kind} is not a known device kind")
-    if dev.health not in _HEALTHS:
-        raise _Bad(RejectReason.INVALID_VALUE, f"{where}.health {dev.health} is not a known health")
-    if dev.index < 0:
-        raise _Bad(RejectReason.INVALID_VALUE, f"{where}.index={dev.index} is negative")
+def _check_device(dev: pb.Device, dev_id: str) -> None:
+    # Unset optional readings read as 0.0, which every check below accepts, so no HasField is needed.
+    # One combined test per group keeps the common (valid) case cheap; the message is built only on failure.
+    if not (dev.kind in _KINDS and dev.health in _HEALTHS and dev.index >= 0):
+        _device_enum_problem(dev, dev_id)
+    if not (0.0 <= dev.utilization_ratio <= _MAX_RATIO and 0.0 <= dev.memory_utilization_ratio <= _MAX_RATIO
+            and 0.0 <= dev.duty_cycle_ratio <= _MAX_RATIO):
+        for field in _RATIO_FIELDS:
+            _ratio(getattr(dev, field), f"devices[{dev_id}].{field}")
+    if not (0.0 <= dev.temperature_celsius < math.inf and 0.0 <= dev.power_watts < math.inf
+            and 0.0 <= dev.power_limit_watts < math.inf and 0.0 <= dev.energy_joules_total < math.inf):
+        for field in _NON_NEGATIVE_FIELDS:
+            _non_negative(getattr(dev, field), f"devices[{dev_id}].{field}")
     if len(dev.model) > MAX_ID_CHARS or len(dev.parent_id) > MAX_ID_CHARS:
-        raise _Bad(RejectReason.OVERSIZED, f"{where}.model/parent_id longer than {MAX_ID_CHARS} characters")
-    if len(dev.assignments) > MAX_ASSIGNMENTS_PER_DEVICE:
-        raise _Bad(RejectReason.OVERSIZED, f"{where} has {len(dev.assignments)} assignments "
-                                           f"(at most {MAX_ASSIGNMENTS_PER_DEVICE})")
-    for a in dev.assignments:
-        if not a.pod or not a.namespace:
-            raise _Bad(RejectReason.MALFORMED, f"{where} has an assignment without pod or namespace")
+        raise _Bad(RejectReason.OVERSIZED, f"devices[{dev_id}].model/parent_id longer than {MAX_ID_CHARS} characters")
+    assignments = dev.assignments
+    if assignments:
+        if len(assignments) > MAX_ASSIGNMENTS_PER_DEVICE:
+            raise _Bad(RejectReason.OVERSIZED, f"devices[{dev_id}] has {len(assignments)} assignments "
+                                               f"(at most {MAX_ASSIGNMENTS_PER_DEVICE})")
+        for a in assignments:
+            if not a.pod or not a.namespace:
+                raise _Bad(RejectReason.MALFORMED, f"devices[{dev_id}] has an assignment without pod or namespace")
     if len(dev.xid_counts) > MAX_XID_KINDS_PER_DEVICE:
-        raise _Bad(RejectReason.OVERSIZED, f"{where} has {len(dev.xid_counts)} xid counts")
-    for field in ("utilization_ratio", "memory_utilization_ratio", "duty_cycle_ratio"):
-        if dev.HasField(field):
-            _ratio(getattr(dev, field), f"{where}.{field}")
-    for field in ("temperature_celsius", "power_watts", "power_limit_watts", "energy_joules_total"):
-        if dev.HasField(field):
-            _non_negative(getattr(dev, field), f"{where}.{field}")
+        raise _Bad(RejectReason.OVERSIZED, f"devices[{dev_id}] has {len(dev.xid_counts)} xid counts")
+
+
+def _device_enum_problem(dev: pb.Device, dev_id: str) -> None:
+    if dev.kind not in _KINDS:
+        raise _Bad(RejectReason.INVALID_VALUE, f"devices[{dev_id}].kind {dev.kind} is not a known device kind")
+    if dev.health not in _HEALTHS:
+        raise _Bad(RejectReason.INVALID_VALUE, f"devices[{dev_id}].health {dev.health} is not a known health")
+    raise _Bad(RejectReason.INVALID_VALUE, f"devices[{dev_id}].index={dev.index} is negative")
 
 
 def _check_node(node: pb.NodeStatus) -> None:
@@ -180,10 +198,11 @@ def _check_node(node: pb.NodeStatus) -> None:
 
 
 def _check_host(host: pb.HostStats) -> None:
-    _ratio(host.cpu_utilization_ratio, "host.cpu_utilization_ratio")
-    _non_negative(host.load1, "host.load1")
-    _non_negative(host.load5, "host.load5")
-    _non_negative(host.load15, "host.load15")
+    if not 0.0 <= host.cpu_utilization_ratio <= _MAX_RATIO:
+        _ratio(host.cpu_utilization_ratio, "host.cpu_utilization_ratio")
+    if not (0.0 <= host.load1 < math.inf and 0.0 <= host.load5 < math.inf and 0.0 <= host.load15 < math.inf):
+        for field in ("load1", "load5", "load15"):
+            _non_negative(getattr(host, field), f"host.{field}")
 
 
 def _non_negative(value: float, where: str) -> None:
@@ -192,5 +211,5 @@ def _non_negative(value: float, where: str) -> None:
 
 
 def _ratio(value: float, where: str) -> None:
-    if not 0.0 <= value <= 1.0 + RATIO_EPS:  # also false for NaN
+    if not 0.0 <= value <= _MAX_RATIO:  # also false for NaN
         raise _Bad(RejectReason.INVALID_VALUE, f"{where}={value} is not a ratio in 0..1")

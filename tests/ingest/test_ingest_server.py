@@ -150,3 +150,13 @@ def test_snapshot_names_every_reason_so_label_sets_are_stable() -> None:
     assert {"accepted", "malformed", "oversized", "invalid_value", "unauthenticated", "forbidden_identity",
             "wrong_node", "stale_sequence"} <= set(snap)
     assert set(snap.values()) == {0}
+
+
+def test_a_refused_report_does_not_advance_the_sequence() -> None:
+    with IngestServer() as srv:
+        srv.push(eight_gpu_report("node-a", sequence=1))
+        bad = eight_gpu_report("node-a", sequence=50)
+        bad.devices[0].power_watts = -5
+        assert srv.push_code(bad) is grpc.StatusCode.INVALID_ARGUMENT
+        srv.push(eight_gpu_report("node-a", sequence=2))
+        assert srv.accepted.sequences() == [1, 2]
