@@ -7,6 +7,7 @@ strictly with `json_format`; Placements are validated against the OCM Placement 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -27,6 +28,7 @@ _CLUSTER_KEYS = {"cluster", "labels", "claims", "reportAgeSeconds", "reports", "
                  "pendingPods", "hub"}
 _NODE_KEYS = {"schedulable", "reportAgeSeconds"}
 _HUB_KEYS = {"absent", "validUntilSeconds"}
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the fleet files are large; libyaml reads them 10x faster
 
 
 class FleetError(ValueError):
@@ -83,9 +85,13 @@ def shared_dir() -> Path:
 def placement_schema() -> dict[str, Any] | None:
     """The Placement v1beta1 openAPIV3Schema from the CRD, or None when shared/ is not there."""
     path = shared_dir() / PLACEMENT_CRD
-    if not path.is_file():
-        return None
-    crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return _schema_at(str(path)) if path.is_file() else None
+
+
+@functools.lru_cache(maxsize=4)
+def _schema_at(path: str) -> dict[str, Any]:
+    """Parse the CRD once per path (it is 700 lines of YAML)."""
+    crd = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_LOADER)
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta1")
     return version["schema"]["openAPIV3Schema"]
 
@@ -128,7 +134,7 @@ def _documents(path: Path) -> list[Any]:
     try:
         if path.suffix == ".json":
             return [json.loads(text)]
-        return [d for d in yaml.safe_load_all(text) if d is not None]
+        return [d for d in yaml.load_all(text, Loader=_LOADER) if d is not None]
     except (yaml.YAMLError, json.JSONDecodeError) as err:
         raise FleetError(f"{path}: not valid YAML/JSON: {err}") from err
 
@@ -168,7 +174,7 @@ def _nodes(doc: Mapping[str, Any], where: str) -> tuple[Node, ...]:
         try:
             report = json_format.ParseDict(raw, report_pb2.NodeReport())
         except (json_format.ParseError, TypeError, AttributeError) as err:
-            raise FleetError(f"{where}: reports[{i}]: not a NodeReport: {err}") from err
+            raise FleetError(f"{where}: reports[{i}]: not a NodeReport: {' '.join(str(err).split())}") from err
         name = report.node_name
         if not name or name in seen:
             raise FleetError(f"{where}: reports[{i}]: node_name missing or repeated ({name!r})")

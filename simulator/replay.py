@@ -34,7 +34,7 @@ RESYNC_S = 600.0  # the placement controller's periodic resync (what notices a m
 class ReplayOptions:
     """Replay knobs; seconds unless named otherwise."""
 
-    tick_s: float = 10.0
+    tick_s: float = 15.0
     report_delay_s: float = 2.0
     delay_jitter: float = 0.25  # each report's delay varies by up to ± this fraction (seeded)
     seed: int = 0
@@ -184,13 +184,14 @@ class Replay:
         queue: list[Job] = []
         running: list[_Running] = []
         missent_to: dict[str, str] = {}  # job -> cluster where its pods sit pending
-        next_resync, t, i = 0.0, 0.0, 0
+        next_resync, t, i, last_change = 0.0, 0.0, 0, 0.0
         while True:
             now = start + t
             for r in [r for r in running if r.ends_at <= now]:
                 truth.release(r.plan, r.job.shape)
                 running.remove(r)
                 self._fits.clear()
+                last_change = t
             while i < len(arrivals) and arrivals[i].arrival_s <= t:
                 job = arrivals[i]
                 i += 1
@@ -207,11 +208,15 @@ class Replay:
             if u.scorer_publish(now, pending) or t >= next_resync:
                 self._rerank(now)
                 next_resync = t + RESYNC_S if t >= next_resync else next_resync
+            before = len(running)
             queue = self._dispatch(queue, t, now, running, missent_to, out)
+            last_change = t if len(running) != before else last_change
             if opts.check_invariants:
                 truth.check_invariants(n for states in u.nodes.values() for n in states)
             out.record(t, u.nodes, len(queue))
-            if (i >= len(arrivals) and not queue and not running) or t >= horizon:
+            if i >= len(arrivals) and not running and (not queue or t - last_change >= RESYNC_S):
+                break  # done, or stuck: nothing runs, so nothing changes; the waiting jobs never get out
+            if t >= horizon:
                 break
             t += opts.tick_s
         out.waiting = [j.name for j in queue]

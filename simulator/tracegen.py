@@ -37,7 +37,7 @@ def generate(count: int, *, seed: int, mean_interarrival_s: float = 60.0,
             "arrivalSeconds": round(t, 1),
             "pods": rng.choice(pods_for[k]),
             "gpusPerPod": k,
-            "durationSeconds": round(min(6 * 3600.0, max(60.0, rng.lognormvariate(math.log(_MEDIAN_DURATION_S),
+            "durationSeconds": round(min(3 * 3600.0, max(60.0, rng.lognormvariate(math.log(_MEDIAN_DURATION_S),
                                                                                   _SIGMA)))),
         }
         roll = rng.random()
