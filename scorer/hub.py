@@ -96,6 +96,7 @@ class HubClient:
         self._api_client: k8s.ApiClient | None = None
         self._api: k8s.CustomObjectsApi | None = None
         self._fingerprint: str | None = None
+        self._unusable: str | None = None  # a kubeconfig version that failed to load: not retried until it changes
         self._rv: dict[str, str] = {}  # name -> resourceVersion we last saw
         self.loads = 0  # clients built (the first one included)
         self.unauthorized_reloads = 0
@@ -133,6 +134,7 @@ class HubClient:
 
     def read_status(self, name: str) -> dict[str, Any] | None:
         """The object's status, or None when the object or its status is missing."""
+        self._current_api()
         obj = self.get(name)
         return None if obj is None else obj.get("status") or None
 
@@ -144,6 +146,7 @@ class HubClient:
         reloads_before, conflicts, created = self.unauthorized_reloads, 0, False
         error: kube_errors.KubeError | None = None
         try:
+            self._current_api()
             for _ in range(self._conflict_retries + 1):
                 try:
                     rv = self._rv.get(name)
@@ -184,7 +187,7 @@ class HubClient:
     def _call(self, operation: str, fn: Callable[[k8s.CustomObjectsApi], T]) -> T:
         """Run one API call; reload credentials if they changed on disk, and once more after a 401."""
         self.last_operation = operation
-        api = self._current_api()
+        api = self._api or self._current_api()
         try:
             return kube_errors.call(fn, api)
         except kube_errors.Unauthorized:
@@ -193,11 +196,12 @@ class HubClient:
             return kube_errors.call(fn, self._load())
 
     def _current_api(self) -> k8s.CustomObjectsApi:
+        """The client, rebuilt first if the kubeconfig or its files changed on disk (checked once per cycle)."""
         try:
             fingerprint = kubeconfig_fingerprint(self.kubeconfig)
         except OSError:
             fingerprint = None  # unreadable right now (mid-rotation?): keep what we have
-        if self._api is not None and fingerprint in (None, self._fingerprint):
+        if self._api is not None and fingerprint in (None, self._fingerprint, self._unusable):
             return self._api
         if self._api is not None:
             log.info("hub kubeconfig %s changed on disk: reloading", self.kubeconfig)
@@ -208,17 +212,23 @@ class HubClient:
         try:
             fingerprint = kubeconfig_fingerprint(self.kubeconfig)
             api_client = kube_config.from_kubeconfig(self.kubeconfig)
-        except (OSError, kube_errors.KubeError) as err:
-            if self._api is not None:
-                log.warning("cannot reload hub kubeconfig %s (%s): keeping the previous credentials",
-                            self.kubeconfig, err)
-                return self._api
-            if isinstance(err, kube_errors.KubeError):
-                raise
-            raise kube_errors.KubeUnavailable(f"cannot read hub kubeconfig {self.kubeconfig}: {err}") from err
+        except OSError as err:
+            unavailable = kube_errors.KubeUnavailable(f"cannot read hub kubeconfig {self.kubeconfig}: {err}")
+            unavailable.__cause__ = err
+            return self._keep(unavailable)
+        except kube_errors.KubeError as err:
+            self._unusable = fingerprint
+            return self._keep(err)
         self.close()
         self._api_client = api_client
         self._api = k8s.CustomObjectsApi(api_client)
         self._fingerprint = fingerprint
         self.loads += 1
+        return self._api
+
+    def _keep(self, err: kube_errors.KubeError) -> k8s.CustomObjectsApi:
+        """After a failed (re)load: the previous client if there is one, else the error."""
+        if self._api is None:
+            raise err
+        log.warning("cannot reload hub kubeconfig %s (%s): keeping the previous credentials", self.kubeconfig, err)
         return self._api

@@ -75,6 +75,18 @@ def test_unreachable_hub_is_retried_with_backoff_and_logged_once(
     assert records(caplog, logging.INFO, "succeed again")
 
 
+def test_kubeconfig_that_appears_late_is_picked_up(hub_api: ApiHandle, cluster_ns: str, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "not-mounted-yet" / "kubeconfig"
+    pub, _ = publisher(hub_api, cluster_ns, kubeconfig=kubeconfig)
+    t0 = time.time()
+    assert pub.offer(score_sets(40), t0) == 0
+    assert "cannot read hub kubeconfig" in pub.stats()["last_error"]
+    kubeconfig.parent.mkdir()
+    kubeconfig.write_text(hub_api.kubeconfig.read_text())
+    run_until_written(pub, t0 + 10)
+    assert values(read(hub_api, cluster_ns, ACCELSCORE_APS))["gpuClusterFree"] == 40
+
+
 def test_server_errors_are_retried_until_they_stop(hub_server: ApiHandle, server_ns: str) -> None:
     assert hub_server.server is not None
     pub, _ = publisher(hub_server, server_ns)
