@@ -10,6 +10,7 @@ from prometheus_client.registry import Collector
 
 from accelscore import __version__
 from agent.collectors.base import State
+from agent.push import PushStats
 from agent.runner import CollectorSet, Cycle
 from agent.snapshots import GpuSnapshot, HostSnapshot, KubeletSnapshot, NodeSnapshot, NvidiaSnapshot, TpuSnapshot
 
@@ -42,7 +43,7 @@ class AgentMetrics(Collector):
     """A custom collector over a `CollectorSet`; register it on the agent's own `CollectorRegistry`."""
 
     def __init__(self, *, collectors: CollectorSet, node_name: str,
-                 push_stats: Callable[[], dict[str, float]] | None = None) -> None:
+                 push_stats: Callable[[], PushStats] | None = None) -> None:
         self._collectors = collectors
         self._node = node_name
         self._push_stats = push_stats
@@ -96,13 +97,16 @@ class AgentMetrics(Collector):
             stats = self._push_stats()
             pushes = CounterMetricFamily("accelscore_report_pushes", "NodeReport pushes by result",
                                          labels=["node", "result"])
-            for result in ("ok", "failed", "rejected"):
-                pushes.add_metric([self._node, result], stats.get(result, 0))
-            yield pushes
+            pushes.add_metric([self._node, "ok"], stats.pushes_ok)
+            pushes.add_metric([self._node, "failed"], stats.pushes_failed)
+            pushes.add_metric([self._node, "rejected"], stats.pushes_rejected)
+            replaced = CounterMetricFamily("accelscore_reports_replaced", "reports superseded before delivery",
+                                           labels=["node"])
+            replaced.add_metric([self._node], stats.reports_replaced)
             last = GaugeMetricFamily("accelscore_report_last_success_timestamp_seconds",
                                      "when the scorer last accepted a report", labels=["node"])
-            last.add_metric([self._node], stats.get("last_success", 0.0))
-            yield last
+            last.add_metric([self._node], stats.last_success_time)
+            yield from (pushes, replaced, last)
 
     def _gpu_metrics(self, gpus: tuple[GpuSnapshot, ...]) -> Iterator[Metric]:
         info = InfoMetricFamily("accelscore_gpu", "static GPU attributes",

@@ -156,7 +156,7 @@ def _add_assignments(device: pb.Device, assignments: Iterable[DeviceAssignment])
 
 def _add_gpu(report: pb.NodeReport, gpu: GpuSnapshot, by_device: dict[str, list[DeviceAssignment]], *,
              assignment_known: bool) -> None:
-    device = report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id=gpu.uuid, index=gpu.index, model=gpu.model,
+    device = report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id=_gpu_id(gpu), index=gpu.index, model=gpu.model,
                                 pci_bus_id=gpu.pci_bus_id, health=_HEALTH[gpu.health.value],
                                 health_reason=gpu.health_reason, assignment_known=assignment_known)
     for name in _GPU_FIELDS:
@@ -178,6 +178,13 @@ def _add_gpu(report: pb.NodeReport, gpu: GpuSnapshot, by_device: dict[str, list[
         _add_assignments(child, by_device.get(mig.uuid, ()))
 
 
+def _gpu_id(gpu: GpuSnapshot) -> str:
+    """The UUID; a GPU lost before its UUID was read is still one GPU, keyed by PCI address or index."""
+    if gpu.uuid:
+        return gpu.uuid
+    return f"PCI-{gpu.pci_bus_id}" if gpu.pci_bus_id else f"NVML-INDEX-{gpu.index}"
+
+
 def _add_tpus(report: pb.NodeReport, tpu: TpuSnapshot, by_device: dict[str, list[DeviceAssignment]], *,
               assignment_known: bool) -> None:
     for chip in tpu.chips:
@@ -195,7 +202,11 @@ def _add_tpus(report: pb.NodeReport, tpu: TpuSnapshot, by_device: dict[str, list
         _add_assignments(device, by_device.get(chip.pci_address, ()))
 
 
-def change_key(report: pb.NodeReport) -> tuple[tuple[str, int, tuple[str, ...]], ...]:
-    """What makes the agent push at once: a device's assignment or health changed (not telemetry)."""
-    return tuple((d.id, d.health, tuple(sorted(f"{a.namespace}/{a.pod}" for a in d.assignments)))
-                 for d in report.devices)
+def change_key(report: pb.NodeReport) -> tuple[object, ...]:
+    """What makes the agent push at once: a device's assignment or health, a collector's state, the
+    schedulable amounts or cordoning changed. Telemetry (temperature, power, utilisation) waits for the interval."""
+    devices = tuple((d.id, d.health, tuple(sorted(f"{a.namespace}/{a.pod}" for a in d.assignments)))
+                    for d in report.devices)
+    collectors = tuple((c.name, c.state) for c in report.collectors)
+    resources = tuple((r.name, r.allocatable, r.requested) for r in report.resources)
+    return devices, collectors, resources, report.node.unschedulable

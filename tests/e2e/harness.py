@@ -52,6 +52,18 @@ class SimAgent:
     def cycle(self) -> None:
         self.runtime.cycle_once()
 
+    def cycle_until_node_synced(self, timeout_s: float = 10.0) -> None:
+        """A fresh agent's pod watch needs a moment; cycle until the node collector reads OK."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.cycle()
+            node = self.collectors.latest.get("node")
+            if node is not None and node.state.value == "OK":
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.node}: node collector still {node}")
+            time.sleep(0.1)
+
     def stop(self) -> None:
         self.push.stop()
         self.collectors.close()
@@ -160,7 +172,7 @@ class SimCluster:
 
     def cycle_all(self, *, settle_s: float = 0.0) -> None:
         for agent in self.agents.values():
-            agent.cycle()
+            agent.cycle_until_node_synced()
         if settle_s:
             time.sleep(settle_s)
 
