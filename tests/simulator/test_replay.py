@@ -72,3 +72,10 @@ def test_trace_generator_is_seeded_and_uses_whole_node_shapes() -> None:
     assert generate(50, seed=5) == generate(50, seed=5)
     assert generate(50, seed=5) != generate(50, seed=6)
     assert {j["gpusPerPod"] for j in generate(200, seed=1)} == {1, 2, 4, 8}
+
+
+def test_under_resource_usage_score_the_withdrawn_stale_cluster_outranks_full_live_ones() -> None:
+    """Documents a hazard: a withdrawn APS counts 0, which beats a full live cluster's -100, so jobs go there."""
+    result = _replay("stale", "compat-gpu")
+    assert result.missent_per_cluster.get("cirrus-stale", 0) > 0
+    assert "cirrus-stale" not in result.placed_per_cluster
