@@ -1,0 +1,34 @@
+"""Build an `ApiClient`: in-cluster config first, else a kubeconfig, else a clear `KubeUnavailable`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kubernetes import client, config
+from kubernetes.config.config_exception import ConfigException
+
+from accelscore.kube.errors import KubeUnavailable
+
+
+def from_kubeconfig(path: str | Path) -> client.ApiClient:
+    """An ApiClient for the kubeconfig at `path` (its current context)."""
+    try:
+        return config.new_client_from_config(config_file=str(path))
+    except (ConfigException, OSError, ValueError, TypeError) as err:
+        raise KubeUnavailable(f"cannot load kubeconfig {path}: {err}") from err
+
+
+def load_api_client(kubeconfig: str | Path | None = None) -> client.ApiClient:
+    """An ApiClient: `kubeconfig` if given, else in-cluster, else $KUBECONFIG, else `KubeUnavailable`."""
+    if kubeconfig:
+        return from_kubeconfig(kubeconfig)
+    cfg = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=cfg)
+    except ConfigException as in_cluster_err:
+        env = os.environ.get("KUBECONFIG", "")
+        if env:
+            return from_kubeconfig(env.split(os.pathsep)[0])
+        raise KubeUnavailable(f"no in-cluster config and no KUBECONFIG: {in_cluster_err}") from in_cluster_err
+    return client.ApiClient(cfg)

@@ -1,0 +1,96 @@
+"""A pod's effective resource requests, counted the way the scheduler counts them (pure, no I/O).
+
+effective = max(Σ app containers + Σ sidecars, max over ordinary init containers of (its request +
+the sidecars declared before it)); pod-level `spec.resources.requests` then override cpu and memory
+where set; `spec.overhead` is added. Missing requests count as 0. Input is the pod as API JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+# Quantities beyond int64 cannot be stored by a real apiserver; such a value is bad input, not capacity.
+MAX_QUANTITY = Decimal(2**63 - 1)
+POD_LEVEL_RESOURCES = ("cpu", "memory")
+
+
+class InvalidQuantity(ValueError):
+    """A request that cannot be a real quantity; `field` is its JSON path in the pod."""
+
+    def __init__(self, field: str, value: object, why: str) -> None:
+        super().__init__(f"{field}={value!r}: {why}")
+        self.field = field
+        self.value = value
+        self.why = why
+
+
+def quantity(value: object, field: str) -> Decimal:
+    """Parse one quantity in base units (cores, bytes, counts); bad or absurd values raise InvalidQuantity."""
+    try:
+        parsed = Decimal(parse_quantity(value))  # type: ignore[arg-type]
+    except (ValueError, TypeError, InvalidOperation) as err:
+        raise InvalidQuantity(field, value, f"not a quantity ({err})") from err
+    if not parsed.is_finite():
+        raise InvalidQuantity(field, value, "not finite")
+    if parsed < 0:
+        raise InvalidQuantity(field, value, "negative")
+    if parsed > MAX_QUANTITY:
+        raise InvalidQuantity(field, value, "larger than any real quantity")
+    return parsed
+
+
+def _requests(resources: Mapping[str, Any] | None, field: str) -> dict[str, Decimal]:
+    requests = (resources or {}).get("requests") or {}
+    if not isinstance(requests, Mapping):
+        raise InvalidQuantity(field, requests, "requests is not a map")
+    return {name: quantity(value, f"{field}.requests.{name}") for name, value in requests.items()}
+
+
+def _add(into: dict[str, Decimal], other: Mapping[str, Decimal]) -> None:
+    for name, value in other.items():
+        into[name] = into.get(name, Decimal(0)) + value
+
+
+def _container_requests(containers: Sequence[Mapping[str, Any]] | None, kind: str) -> list[tuple[bool, dict]]:
+    """(is_sidecar, requests) per container, in declaration order."""
+    out = []
+    for i, c in enumerate(containers or ()):
+        sidecar = kind == "initContainers" and c.get("restartPolicy") == "Always"
+        out.append((sidecar, _requests(c.get("resources"), f"spec.{kind}[{i}].resources")))
+    return out
+
+
+def effective_requests_exact(pod: Mapping[str, Any]) -> dict[str, Decimal]:
+    """Effective requests as Decimals in base units; raises InvalidQuantity naming the bad field."""
+    spec = pod.get("spec") or {}
+    total: dict[str, Decimal] = {}
+    for _, req in _container_requests(spec.get("containers"), "containers"):
+        _add(total, req)
+    sidecars_so_far: dict[str, Decimal] = {}
+    init_peak: dict[str, Decimal] = {}
+    for sidecar, req in _container_requests(spec.get("initContainers"), "initContainers"):
+        if sidecar:
+            _add(sidecars_so_far, req)
+            _add(total, req)
+            continue
+        for name in req.keys() | sidecars_so_far.keys():
+            need = req.get(name, Decimal(0)) + sidecars_so_far.get(name, Decimal(0))
+            init_peak[name] = max(init_peak.get(name, Decimal(0)), need)
+    for name, value in init_peak.items():
+        total[name] = max(total.get(name, Decimal(0)), value)
+    pod_level = _requests(spec.get("resources"), "spec.resources")
+    for name in POD_LEVEL_RESOURCES:
+        if name in pod_level:
+            total[name] = pod_level[name]
+    overhead = spec.get("overhead") or {}
+    _add(total, {name: quantity(v, f"spec.overhead.{name}") for name, v in overhead.items()})
+    return {name: value for name, value in total.items() if value != 0}
+
+
+def effective_requests(pod: Mapping[str, Any]) -> dict[str, float]:
+    """Effective requests as floats: cpu in cores, memory in bytes, extended resources as counts."""
+    return {name: float(value) for name, value in effective_requests_exact(pod).items()}
