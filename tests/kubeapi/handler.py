@@ -146,7 +146,10 @@ class KubeHandler(BaseHTTPRequestHandler):
         if path == "/apis":
             return resources.group_list(types)
         if path == "/version":
-            return {"major": "1", "minor": "36", "gitVersion": "v1.36.0-kubeapi-test", "platform": "linux/amd64"}
+            return {"major": "1", "minor": "36", "emulationMajor": "1", "emulationMinor": "36",
+                    "minCompatibilityMajor": "1", "minCompatibilityMinor": "35", "gitVersion": "v1.36.0",
+                    "gitCommit": "0" * 40, "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+                    "goVersion": "go1.25.0", "compiler": "gc", "platform": "linux/amd64"}
         if path in ("/healthz", "/readyz", "/livez"):
             return {"status": "ok"}
         parts = path.split("/")[2:] if path.startswith("/apis/") else []

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from kubernetes import client, watch
+from kubernetes import client, dynamic, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.kubeapi import ApiHandle, unique
@@ -273,3 +273,31 @@ def test_token_review_checks_token_expiry_and_audience(kube_test_server: ApiHand
     for token, audiences in [("nope", ["accelscore"]), ("old", ["accelscore"]), ("good", ["elsewhere"])]:
         bad = review(token, audiences)
         assert not bad.authenticated and bad.error
+
+
+def test_discovery_is_complete_enough_for_the_dynamic_client(hub_api: ApiHandle) -> None:
+    api = hub_api.api_client()
+    assert client.VersionApi(api).get_code().git_version.startswith("v1.")
+    groups = [g.name for g in client.ApisApi(api).get_api_versions().groups]
+    assert "cluster.open-cluster-management.io" in groups and "authentication.k8s.io" in groups
+    aps = dynamic.DynamicClient(api).resources.get(
+        api_version="cluster.open-cluster-management.io/v1alpha1", kind="AddOnPlacementScore")
+    assert aps.namespaced and "status" in aps.subresources
+
+
+def test_list_pages_with_limit_and_continue_and_expires(kube_test_server: ApiHandle) -> None:
+    server = kube_test_server.server
+    assert server is not None
+    core = client.CoreV1Api(kube_test_server.api_client())
+    names = sorted(unique("node") for _ in range(5))
+    for name in names:
+        core.create_node(_node(name))
+    first = core.list_node(limit=2)
+    assert [n.metadata.name for n in first.items] == names[:2] and first.metadata.remaining_item_count == 3
+    rest = core.list_node(limit=10, _continue=first.metadata._continue)
+    assert [n.metadata.name for n in rest.items] == names[2:] and not rest.metadata._continue
+    core.patch_node(names[0], {"metadata": {"labels": {"x": "y"}}})
+    server.compact()
+    with pytest.raises(ApiException) as err:
+        core.list_node(limit=2, _continue=first.metadata._continue)
+    assert err.value.status == 410 and json.loads(err.value.body)["reason"] == "Expired"
