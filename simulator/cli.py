@@ -9,6 +9,7 @@ See docs/simulate.md for the file formats and what is (not) emulated.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from scorer.scoring_config import ScoringConfig
 from simulator import report
 from simulator.fleet import FleetError, load_fleet
 from simulator.oneshot import run_oneshot
+from simulator.plot import MISSING
 from simulator.replay import Replay, ReplayOptions
 from simulator.trace import load_trace
 from simulator.tracegen import generate
@@ -83,6 +85,8 @@ def _policy(args: argparse.Namespace) -> pp.PublishPolicy:
 
 
 def _replay(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishPolicy) -> int:
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError(f"--plot needs matplotlib: {MISSING}")  # before minutes of replay, not after
     fleet = load_fleet(args.fleet, args.placements)
     jobs = load_trace(args.trace)
     named = {j.placement for j in jobs if j.placement}
