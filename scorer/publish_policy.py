@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from scorer.model import Score, ScoreSet
+from scorer.model import RESOURCE_USAGE_APS, Score, ScoreSet
 
 SCORE_MIN, SCORE_MAX = -100, 100
 FRESH_CONDITION = "ScoresFresh"
@@ -114,6 +114,15 @@ def staleness(new: ScoreSet, policy: PublishPolicy) -> str | None:
     return None
 
 
+def withdrawn_scores(aps_name: str, scores: Iterable[Score]) -> tuple[Score, ...]:
+    """What stale data leaves on the hub: nothing for `accelscore` (OCM counts a missing score as 0 =
+    none); every name at -100 for `resource-usage-score`, whose 0 is mid-range: a withdrawn compat score
+    would outrank a live, full cluster at -100 (found by the fleet simulator)."""
+    if aps_name == RESOURCE_USAGE_APS:
+        return tuple(Score(s.name, -100) for s in scores)
+    return ()
+
+
 def _sign(v: int) -> int:
     return (v > 0) - (v < 0)
 
@@ -138,7 +147,7 @@ def decide(last_published: PublishedState | None, new: ScoreSet, *, now: float, 
     if stale is not None:
         if last_published is not None and last_published.withdrawn:
             return Decision(Action.NONE, "withdrawn")
-        want, reason, scores = Action.WITHDRAW, stale, ()
+        want, reason, scores = Action.WITHDRAW, stale, withdrawn_scores(new.aps_name, scores)
     elif last_published is None:
         want, reason = Action.WRITE_SCORES, "first"
     elif last_published.withdrawn:
@@ -208,7 +217,7 @@ def state_from_status(status: Mapping[str, Any] | None, policy: PublishPolicy) -
             parse_rfc3339(cond["lastTransitionTime"]))
     except (KeyError, TypeError, ValueError):
         return None  # a status we cannot read is rewritten as a first publish
-    withdrawn = not scores and condition is not None and condition.status == "False"
+    withdrawn = condition is not None and condition.status == "False"  # False only when we withdrew
     if not scores and not withdrawn:
         return None
     return PublishedState(scores, withdrawn, written_at, condition)

@@ -74,8 +74,12 @@ def test_trace_generator_is_seeded_and_uses_whole_node_shapes() -> None:
     assert {j["gpusPerPod"] for j in generate(200, seed=1)} == {1, 2, 4, 8}
 
 
-def test_under_resource_usage_score_the_withdrawn_stale_cluster_outranks_full_live_ones() -> None:
-    """Documents a hazard: a withdrawn APS counts 0, which beats a full live cluster's -100, so jobs go there."""
+def test_under_resource_usage_score_the_stale_cluster_runs_no_job() -> None:
+    """Stale compat scores are published at -100 (not withdrawn to 0, which outranked full live clusters).
+
+    Mis-sends to it remain when every live cluster is full too: all tie at -100 and OCM's Balance
+    prefers the cluster with the fewest decisions, so the hub has no better answer to give.
+    """
     result = _replay("stale", "compat-gpu")
-    assert result.missent_per_cluster.get("cirrus-stale", 0) > 0
     assert "cirrus-stale" not in result.placed_per_cluster
+    assert sum(result.placed_per_cluster.values()) > 0
