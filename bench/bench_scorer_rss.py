@@ -1,0 +1,40 @@
+"""Scorer RSS with 5,000 nodes' reports accepted: the real service object, everything it imports loaded."""
+
+from __future__ import annotations
+
+import time
+
+import kubernetes.client  # noqa: F401 - the real scorer loads it (watches, TokenReview); count its memory
+
+from bench.common import Row, current_rss_mib
+from scorer.config import SCORER_OPTIONS, scorer_config_from
+from scorer.service import ScorerService
+from tests.ingest.sample import eight_gpu_report
+
+NODES = 5000
+
+
+def run() -> list[Row]:
+    from accelscore.options import resolve
+
+    class _NoArgs:
+        pass
+
+    values = resolve(_NoArgs(), SCORER_OPTIONS, environ={"ACCELSCORE_DISABLE_AUTH": "true",  # type: ignore[arg-type]
+                                                         "ACCELSCORE_LISTEN_ADDRESS": "127.0.0.1:0",
+                                                         "ACCELSCORE_METRICS_ADDRESS": "127.0.0.1:0"})
+    service = ScorerService(config=scorer_config_from(values))
+    before = current_rss_mib()
+    now = time.time()
+    for i in range(NODES):
+        service.accept(eight_gpu_report(f"gpu-node-{i:05d}"), now)
+    started = time.perf_counter()
+    service.score_once(now)
+    pass_ms = (time.perf_counter() - started) * 1e3
+    rendered = len(service.render())
+    after = current_rss_mib()
+    return [
+        Row("scorer RSS, 5,000 nodes accepted and scored", after, "MiB", "budget <= 150 MB; no hub, no API"),
+        Row("scorer RSS growth for 5,000 nodes", after - before, "MiB", "node table + view"),
+        Row("scorer pass incl. snapshot + publisher offer, 5,000 nodes", pass_ms, "ms", f"/metrics {rendered} bytes"),
+    ]
