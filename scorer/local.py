@@ -23,8 +23,8 @@ from agent.runner import Cycle
 from scorer.metrics import ScorerMetrics, ScoringView
 from scorer.model import ScoreSet
 from scorer.node_table import NodeTable
-from scorer.scoring import score_cluster
 from scorer.scoring_config import SCORING_OPTIONS, scoring_config_from
+from scorer.service import scoring_pass
 
 log = logging.getLogger("accelscore.local")
 
@@ -93,15 +93,10 @@ class LocalSession:
         report = build_report(self.cycle, node_name=self.host.node_name, sequence=self._sequence,
                               instance="local", now=now, host_as_node=True)
         self.table.accept(report, received_at=now)
-        started = time.perf_counter()
-        snapshot = self.table.snapshot()
-        score_sets = score_cluster(snapshot, self.config, now=now)
-        self.view.update(score_sets=score_sets, snapshot=snapshot, now=now,
-                         pass_seconds=time.perf_counter() - started)
+        score_sets = scoring_pass(table=self.table, config=self.config, view=self.view, publisher=self.publisher,
+                                  now=now)
         changed = [s.as_dict() for s in score_sets] != [s.as_dict() for s in self.score_sets]
         self.score_sets = score_sets
-        self.publisher.offer(score_sets, now)
-        self.publisher.tick(now)
         return changed
 
     def objects(self) -> list[dict[str, Any]]:

@@ -14,15 +14,28 @@ from accelscore.v1 import report_pb2
 from scorer.config import ScorerConfig
 from scorer.ingest import IngestStats, build_ingest_server
 from scorer.metrics import ScorerMetrics, ScoringView
+from scorer.model import ScoreSet
 from scorer.node_table import NodeFacts, NodeTable
 from scorer.publish_policy import PublishPolicy
 from scorer.publisher import Publisher
 from scorer.scoring import score_cluster
+from scorer.scoring_config import ScoringConfig
 
 log = logging.getLogger(__name__)
 
 GPU = "nvidia.com/gpu"
 TPU = "google.com/tpu"
+
+
+def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, publisher: Publisher,
+                 now: float) -> tuple[ScoreSet, ScoreSet]:
+    """Snapshot → pure scores → /metrics view → publisher (the scorer's and local mode's one pass)."""
+    started = time.perf_counter()
+    snapshot = table.snapshot()
+    score_sets = score_cluster(snapshot, config, now=now)
+    view.update(score_sets=score_sets, snapshot=snapshot, now=now, pass_seconds=time.perf_counter() - started)
+    publisher.offer(score_sets, now)
+    return score_sets
 
 
 class ScorerService:
@@ -130,11 +143,7 @@ class ScorerService:
         """One scoring pass and hand-off to the publisher."""
         now = self._clock() if now is None else now
         self._apply_watches()
-        started = time.perf_counter()
-        snapshot = self.table.snapshot()
-        score_sets = score_cluster(snapshot, self.config.scoring, now=now)
-        self.view.update(score_sets=score_sets, snapshot=snapshot, now=now, pass_seconds=time.perf_counter() - started)
-        self.publisher.offer(score_sets, now)
+        scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=self.publisher, now=now)
 
     def run(self, *, rescore_every_s: float = 1.0) -> None:
         """Score on every change (and every second, since freshness decays with time); tick the publisher."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from accelscore.kube.config import from_kubeconfig
 from agent.app import AgentRuntime
 from agent.collectors.host import HostCollector
 from agent.collectors.kubelet import KubeletCollector
@@ -86,7 +87,7 @@ class SimCluster:
     def __post_init__(self) -> None:
         self.api_server = KubeApiServer()
         self.kubeconfig = self.api_server.write_kubeconfig(self.workdir / f"{self.name}.kubeconfig")
-        self.api = k8s.ApiClient(self._config())
+        self.api = from_kubeconfig(self.kubeconfig)
         self.core = k8s.CoreV1Api(self.api)
         config = ScorerConfig(
             cluster_name=self.name, hub_kubeconfig=self.hub_kubeconfig, listen_address=("127.0.0.1", 0),
@@ -98,13 +99,6 @@ class SimCluster:
                                     hub=HubClient(kubeconfig=self.hub_kubeconfig, namespace=self.name))
         self._scorer_thread: threading.Thread | None = None
         self._sockets = Path(tempfile.mkdtemp(prefix="e2e-"))
-
-    def _config(self) -> k8s.Configuration:
-        from kubernetes import config as kube_config
-
-        configuration = k8s.Configuration()
-        kube_config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=configuration)
-        return configuration
 
     def start_scorer(self) -> None:
         self.scorer.start()
@@ -137,7 +131,7 @@ class SimCluster:
         token_file = self.workdir / f"{node}.token"
         token_file.write_text(token)
         collectors = CollectorSet([
-            NodeCollector(node_name=node, api_client_factory=lambda: k8s.ApiClient(self._config())),
+            NodeCollector(node_name=node, api_client_factory=lambda: from_kubeconfig(self.kubeconfig)),
             KubeletCollector(socket_path=kubelet.socket_path),
             NvidiaCollector(nvml=nvml, gpu_advertised=lambda: True),
             HostCollector(),
