@@ -9,9 +9,6 @@ COPY deploy/constraints.txt deploy/constraints.txt
 RUN /opt/accelscore/bin/pip install --constraint deploy/constraints.txt --requirement deploy/constraints.txt
 COPY pyproject.toml README.md ./
 COPY accelscore accelscore
-COPY agent agent
-COPY scorer scorer
-COPY simulator simulator
 RUN /opt/accelscore/bin/pip install --constraint deploy/constraints.txt --no-deps . \
  && /opt/accelscore/bin/pip check
 

@@ -12,10 +12,10 @@ from accelscore.options import ConfigError
 
 # subcommand -> module with `add_arguments(parser)` and `run(args) -> int`
 SUBCOMMANDS = {
-    "agent": ("agent.cli", "run the node agent: collectors, /metrics, push NodeReports to the scorer"),
-    "scorer": ("scorer.cli", "run the cluster scorer: ingest reports, publish AddOnPlacementScores"),
-    "local": ("scorer.local", "this host's scores with no cluster and no hub (the embedded default)"),
-    "simulate": ("simulator.cli", "score a recorded fleet, rank Placements, replay job traces"),
+    "agent": ("accelscore.agent.cli", "run the node agent: collectors, /metrics, push NodeReports to the scorer"),
+    "scorer": ("accelscore.scorer.cli", "run the cluster scorer: ingest reports, publish AddOnPlacementScores"),
+    "local": ("accelscore.local.cli", "this host's scores with no cluster and no hub (the embedded default)"),
+    "simulate": ("accelscore.simulator.cli", "score a recorded fleet, rank Placements, replay job traces"),
 }
 
 

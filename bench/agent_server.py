@@ -10,13 +10,13 @@ from pathlib import Path
 
 import kubernetes.client  # noqa: F401 - the real agent loads it for the node collector; count its memory
 
+from accelscore.agent.app import AgentRuntime
+from accelscore.agent.collectors.host import HostCollector
+from accelscore.agent.collectors.kubelet import KubeletCollector
+from accelscore.agent.collectors.nvidia import NvidiaCollector
+from accelscore.agent.config import AgentConfig, HostConfig
+from accelscore.agent.runner import CollectorSet
 from accelscore.httpserve import MetricsServer
-from agent.app import AgentRuntime
-from agent.collectors.host import HostCollector
-from agent.collectors.kubelet import KubeletCollector
-from agent.collectors.nvidia import NvidiaCollector
-from agent.config import AgentConfig, HostConfig
-from agent.runner import CollectorSet
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
 from tests.fakes.podresources_builder import allocatable_reply, list_reply

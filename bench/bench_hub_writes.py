@@ -11,11 +11,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from accelscore.scorer import hub as scorer_hub
+from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
+from accelscore.scorer.publisher import Publisher, PublishPolicy
+from accelscore.scorer.scoring import accel_map, compat_map
 from bench.common import Row
-from scorer import hub as scorer_hub
-from scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
-from scorer.publisher import Publisher, PublishPolicy
-from scorer.scoring import accel_map, compat_map
 from tests.kubeapi.fixtures import ocm_crd_files
 from tests.kubeapi.server import KubeApiServer
 

@@ -40,8 +40,8 @@ def serve(kubeconfig: str, mode: str, workers: int = 8) -> None:
     import grpc
     from kubernetes import config
 
-    from scorer.auth import TokenAuthenticator
-    from scorer.ingest import IngestStats, build_ingest_server
+    from accelscore.scorer.auth import TokenAuthenticator
+    from accelscore.scorer.ingest import IngestStats, build_ingest_server
 
     stats = IngestStats()
     table: dict[str, object] = {}
@@ -160,10 +160,10 @@ def _in_process(kubeconfig: Path, tokens: list[str]) -> dict[str, float]:
     import grpc
     from kubernetes import config
 
+    from accelscore.scorer.auth import TokenAuthenticator
+    from accelscore.scorer.ingest import IngestStats, ReportIngest
+    from accelscore.scorer.validate import validate_report
     from accelscore.v1 import report_pb2 as pb
-    from scorer.auth import TokenAuthenticator
-    from scorer.ingest import IngestStats, ReportIngest
-    from scorer.validate import validate_report
     from tests.ingest.sample import eight_gpu_report
 
     auth = TokenAuthenticator(api_client=config.new_client_from_config(config_file=str(kubeconfig)),

@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agent.collectors.base import State
-from agent.collectors.nvidia import NvidiaCollector
+from accelscore.agent.collectors.base import State
+from accelscore.agent.collectors.nvidia import NvidiaCollector
 from bench.common import Row
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 

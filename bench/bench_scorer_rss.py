@@ -6,9 +6,9 @@ import time
 
 import kubernetes.client  # noqa: F401 - the real scorer loads it (watches, TokenReview); count its memory
 
+from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
+from accelscore.scorer.service import ScorerService
 from bench.common import Row, current_rss_mib
-from scorer.config import SCORER_OPTIONS, scorer_config_from
-from scorer.service import ScorerService
 from tests.ingest.sample import eight_gpu_report
 
 NODES = 5000

@@ -7,12 +7,12 @@ import statistics
 import time
 from collections.abc import Callable
 
+from accelscore.scorer.model import ClusterSnapshot, NodeEntry, NodeSummary
+from accelscore.scorer.scoring import score_cluster
+from accelscore.scorer.scoring_config import ScoringConfig, default_scoring_config
+from accelscore.scorer.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
 from bench.common import Row, current_rss_mib, peak_rss_mib
-from scorer.model import ClusterSnapshot, NodeEntry, NodeSummary
-from scorer.scoring import score_cluster
-from scorer.scoring_config import ScoringConfig, default_scoring_config
-from scorer.summarize import summarize
 
 GIB = 1 << 30
 NOW = 1_700_000_000.0

@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from accelscore.scorer import publish_policy as pp
+from accelscore.scorer.scoring_config import default_scoring_config
+from accelscore.simulator.fleet import load_fleet
+from accelscore.simulator.oneshot import run_oneshot
+from accelscore.simulator.replay import Replay, ReplayOptions
+from accelscore.simulator.trace import load_trace
 from bench.common import Row
-from scorer import publish_policy as pp
-from scorer.scoring_config import default_scoring_config
-from simulator.fleet import load_fleet
-from simulator.oneshot import run_oneshot
-from simulator.replay import Replay, ReplayOptions
-from simulator.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 FLEET = ROOT / "fixtures" / "fleets" / "mixed"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.collectors.device_ids import (
+from accelscore.agent.collectors.device_ids import (
     DeviceKey,
     IdKind,
     device_key,

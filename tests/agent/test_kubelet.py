@@ -11,9 +11,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.collectors.base import State
-from agent.collectors.kubelet import KubeletCollector
-from agent.snapshots import DeviceAssignment, KubeletSnapshot
+from accelscore.agent.collectors.base import State
+from accelscore.agent.collectors.kubelet import KubeletCollector
+from accelscore.agent.snapshots import DeviceAssignment, KubeletSnapshot
 from tests.fakes.kubelet_server import KubeletServer, load_allocatable, load_list
 
 G = "nvidia.com/gpu"

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from accelscore.agent.collectors.base import Reading, State
+from accelscore.agent.collectors.node import NodeCollector
+from accelscore.agent.snapshots import NodeSnapshot
 from accelscore.kube.config import load_api_client
-from agent.collectors.base import Reading, State
-from agent.collectors.node import NodeCollector
-from agent.snapshots import NodeSnapshot
 from tests.kubeapi import ApiHandle, unique
 from tests.kubeapi.objects import node_body, pod_body
 

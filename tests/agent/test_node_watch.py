@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent.collectors.base import State
-from agent.collectors.node import NodeCollector
+from accelscore.agent.collectors.base import State
+from accelscore.agent.collectors.node import NodeCollector
 from tests.agent.test_node_collector import Cluster, cpu_is, make_collector, until
 from tests.kubeapi import ApiHandle
 from tests.kubeapi.objects import node_body

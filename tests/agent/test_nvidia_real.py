@@ -5,9 +5,9 @@ from __future__ import annotations
 import pynvml
 import pytest
 
-from agent.collectors.base import State
-from agent.collectors.nvidia import NvidiaCollector
-from agent.snapshots import Health
+from accelscore.agent.collectors.base import State
+from accelscore.agent.collectors.nvidia import NvidiaCollector
+from accelscore.agent.snapshots import Health
 
 
 @pytest.mark.gpu

@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from agent.collectors.base import State
-from agent.collectors.nvidia import NvidiaCollector
-from agent.snapshots import GpuSnapshot, Health, MigDevice
+from accelscore.agent.collectors.base import State
+from accelscore.agent.collectors.nvidia import NvidiaCollector
+from accelscore.agent.snapshots import GpuSnapshot, Health, MigDevice
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 
 Make = Callable[..., tuple[NvidiaCollector, FakeNvml]]
@@ -184,7 +184,7 @@ def test_old_bindings_and_driver_fall_back_to_legacy_calls(make: Make) -> None:
 def test_implausible_readings_become_none_with_one_warning_each(make: Make,
                                                                caplog: pytest.LogCaptureFixture) -> None:
     collector, _ = make("bad-readings")
-    with caplog.at_level(logging.WARNING, logger="agent.collectors.nvidia_read"):
+    with caplog.at_level(logging.WARNING, logger="accelscore.agent.collectors.nvidia_read"):
         bad, good = gpus(collector)
         gpus(collector)
     assert (bad.temperature_celsius, bad.power_watts, bad.utilization_ratio, bad.memory_used_bytes) == (
@@ -265,7 +265,7 @@ def test_close_stops_xid_thread_and_shuts_nvml_down_once(make: Make) -> None:
 
 def test_unexpected_field_error_makes_only_that_field_none(make: Make, caplog: pytest.LogCaptureFixture) -> None:
     collector, _ = make("field-errors")
-    with caplog.at_level(logging.WARNING, logger="agent.collectors.nvidia_read"):
+    with caplog.at_level(logging.WARNING, logger="accelscore.agent.collectors.nvidia_read"):
         gpu = gpus(collector)[0]
     assert (gpu.power_watts, gpu.energy_joules_total, gpu.health) == (None, 1.0, Health.HEALTHY)
     assert [r.getMessage() for r in caplog.records] == [

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from agent.collectors.base import Reading, State
-from agent.collectors.nvidia import NvidiaCollector
+from accelscore.agent.collectors.base import Reading, State
+from accelscore.agent.collectors.nvidia import NvidiaCollector
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 
 TIMEOUT_S = 0.2

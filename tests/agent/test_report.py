@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from accelscore.agent.collectors.host import HostCollector
+from accelscore.agent.collectors.kubelet import KubeletCollector
+from accelscore.agent.collectors.nvidia import NvidiaCollector
+from accelscore.agent.report import build_report, change_key
+from accelscore.agent.runner import CollectorSet
+from accelscore.scorer.scoring_config import default_scoring_config
+from accelscore.scorer.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
-from agent.collectors.host import HostCollector
-from agent.collectors.kubelet import KubeletCollector
-from agent.collectors.nvidia import NvidiaCollector
-from agent.report import build_report, change_key
-from agent.runner import CollectorSet
-from scorer.scoring_config import default_scoring_config
-from scorer.summarize import summarize
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
 from tests.fakes.podresources_builder import allocatable_reply, list_reply

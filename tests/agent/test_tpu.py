@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.collectors.base import State
-from agent.collectors.tpu import TpuCollector
-from agent.collectors.tpu_runtime import IDLE_REASON
+from accelscore.agent.collectors.base import State
+from accelscore.agent.collectors.tpu import TpuCollector
+from accelscore.agent.collectors.tpu_runtime import IDLE_REASON
 
 SYSFS = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"
 GIB = 1024**3

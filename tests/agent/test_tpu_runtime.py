@@ -10,11 +10,11 @@ from pathlib import Path
 import grpc
 import pytest
 
+from accelscore.agent.collectors.base import State
+from accelscore.agent.collectors.tpu import TpuCollector
+from accelscore.agent.collectors.tpu_runtime import IDLE_REASON, MetricName
+from accelscore.agent.snapshots import TpuSnapshot
 from accelscore.vendor.tpu import tpu_metric_service_pb2 as pb
-from agent.collectors.base import State
-from agent.collectors.tpu import TpuCollector
-from agent.collectors.tpu_runtime import IDLE_REASON, MetricName
-from agent.snapshots import TpuSnapshot
 from tests.fakes.libtpu_server import LibtpuServer, load_metrics
 
 SYSFS = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"

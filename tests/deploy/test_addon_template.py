@@ -93,7 +93,7 @@ def test_decorators_give_the_scorer_its_hub_kubeconfig_and_cluster_name(hub: lis
 
 
 def test_agent_never_refers_to_the_hub_kubeconfig_it_is_given(hub: list[support.Obj]) -> None:
-    from agent.config import AGENT_OPTIONS
+    from accelscore.agent.config import AGENT_OPTIONS
 
     agent = next(m for m in _manifests(hub) if m["kind"] == "DaemonSet")
     text = " ".join(support.strings(agent)).lower()
@@ -126,7 +126,7 @@ def _load(options: tuple[Option, ...], argv: list[str], environ: dict[str, str])
 
 
 def test_rendered_scorer_configuration_is_accepted_by_the_scorer(hub: list[support.Obj]) -> None:
-    from scorer.config import SCORER_OPTIONS, scorer_config_from
+    from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
 
     rendered, _ = support.render_addon(hub, cluster="gpu-east")
     container = _container(rendered, "Deployment", "accelscore-scorer")
@@ -141,7 +141,7 @@ def test_rendered_scorer_configuration_is_accepted_by_the_scorer(hub: list[suppo
 
 
 def test_rendered_agent_configuration_is_accepted_by_the_agent(hub: list[support.Obj]) -> None:
-    from agent.config import AGENT_OPTIONS, agent_config_from
+    from accelscore.agent.config import AGENT_OPTIONS, agent_config_from
 
     rendered, _ = support.render_addon(hub)
     container = _container(rendered, "DaemonSet", "accelscore-agent")
@@ -153,7 +153,7 @@ def test_rendered_agent_configuration_is_accepted_by_the_agent(hub: list[support
 
 
 def test_default_scoring_variables_equal_the_scorers_built_in_defaults(hub: list[support.Obj]) -> None:
-    from scorer import scoring_config as sc
+    from accelscore.scorer import scoring_config as sc
 
     variables = _variables(hub)
     assert sc.parse_score_refs(variables["ACCELSCORE_SCORE_REFS"]) == dict(sc.DEFAULT_SCORE_REFS)

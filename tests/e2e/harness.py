@@ -14,20 +14,20 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from accelscore.agent.app import AgentRuntime
+from accelscore.agent.collectors.host import HostCollector
+from accelscore.agent.collectors.kubelet import KubeletCollector
+from accelscore.agent.collectors.node import NodeCollector
+from accelscore.agent.collectors.nvidia import NvidiaCollector
+from accelscore.agent.config import AgentConfig, HostConfig
+from accelscore.agent.push import PushLoop, ReportSender
+from accelscore.agent.report import change_key
+from accelscore.agent.runner import CollectorSet
 from accelscore.kube.config import from_kubeconfig
-from agent.app import AgentRuntime
-from agent.collectors.host import HostCollector
-from agent.collectors.kubelet import KubeletCollector
-from agent.collectors.node import NodeCollector
-from agent.collectors.nvidia import NvidiaCollector
-from agent.config import AgentConfig, HostConfig
-from agent.push import PushLoop, ReportSender
-from agent.report import change_key
-from agent.runner import CollectorSet
-from scorer.config import ScorerConfig
-from scorer.hub import HubClient
-from scorer.scoring_config import ScoringConfig
-from scorer.service import ScorerService
+from accelscore.scorer.config import ScorerConfig
+from accelscore.scorer.hub import HubClient
+from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.service import ScorerService
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
 from tests.fakes.podresources_builder import allocatable_reply, list_reply

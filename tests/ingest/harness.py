@@ -8,10 +8,10 @@ from types import TracebackType
 
 import grpc
 
+from accelscore.scorer.auth import TokenAuthenticator
+from accelscore.scorer.ingest import IngestStats, build_ingest_server
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
-from scorer.auth import TokenAuthenticator
-from scorer.ingest import IngestStats, build_ingest_server
 
 AGENT_SA = "system:serviceaccount:open-cluster-management-agent-addon:accelscore-agent"
 

@@ -7,8 +7,8 @@ import time
 import grpc
 import pytest
 
+from accelscore.scorer.ingest import IngestStats, build_ingest_server
 from accelscore.v1 import report_pb2 as pb
-from scorer.ingest import IngestStats, build_ingest_server
 from tests.ingest.harness import IngestServer
 from tests.ingest.sample import eight_gpu_report
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from accelscore.agent.push import PushLoop, PushResult, ReportSender
+from accelscore.scorer.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
 from accelscore.v1 import report_pb2 as pb
-from agent.push import PushLoop, PushResult, ReportSender
-from scorer.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
 from tests.ingest.harness import AGENT_SA, IngestServer
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ApiHandle

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
+from accelscore.scorer.validate import MAX_DEVICES, MAX_RESOURCES, RejectReason, validate_report
 from accelscore.v1 import report_pb2 as pb
-from scorer.validate import MAX_DEVICES, MAX_RESOURCES, RejectReason, validate_report
 from tests.ingest.sample import eight_gpu_report
 
 NOW = 1_750_000_000.0

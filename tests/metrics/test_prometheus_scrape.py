@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from accelscore.agent.collectors.host import HostCollector
+from accelscore.agent.collectors.kubelet import KubeletCollector
+from accelscore.agent.collectors.nvidia import NvidiaCollector
+from accelscore.agent.metrics import AgentMetrics
+from accelscore.agent.report import build_report
+from accelscore.agent.runner import CollectorSet
 from accelscore.httpserve import MetricsServer
-from agent.collectors.host import HostCollector
-from agent.collectors.kubelet import KubeletCollector
-from agent.collectors.nvidia import NvidiaCollector
-from agent.metrics import AgentMetrics
-from agent.report import build_report
-from agent.runner import CollectorSet
-from scorer.metrics import ScorerMetrics, ScoringView
-from scorer.node_table import NodeTable
-from scorer.scoring import score_cluster
-from scorer.scoring_config import default_scoring_config
+from accelscore.scorer.metrics import ScorerMetrics, ScoringView
+from accelscore.scorer.node_table import NodeTable
+from accelscore.scorer.scoring import score_cluster
+from accelscore.scorer.scoring_config import default_scoring_config
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
 from tests.fakes.podresources_builder import allocatable_reply, list_reply

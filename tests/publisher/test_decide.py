@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from scorer.model import ACCELSCORE_APS, Score, ScoreSet
-from scorer.publish_policy import (
+from accelscore.scorer.model import ACCELSCORE_APS, Score, ScoreSet
+from accelscore.scorer.publish_policy import (
     Action,
     Condition,
     PublishedState,

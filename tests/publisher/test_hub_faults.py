@@ -11,14 +11,14 @@ import pytest
 import yaml
 from kubernetes import client
 
-from scorer import hub as scorer_hub
-from scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
-from scorer.publisher import Publisher
+from accelscore.scorer import hub as scorer_hub
+from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
+from accelscore.scorer.publisher import Publisher
 from tests.kubeapi.fixtures import ApiHandle, unique
 from tests.publisher.conftest import cleanup, make_namespace
 from tests.publisher.helpers import publisher, read, score_sets, status_puts, values
 
-LOGGER = "scorer.publisher"
+LOGGER = "accelscore.scorer.publisher"
 
 
 def run_until_written(pub: Publisher, start: float, *, step: float = 10, limit: float = 1800) -> float:

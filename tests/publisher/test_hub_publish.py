@@ -8,10 +8,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from scorer.hub import GROUP, PLURAL, VERSION
-from scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
-from scorer.publish_policy import parse_rfc3339
-from scorer.publisher import Publisher
+from accelscore.scorer.hub import GROUP, PLURAL, VERSION
+from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
+from accelscore.scorer.publish_policy import parse_rfc3339
+from accelscore.scorer.publisher import Publisher
 from tests.kubeapi.fixtures import ApiHandle
 from tests.publisher.helpers import POLICY, publisher, read, score_sets, status_puts, values
 

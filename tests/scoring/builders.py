@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from accelscore.scorer.model import ClusterSnapshot, NodeEntry, NodeSummary
 from accelscore.v1 import report_pb2 as pb
-from scorer.model import ClusterSnapshot, NodeEntry, NodeSummary
 
 GIB = 1 << 30
 H100 = "NVIDIA H100 80GB HBM3"

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from scorer.scoring import accel_map, compat_map
+from accelscore.scorer.scoring import accel_map, compat_map
 
 
 @pytest.mark.parametrize(("value", "lo", "hi", "expected"), [

@@ -7,11 +7,11 @@ from dataclasses import dataclass, replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from accelscore.scorer.model import AccelScore, ClusterSnapshot, CompatScore, NodeEntry, ScoreSet
+from accelscore.scorer.scoring import score_cluster
+from accelscore.scorer.scoring_config import default_scoring_config
+from accelscore.scorer.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
-from scorer.model import AccelScore, ClusterSnapshot, CompatScore, NodeEntry, ScoreSet
-from scorer.scoring import score_cluster
-from scorer.scoring_config import default_scoring_config
-from scorer.summarize import summarize
 from tests.scoring import builders as b
 
 CONFIG = default_scoring_config()

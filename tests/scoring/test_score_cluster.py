@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, NodeEntry, published_score_names
+from accelscore.scorer.scoring import score_cluster
+from accelscore.scorer.scoring_config import ScoringConfig, default_scoring_config
+from accelscore.scorer.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
-from scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, NodeEntry, published_score_names
-from scorer.scoring import score_cluster
-from scorer.scoring_config import ScoringConfig, default_scoring_config
-from scorer.summarize import summarize
 from tests.scoring import builders as b
 
 CONFIG = default_scoring_config()

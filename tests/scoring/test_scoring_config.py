@@ -7,8 +7,8 @@ import argparse
 import pytest
 
 from accelscore.options import ConfigError, add_options, resolve
-from scorer.model import AccelScore
-from scorer.scoring_config import (
+from accelscore.scorer.model import AccelScore
+from accelscore.scorer.scoring_config import (
     DEFAULT_GPU_MODEL_WEIGHTS,
     SCORING_OPTIONS,
     ScoringConfig,

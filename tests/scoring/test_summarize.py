@@ -6,9 +6,9 @@ import math
 
 import pytest
 
+from accelscore.scorer.scoring_config import ScoringConfig, default_scoring_config
+from accelscore.scorer.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
-from scorer.scoring_config import ScoringConfig, default_scoring_config
-from scorer.summarize import summarize
 from tests.scoring import builders as b
 
 CONFIG = default_scoring_config()

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scorer.scoring_config import default_scoring_config
-from scorer.summarize import summarize
-from simulator import fleet as fl
+from accelscore.scorer.scoring_config import default_scoring_config
+from accelscore.scorer.summarize import summarize
+from accelscore.simulator import fleet as fl
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEETS = ROOT / "fixtures" / "fleets"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator import placement as pl
+from accelscore.simulator import placement as pl
 
 NOW = 1_000_000.0
 CLUSTERS = tuple(pl.ClusterInfo(n) for n in ("alpha", "bravo", "charlie"))

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from scorer import publish_policy as pp
-from scorer.scoring_config import default_scoring_config
-from simulator import fleet as fl
-from simulator import truth
-from simulator.replay import Replay, ReplayOptions
-from simulator.trace import load_trace, parse_trace
-from simulator.tracegen import generate
+from accelscore.scorer import publish_policy as pp
+from accelscore.scorer.scoring_config import default_scoring_config
+from accelscore.simulator import fleet as fl
+from accelscore.simulator import truth
+from accelscore.simulator.replay import Replay, ReplayOptions
+from accelscore.simulator.trace import load_trace, parse_trace
+from accelscore.simulator.tracegen import generate
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEETS = ROOT / "fixtures" / "fleets"

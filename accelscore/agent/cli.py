@@ -1,0 +1,90 @@
+"""Run the node agent: read NVIDIA GPUs, TPU chips, kubelet assignments, this node and host load; serve
+/metrics; push a NodeReport to the scorer every interval and at once when a device's assignment or health
+changes. `--once` prints one NodeReport and exits."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from typing import Any
+
+from google.protobuf import json_format
+
+from accelscore.agent.config import AGENT_OPTIONS, AgentConfig, agent_config_from
+from accelscore.options import add_options, resolve
+
+log = logging.getLogger("accelscore.agent")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--once", action="store_true", help="collect once, print the NodeReport, exit 0")
+    add_options(parser, AGENT_OPTIONS)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelscore.agent import app
+    from accelscore.cli import setup_logging
+
+    config = agent_config_from(resolve(args, AGENT_OPTIONS))
+    setup_logging(config.host.log_level)
+    collectors = app.build_collectors(config.host)
+    try:
+        if args.once:
+            return _print_once(config, collectors)
+        return _serve(config, collectors)
+    finally:
+        collectors.close()
+
+
+def _print_once(config: AgentConfig, collectors: Any) -> int:
+    from accelscore.agent import app
+    from accelscore.agent.report import build_report
+
+    cycle = app.collect_settled(collectors)
+    report = build_report(cycle, node_name=config.host.node_name, sequence=1, instance="once",
+                          now=cycle.finished_at)
+    if config.output == "json":
+        print(json_format.MessageToJson(report, indent=2))
+    else:
+        print(report)
+    return 0
+
+
+def _serve(config: AgentConfig, collectors: Any) -> int:
+    from accelscore.agent import app
+    from accelscore.httpserve import MetricsServer
+
+    push_loop = _push_loop(config)
+    runtime = app.AgentRuntime(config=config, collectors=collectors, push_loop=push_loop)
+    host, port = config.metrics_address
+    server = MetricsServer(host, port, render=runtime.render, healthy=runtime.healthy, ready=runtime.ready).start()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: runtime.stop())
+    try:
+        runtime.run(server=server)
+    finally:
+        server.stop()
+        if push_loop is not None:
+            push_loop.stop()
+    log.info("agent stopped")
+    return 0
+
+
+def _push_loop(config: AgentConfig) -> Any:
+    """The push path, or None when no scorer address is set (metrics only)."""
+    if not config.scorer_address:
+        log.warning("no --scorer-address: reports are not pushed (metrics only)")
+        return None
+    from accelscore.agent.push import PushLoop, ReportSender
+    from accelscore.agent.report import change_key
+
+    token_file = config.token_file if config.token_file.exists() else None
+    if token_file is None:
+        log.warning("token file %s does not exist: pushes carry no token and a scorer with auth rejects them",
+                    config.token_file)
+    sender = ReportSender(address=config.scorer_address, token_file=token_file)
+    loop = PushLoop(sender=sender, interval_s=config.host.interval_s, change_key=change_key)
+    loop.start()
+    return loop
+

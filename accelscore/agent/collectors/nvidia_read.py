@@ -1,0 +1,207 @@
+"""Reads one GPU's fields through NVML on the NVML thread: NotSupported becomes None, bad values become None."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from accelscore.agent.snapshots import MigDevice
+
+log = logging.getLogger(__name__)
+
+LOST_REASON = "GPU is lost (fallen off the bus)"
+RESET_REASON = "GPU requires a reset"
+
+
+class GpuGone(Exception):
+    """NVML said the GPU is lost or needs a reset: every further read of it is meaningless."""
+
+
+@dataclass(frozen=True)
+class GpuIdentity:
+    """What does not change while the process runs: handle, UUID, model, PCI bus id."""
+
+    handle: Any
+    index: int
+    uuid: str
+    model: str
+    pci_bus_id: str
+
+
+class GpuReader:
+    """Turns NVML calls for one GPU into GpuSnapshot keyword arguments; never raises except GpuGone."""
+
+    def __init__(self, *, nvml: Any, mark: Callable[[str], None]) -> None:
+        self._nvml = nvml
+        self._mark = mark
+        self._none_errors = (nvml.NVMLError_NotSupported, nvml.NVMLError_NoPermission,
+                             nvml.NVMLError_FunctionNotFound)
+        self._gone_errors = {nvml.NVMLError_GpuIsLost: LOST_REASON, nvml.NVMLError_ResetRequired: RESET_REASON}
+        # Prefer the newer calls; fall back (and remember) when the bindings or the driver lack them.
+        self._memory_v2: int | None = getattr(nvml, "nvmlMemory_v2", None)
+        self._temperature_v = hasattr(nvml, "nvmlDeviceGetTemperatureV")
+        self._clock_events = hasattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons")
+        self._warned: set[tuple[str, str]] = set()
+
+    def identify(self, index: int) -> GpuIdentity:
+        """Handle, UUID, name and PCI bus id of GPU `index` (raises GpuGone or NVMLError)."""
+        handle = self._call("nvmlDeviceGetHandleByIndex", index)
+        uuid = self._call("nvmlDeviceGetUUID", handle)
+        model = self._call("nvmlDeviceGetName", handle)
+        pci = self._call("nvmlDeviceGetPciInfo", handle).busId
+        return GpuIdentity(handle, index, uuid, model, pci)
+
+    def read(self, gpu: GpuIdentity) -> dict[str, Any]:
+        """Every dynamic field of one GPU, validated; raises GpuGone."""
+        h, u, nvml = gpu.handle, gpu.uuid, self._nvml
+        total, used, reserved = self._memory(u, h)
+        util = self._get(u, "nvmlDeviceGetUtilizationRates", h)
+        fields: dict[str, Any] = {
+            "memory_total_bytes": total, "memory_used_bytes": used, "memory_reserved_bytes": reserved,
+            "utilization_ratio": self._ratio(u, "utilization_ratio", util.gpu if util else None),
+            "memory_utilization_ratio": self._ratio(u, "memory_utilization_ratio", util.memory if util else None),
+            "temperature_celsius": self._scaled(u, "temperature_celsius", self._temperature(u, h), 1.0),
+            "power_watts": self._scaled(u, "power_watts", self._get(u, "nvmlDeviceGetPowerUsage", h)),
+            "power_limit_watts": self._scaled(u, "power_limit_watts",
+                                              self._get(u, "nvmlDeviceGetEnforcedPowerLimit", h)),
+            "energy_joules_total": self._scaled(u, "energy_joules_total",
+                                                self._get(u, "nvmlDeviceGetTotalEnergyConsumption", h)),
+            "ecc_uncorrected_total": self._valid(u, "ecc_uncorrected_total", self._get(
+                u, "nvmlDeviceGetTotalEccErrors", h, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                nvml.NVML_AGGREGATE_ECC)),
+            "clock_event_reasons": self._valid(u, "clock_event_reasons", self._clock_reasons(u, h)),
+        }
+        remap = self._get(u, "nvmlDeviceGetRemappedRows", h)
+        if remap is not None:
+            fields["remapped_rows_pending"] = bool(remap[2])
+            fields["remapped_rows_failed"] = bool(remap[3])
+        else:  # pre-Ampere parts retire pages instead of remapping rows
+            pending = self._get(u, "nvmlDeviceGetRetiredPagesPendingStatus", h)
+            fields["retired_pages_pending"] = None if pending is None else bool(pending)
+        mode = self._get(u, "nvmlDeviceGetMigMode", h)
+        fields["mig_enabled"] = None if mode is None else mode[0] == nvml.NVML_DEVICE_MIG_ENABLE
+        fields["mig_devices"] = self._mig_devices(u, h) if fields["mig_enabled"] else ()
+        return fields
+
+    def _mig_devices(self, u: str, h: Any) -> tuple[MigDevice, ...]:
+        slots = self._get(u, "nvmlDeviceGetMaxMigDeviceCount", h) or 0
+        devices = []
+        for slot in range(slots):
+            try:
+                mig = self._call("nvmlDeviceGetMigDeviceHandleByIndex", h, slot)
+            except self._nvml.NVMLError_NotFound:
+                continue  # empty slot
+            except GpuGone:
+                raise
+            except self._nvml.NVMLError as err:
+                self._warn(u, f"mig[{slot}]", f"nvmlDeviceGetMigDeviceHandleByIndex failed: {err}")
+                continue
+            uuid = self._get(u, "nvmlDeviceGetUUID", mig)
+            if not uuid:
+                continue
+            name = self._get(u, "nvmlDeviceGetName", mig) or ""
+            total, used, _ = self._memory(uuid, mig)
+            profile = name.rsplit("MIG ", 1)[1].strip() if "MIG " in name else ""
+            devices.append(MigDevice(uuid, slot, profile, total, used))
+        return tuple(devices)
+
+    def _memory(self, u: str, h: Any) -> tuple[int | None, int | None, int | None]:
+        mem, reserved = None, None
+        if self._memory_v2 is not None:
+            try:
+                mem = self._call("nvmlDeviceGetMemoryInfo", h, version=self._memory_v2)
+                reserved = mem.reserved
+            except (self._nvml.NVMLError_FunctionNotFound, TypeError):
+                self._memory_v2 = None  # driver or bindings predate v2: use v1 from now on
+            except self._none_errors:
+                return None, None, None
+            except self._nvml.NVMLError as err:
+                self._warn(u, "memory", f"nvmlDeviceGetMemoryInfo failed: {err}")
+                return None, None, None
+        if mem is None:
+            mem = self._get(u, "nvmlDeviceGetMemoryInfo", h)
+            if mem is None:
+                return None, None, None
+        total = self._valid(u, "memory_total_bytes", mem.total)
+        if total is not None and mem.used > total:
+            self._warn(u, "memory_used_bytes", f"memory_used_bytes {mem.used} exceeds memory_total_bytes {total}")
+            used = None
+        else:
+            used = self._valid(u, "memory_used_bytes", mem.used)
+        return total, used, self._valid(u, "memory_reserved_bytes", reserved)
+
+    def _temperature(self, u: str, h: Any) -> Any:
+        nvml = self._nvml
+        if self._temperature_v:
+            try:
+                return self._call("nvmlDeviceGetTemperatureV", h, nvml.NVML_TEMPERATURE_GPU)
+            except nvml.NVMLError_FunctionNotFound:
+                self._temperature_v = False
+            except self._none_errors:
+                return None
+            except nvml.NVMLError as err:
+                self._warn(u, "temperature_celsius", f"nvmlDeviceGetTemperatureV failed: {err}")
+                return None
+        return self._get(u, "nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU)
+
+    def _clock_reasons(self, u: str, h: Any) -> Any:
+        if self._clock_events:
+            try:
+                return self._call("nvmlDeviceGetCurrentClocksEventReasons", h)
+            except self._nvml.NVMLError_FunctionNotFound:
+                self._clock_events = False
+            except self._none_errors:
+                return None
+            except self._nvml.NVMLError as err:
+                self._warn(u, "clock_event_reasons", f"nvmlDeviceGetCurrentClocksEventReasons failed: {err}")
+                return None
+        return self._get(u, "nvmlDeviceGetCurrentClocksThrottleReasons", h)
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """One NVML call, marked for the timeout; lost/reset becomes GpuGone, other errors propagate."""
+        self._mark(name)
+        try:
+            return getattr(self._nvml, name)(*args, **kwargs)
+        except self._nvml.NVMLError as err:
+            reason = self._gone_errors.get(type(err))
+            if reason is not None:
+                raise GpuGone(reason) from err
+            raise
+
+    def _get(self, u: str, name: str, *args: Any) -> Any:
+        """One optional reading: None when NVML cannot say (NotSupported, NoPermission, or an error, logged)."""
+        try:
+            return self._call(name, *args)
+        except self._none_errors:
+            return None
+        except self._nvml.NVMLError as err:
+            self._warn(u, name, f"{name} failed: {err}")
+            return None
+
+    def _valid(self, u: str, field: str, value: Any, *, upper: float | None = None) -> Any:
+        """The value, or None (with one warning) when it is NaN, negative or above `upper`."""
+        if value is None:
+            return None
+        if (isinstance(value, float) and math.isnan(value)) or value < 0 or (upper is not None and value > upper):
+            self._warn(u, field, f"{field} reading {value!r} is not plausible")
+            return None
+        self._warned.discard((u, field))
+        return value
+
+    def _ratio(self, u: str, field: str, percent: Any) -> float | None:
+        value = self._valid(u, field, percent, upper=100)
+        return None if value is None else value / 100.0
+
+    def _scaled(self, u: str, field: str, raw: Any, per_unit: float = 1000.0) -> float | None:
+        """A validated reading as a float in base units (NVML gives milliwatts and millijoules)."""
+        value = self._valid(u, field, raw)
+        return None if value is None else value / per_unit
+
+    def _warn(self, u: str, field: str, message: str) -> None:
+        """Warn once per GPU and field until the field reads well again, so a bad sensor cannot flood the log."""
+        if (u, field) not in self._warned:
+            self._warned.add((u, field))
+            log.warning("GPU %s: %s; reported as unknown", u, message)

@@ -1,0 +1,216 @@
+"""The agent's Prometheus families, built from the newest cycle (never by touching a device on scrape)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from accelscore import __version__
+from accelscore.agent.collectors.base import State
+from accelscore.agent.push import PushStats
+from accelscore.agent.runner import CollectorSet, Cycle
+from accelscore.agent.snapshots import (
+    GpuSnapshot,
+    HostSnapshot,
+    KubeletSnapshot,
+    NodeSnapshot,
+    NvidiaSnapshot,
+    TpuSnapshot,
+)
+
+CLOCK_EVENT_REASONS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
+                       0x80: "hw_power_brake"}
+# (metric suffix, GpuSnapshot attribute, help); values already in base units.
+_GPU_GAUGES = (
+    ("gpu_utilization_ratio", "utilization_ratio", "GPU busy time ratio over the last sample period"),
+    ("gpu_memory_utilization_ratio", "memory_utilization_ratio", "GPU memory controller busy ratio"),
+    ("gpu_memory_total_bytes", "memory_total_bytes", "GPU framebuffer memory"),
+    ("gpu_memory_used_bytes", "memory_used_bytes", "GPU framebuffer memory in use"),
+    ("gpu_memory_reserved_bytes", "memory_reserved_bytes", "GPU framebuffer memory reserved by the driver"),
+    ("gpu_temperature_celsius", "temperature_celsius", "GPU core temperature"),
+    ("gpu_power_watts", "power_watts", "GPU power draw"),
+    ("gpu_power_limit_watts", "power_limit_watts", "GPU enforced power limit"),
+    ("gpu_remapped_rows_pending", "remapped_rows_pending", "1 when a row remap waits for a GPU reset"),
+    ("gpu_remapped_rows_failed", "remapped_rows_failed", "1 when a row remap failed"),
+    ("gpu_retired_pages_pending", "retired_pages_pending", "1 when a page retirement waits for a reset"),
+    ("gpu_mig_enabled", "mig_enabled", "1 when MIG mode is on"),
+    ("gpu_last_xid", "last_xid", "last critical XID seen since the agent started"),
+)
+_GPU_COUNTERS = (
+    ("gpu_energy_joules", "energy_joules_total", "GPU energy used since the driver loaded"),
+    ("gpu_ecc_uncorrected_errors", "ecc_uncorrected_total", "uncorrected ECC errors (aggregate)"),
+)
+GPU_LABELS = ["node", "gpu", "uuid"]
+
+
+class AgentMetrics(Collector):
+    """A custom collector over a `CollectorSet`; register it on the agent's own `CollectorRegistry`."""
+
+    def __init__(self, *, collectors: CollectorSet, node_name: str,
+                 push_stats: Callable[[], PushStats] | None = None) -> None:
+        self._collectors = collectors
+        self._node = node_name
+        self._push_stats = push_stats
+
+    def collect(self) -> Iterator[Metric]:
+        cycle = self._collectors.latest
+        yield from self._self_metrics(cycle)
+        nvidia: NvidiaSnapshot | None = cycle.data("nvidia")
+        kubelet: KubeletSnapshot | None = cycle.data("kubelet")
+        if nvidia is not None:
+            yield from self._gpu_metrics(nvidia.gpus)
+        if kubelet is not None:
+            yield from self._assignment_metrics(kubelet)
+        tpu: TpuSnapshot | None = cycle.data("tpu")
+        if tpu is not None:
+            yield from self._tpu_metrics(tpu)
+        node: NodeSnapshot | None = cycle.data("node")
+        if node is not None:
+            yield from self._node_metrics(node)
+        host: HostSnapshot | None = cycle.data("host")
+        if host is not None:
+            yield from self._host_metrics(host)
+
+    def _self_metrics(self, cycle: Cycle) -> Iterator[Metric]:
+        info = InfoMetricFamily("accelscore_agent", "accelscore agent build and node", labels=["node", "version"])
+        info.add_metric([self._node, __version__], {})
+        yield info
+        up = GaugeMetricFamily("accelscore_collector_up", "1 when the collector read its source this cycle",
+                               labels=["node", "collector"])
+        state = GaugeMetricFamily("accelscore_collector_state", "collector state (1 for the current one)",
+                                  labels=["node", "collector", "state"])
+        duration = GaugeMetricFamily("accelscore_collector_duration_seconds", "last collection time",
+                                     labels=["node", "collector"])
+        runs = CounterMetricFamily("accelscore_collector_runs", "collection attempts", labels=["node", "collector"])
+        errors = CounterMetricFamily("accelscore_collector_errors", "collections that ended UNKNOWN",
+                                     labels=["node", "collector"])
+        for name, stats in self._collectors.stats.items():
+            reading = cycle.get(name)
+            current = reading.state if reading else None
+            up.add_metric([self._node, name], 1.0 if current is State.OK else 0.0)
+            for s in State:
+                state.add_metric([self._node, name, s.value], 1.0 if current is s else 0.0)
+            duration.add_metric([self._node, name], stats.last_duration_seconds)
+            runs.add_metric([self._node, name], stats.runs)
+            errors.add_metric([self._node, name], stats.errors)
+        yield from (up, state, duration, runs, errors)
+        cycles = CounterMetricFamily("accelscore_collection_cycles", "collection cycles finished", labels=["node"])
+        cycles.add_metric([self._node], cycle.number)
+        yield cycles
+        if self._push_stats is not None:
+            stats = self._push_stats()
+            pushes = CounterMetricFamily("accelscore_report_pushes", "NodeReport pushes by result",
+                                         labels=["node", "result"])
+            pushes.add_metric([self._node, "ok"], stats.pushes_ok)
+            pushes.add_metric([self._node, "failed"], stats.pushes_failed)
+            pushes.add_metric([self._node, "rejected"], stats.pushes_rejected)
+            replaced = CounterMetricFamily("accelscore_reports_replaced", "reports superseded before delivery",
+                                           labels=["node"])
+            replaced.add_metric([self._node], stats.reports_replaced)
+            last = GaugeMetricFamily("accelscore_report_last_success_timestamp_seconds",
+                                     "when the scorer last accepted a report", labels=["node"])
+            last.add_metric([self._node], stats.last_success_time)
+            yield from (pushes, replaced, last)
+
+    def _gpu_metrics(self, gpus: tuple[GpuSnapshot, ...]) -> Iterator[Metric]:
+        info = InfoMetricFamily("accelscore_gpu", "static GPU attributes",
+                                labels=[*GPU_LABELS, "model", "pci_bus_id"])
+        health = GaugeMetricFamily("accelscore_gpu_health", "GPU health (1 for the current state)",
+                                   labels=[*GPU_LABELS, "state", "reason"])
+        clocks = GaugeMetricFamily("accelscore_gpu_clock_event_active", "1 while a clock-event (throttle) reason holds",
+                                   labels=[*GPU_LABELS, "reason"])
+        xids = CounterMetricFamily("accelscore_gpu_xid_errors", "critical XID events by code since agent start",
+                                   labels=[*GPU_LABELS, "xid"])
+        gauges = {s: GaugeMetricFamily(f"accelscore_{s}", h, labels=GPU_LABELS) for s, _, h in _GPU_GAUGES}
+        counters = {s: CounterMetricFamily(f"accelscore_{s}", h, labels=GPU_LABELS) for s, _, h in _GPU_COUNTERS}
+        mig_info = InfoMetricFamily("accelscore_mig_device", "MIG instances",
+                                    labels=[*GPU_LABELS, "mig_uuid", "profile"])
+        mig_total = GaugeMetricFamily("accelscore_mig_memory_total_bytes", "MIG instance memory",
+                                      labels=[*GPU_LABELS, "mig_uuid"])
+        mig_used = GaugeMetricFamily("accelscore_mig_memory_used_bytes", "MIG instance memory in use",
+                                     labels=[*GPU_LABELS, "mig_uuid"])
+        for gpu in gpus:
+            labels = [self._node, str(gpu.index), gpu.uuid]
+            info.add_metric(labels, {"model": gpu.model, "pci_bus_id": gpu.pci_bus_id})
+            for value in ("HEALTHY", "DEGRADED", "UNHEALTHY", "UNSPECIFIED"):
+                current = gpu.health.value == value
+                health.add_metric([*labels, value, gpu.health_reason if current else ""], 1.0 if current else 0.0)
+            for suffix, attr, _ in _GPU_GAUGES:
+                _add_if_known(gauges[suffix], labels, getattr(gpu, attr))
+            for suffix, attr, _ in _GPU_COUNTERS:
+                _add_if_known(counters[suffix], labels, getattr(gpu, attr))
+            if gpu.clock_event_reasons is not None:
+                for bit, reason in CLOCK_EVENT_REASONS.items():
+                    clocks.add_metric([*labels, reason], 1.0 if gpu.clock_event_reasons & bit else 0.0)
+            for xid, count in gpu.xid_counts:
+                xids.add_metric([*labels, str(xid)], count)
+            for mig in gpu.mig_devices:
+                mig_info.add_metric([*labels, mig.uuid, mig.profile], {})
+                _add_if_known(mig_total, [*labels, mig.uuid], mig.memory_total_bytes)
+                _add_if_known(mig_used, [*labels, mig.uuid], mig.memory_used_bytes)
+        yield from (info, health, clocks, xids, *gauges.values(), *counters.values(), mig_info, mig_total, mig_used)
+
+    def _assignment_metrics(self, kubelet: KubeletSnapshot) -> Iterator[Metric]:
+        family = InfoMetricFamily("accelscore_device_assignment", "a device allocated to a pod container",
+                                  labels=["node", "device", "resource", "namespace", "pod", "container"])
+        for a in kubelet.assignments:
+            family.add_metric([self._node, a.normalized_id, a.resource_name, a.namespace, a.pod, a.container], {})
+        yield family
+
+    def _tpu_metrics(self, tpu: TpuSnapshot) -> Iterator[Metric]:
+        labels = ["node", "chip", "pci_address"]
+        info = InfoMetricFamily("accelscore_tpu", "static TPU chip attributes", labels=[*labels, "generation"])
+        used = GaugeMetricFamily("accelscore_tpu_hbm_used_bytes", "TPU HBM in use", labels=labels)
+        total = GaugeMetricFamily("accelscore_tpu_hbm_total_bytes", "TPU HBM", labels=labels)
+        duty = GaugeMetricFamily("accelscore_tpu_duty_cycle_ratio", "TensorCore duty cycle", labels=labels)
+        serving = GaugeMetricFamily("accelscore_tpu_runtime_serving", "1 when a workload serves libtpu metrics",
+                                    labels=["node"])
+        serving.add_metric([self._node], 1.0 if tpu.runtime_serving else 0.0)
+        for chip in tpu.chips:
+            chip_labels = [self._node, str(chip.index), chip.pci_address]
+            info.add_metric(chip_labels, {"generation": chip.generation})
+            _add_if_known(used, chip_labels, chip.hbm_used_bytes)
+            _add_if_known(total, chip_labels, chip.hbm_total_bytes)
+            _add_if_known(duty, chip_labels, chip.duty_cycle_ratio)
+        yield from (info, used, total, duty, serving)
+
+    def _node_metrics(self, node: NodeSnapshot) -> Iterator[Metric]:
+        help_unit = "(cpu in cores, memory in bytes, extended resources in devices)"
+        families = {k: GaugeMetricFamily(f"accelscore_node_resource_{k}", f"{k} per resource {help_unit}",
+                                         labels=["node", "resource"]) for k in ("allocatable", "requested", "free")}
+        for name in sorted(node.allocatable):
+            allocatable = node.allocatable[name]
+            requested = node.requested.get(name, 0.0)
+            families["allocatable"].add_metric([self._node, name], allocatable)
+            families["requested"].add_metric([self._node, name], requested)
+            families["free"].add_metric([self._node, name], allocatable - requested)
+        unschedulable = GaugeMetricFamily("accelscore_node_unschedulable", "1 when cordoned", labels=["node"])
+        unschedulable.add_metric([self._node], 1.0 if node.unschedulable else 0.0)
+        ready = GaugeMetricFamily("accelscore_node_ready", "1 when the node is Ready", labels=["node"])
+        ready.add_metric([self._node], 1.0 if node.ready else 0.0)
+        pods = GaugeMetricFamily("accelscore_node_pods", "non-terminal pods bound to this node", labels=["node"])
+        pods.add_metric([self._node], node.pod_count)
+        yield from (*families.values(), unschedulable, ready, pods)
+
+    def _host_metrics(self, host: HostSnapshot) -> Iterator[Metric]:
+        values: dict[str, tuple[str, Any]] = {
+            "host_cpu_utilization_ratio": ("host CPU busy ratio", host.cpu_utilization_ratio),
+            "host_load1": ("1-minute load average", host.load1),
+            "host_load5": ("5-minute load average", host.load5),
+            "host_load15": ("15-minute load average", host.load15),
+            "host_memory_available_bytes": ("memory available", host.memory_available_bytes),
+            "host_memory_total_bytes": ("memory installed", host.memory_total_bytes),
+        }
+        for suffix, (text, value) in values.items():
+            family = GaugeMetricFamily(f"accelscore_{suffix}", text, labels=["node"])
+            family.add_metric([self._node], float(value))
+            yield family
+
+
+def _add_if_known(family: GaugeMetricFamily | CounterMetricFamily, labels: list[str], value: Any) -> None:
+    """Unknown readings are left out of the exposition (absent, not zero)."""
+    if value is not None:
+        family.add_metric(labels, float(value))

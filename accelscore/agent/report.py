@@ -1,0 +1,212 @@
+"""Builds the NodeReport from one collection cycle: joins kubelet assignments to NVML/TPU devices."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from accelscore import __version__
+from accelscore.agent.collectors.base import State
+from accelscore.agent.collectors.device_ids import IdKind, device_key
+from accelscore.agent.runner import Cycle
+from accelscore.agent.snapshots import (
+    DeviceAssignment,
+    GpuSnapshot,
+    HostSnapshot,
+    KubeletSnapshot,
+    NodeSnapshot,
+    NvidiaSnapshot,
+    TpuSnapshot,
+)
+from accelscore.v1 import report_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+COLLECTOR_ORDER = ("node", "kubelet", "nvidia", "tpu", "host")
+GPU_RESOURCE = "nvidia.com/gpu"
+TPU_RESOURCE = "google.com/tpu"
+_STATE = {State.OK: pb.COLLECTOR_STATE_OK, State.ABSENT: pb.COLLECTOR_STATE_ABSENT,
+          State.UNKNOWN: pb.COLLECTOR_STATE_UNKNOWN}
+_HEALTH = {"UNSPECIFIED": pb.HEALTH_UNSPECIFIED, "HEALTHY": pb.HEALTH_HEALTHY,
+           "DEGRADED": pb.HEALTH_DEGRADED, "UNHEALTHY": pb.HEALTH_UNHEALTHY}
+_GPU_FIELDS = ("memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes", "utilization_ratio",
+               "memory_utilization_ratio", "temperature_celsius", "power_watts", "power_limit_watts",
+               "energy_joules_total", "ecc_uncorrected_total", "remapped_rows_pending", "remapped_rows_failed",
+               "retired_pages_pending", "clock_event_reasons", "mig_enabled", "last_xid")
+
+
+def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, now: float,
+                 host_as_node: bool = False) -> pb.NodeReport:
+    """One NodeReport from one cycle. `host_as_node` (local mode only) takes cpu/memory from psutil."""
+    report = pb.NodeReport(node_name=node_name, agent_version=__version__, sequence=sequence,
+                           agent_instance=instance, time=_timestamp(now))
+    for name in COLLECTOR_ORDER:
+        reading = cycle.get(name)
+        if reading is None:
+            continue
+        report.collectors.add(name=name, state=_STATE[reading.state], reason=reading.reason,
+                              duration_seconds=reading.duration_seconds)
+    node: NodeSnapshot | None = cycle.data("node")
+    kubelet: KubeletSnapshot | None = cycle.data("kubelet")
+    nvidia: NvidiaSnapshot | None = cycle.data("nvidia")
+    tpu: TpuSnapshot | None = cycle.data("tpu")
+    host: HostSnapshot | None = cycle.data("host")
+    if node is not None:
+        _add_node(report, node, gpus_seen=bool(nvidia and nvidia.gpus), tpus_seen=bool(tpu and tpu.chips))
+    elif host_as_node and host is not None:
+        _add_host_resources(report, host)
+    if host is not None:
+        report.host.CopyFrom(pb.HostStats(
+            cpu_utilization_ratio=host.cpu_utilization_ratio, load1=host.load1, load5=host.load5,
+            load15=host.load15, memory_available_bytes=host.memory_available_bytes,
+            memory_total_bytes=host.memory_total_bytes, cpu_count=host.cpu_count))
+    by_device = _assignments_by_device(kubelet, nvidia, tpu)
+    if nvidia is not None:
+        for gpu in nvidia.gpus:
+            _add_gpu(report, gpu, by_device, assignment_known=kubelet is not None)
+    if tpu is not None:
+        _add_tpus(report, tpu, by_device, assignment_known=kubelet is not None)
+    return report
+
+
+def _timestamp(seconds: float) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromNanoseconds(int(seconds * 1e9))
+    return stamp
+
+
+def _add_node(report: pb.NodeReport, node: NodeSnapshot, *, gpus_seen: bool, tpus_seen: bool) -> None:
+    """Allocatable/requested/free per resource; a device resource the plugin has not registered yet is unknown."""
+    status = report.node
+    status.unschedulable = node.unschedulable
+    status.ready = node.ready
+    status.pod_count = node.pod_count
+    status.labels.update(node.labels)
+    for ctype, cstatus, reason in node.conditions:
+        status.conditions.add(type=ctype, status=cstatus, reason=reason)
+    for key, value, effect in node.taints:
+        status.taints.add(key=key, value=value, effect=effect)
+    for name in sorted(node.allocatable):
+        allocatable = node.allocatable[name]
+        if _device_plugin_pending(name, allocatable, node, gpus_seen=gpus_seen, tpus_seen=tpus_seen):
+            log.info("%s: %s allocatable is 0 but devices exist; unknown until the device plugin registers",
+                     node.name, name)
+            continue
+        requested = node.requested.get(name, 0.0)
+        report.resources.add(name=name, allocatable=allocatable, requested=requested, free=allocatable - requested)
+
+
+def _device_plugin_pending(name: str, allocatable: float, node: NodeSnapshot, *, gpus_seen: bool,
+                           tpus_seen: bool) -> bool:
+    if allocatable > 0 or name not in (GPU_RESOURCE, TPU_RESOURCE):
+        return False
+    seen = gpus_seen if name == GPU_RESOURCE else tpus_seen
+    return seen or node.capacity.get(name, 0.0) > 0
+
+
+def _add_host_resources(report: pb.NodeReport, host: HostSnapshot) -> None:
+    """Local mode without a Kubernetes API: the host itself, nothing requested."""
+    report.resources.add(name="cpu", allocatable=float(host.cpu_count), requested=0.0, free=float(host.cpu_count))
+    total = float(host.memory_total_bytes)
+    report.resources.add(name="memory", allocatable=total, requested=0.0, free=total)
+
+
+def _assignments_by_device(kubelet: KubeletSnapshot | None, nvidia: NvidiaSnapshot | None,
+                           tpu: TpuSnapshot | None) -> dict[str, list[DeviceAssignment]]:
+    """Device id (NVML UUID or TPU PCI address) -> assignments, joined by UUID, GPU index or TPU chip id."""
+    found: dict[str, list[DeviceAssignment]] = defaultdict(list)
+    if kubelet is None:
+        return found
+    gpu_by_index = {g.index: g.uuid for g in nvidia.gpus} if nvidia else {}
+    tpu_keys = _tpu_keys(tpu)
+    for assignment in kubelet.assignments:
+        parsed = device_key(assignment.resource_name, assignment.device_id)
+        if parsed.kind in (IdKind.GPU_UUID, IdKind.MIG_UUID):
+            key = str(parsed.key)
+        elif parsed.kind is IdKind.GPU_INDEX:  # GKE/index ids; a MIG slice of one marks its whole GPU busy
+            key = gpu_by_index.get(int(parsed.key), f"index:{parsed.key}")
+        elif parsed.kind is IdKind.TPU:
+            key = tpu_keys.get(str(parsed.key), str(parsed.key))
+        else:
+            continue
+        found[key].append(assignment)
+    return found
+
+
+def _tpu_keys(tpu: TpuSnapshot | None) -> dict[str, str]:
+    """TPU device plugins name chips by index or device path; map both to the chip's PCI address."""
+    keys: dict[str, str] = {}
+    for chip in tpu.chips if tpu else ():
+        keys[str(chip.index)] = chip.pci_address
+        keys[chip.pci_address] = chip.pci_address
+        if chip.device_path:
+            keys[chip.device_path] = chip.pci_address
+            keys[chip.device_path.rsplit("/", 1)[-1]] = chip.pci_address
+    return keys
+
+
+def _add_assignments(device: pb.Device, assignments: Iterable[DeviceAssignment]) -> None:
+    for a in assignments:
+        device.assignments.add(namespace=a.namespace, pod=a.pod, container=a.container,
+                               resource_name=a.resource_name, device_id=a.device_id)
+
+
+def _add_gpu(report: pb.NodeReport, gpu: GpuSnapshot, by_device: dict[str, list[DeviceAssignment]], *,
+             assignment_known: bool) -> None:
+    device = report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id=_gpu_id(gpu), index=gpu.index, model=gpu.model,
+                                pci_bus_id=gpu.pci_bus_id, health=_HEALTH[gpu.health.value],
+                                health_reason=gpu.health_reason, assignment_known=assignment_known)
+    for name in _GPU_FIELDS:
+        value = getattr(gpu, name)
+        if value is not None:
+            setattr(device, name, value)
+    for xid, count in gpu.xid_counts:
+        device.xid_counts.add(xid=xid, count=count)
+    _add_assignments(device, by_device.get(gpu.uuid, ()))
+    for mig in gpu.mig_devices:
+        child = report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_MIG, id=mig.uuid, index=mig.index,
+                                   model=f"{gpu.model} MIG {mig.profile}".strip(), parent_id=gpu.uuid,
+                                   pci_bus_id=gpu.pci_bus_id, health=device.health,
+                                   health_reason=gpu.health_reason, assignment_known=assignment_known)
+        if mig.memory_total_bytes is not None:
+            child.memory_total_bytes = mig.memory_total_bytes
+        if mig.memory_used_bytes is not None:
+            child.memory_used_bytes = mig.memory_used_bytes
+        _add_assignments(child, by_device.get(mig.uuid, ()))
+
+
+def _gpu_id(gpu: GpuSnapshot) -> str:
+    """The UUID; a GPU lost before its UUID was read is still one GPU, keyed by PCI address or index."""
+    if gpu.uuid:
+        return gpu.uuid
+    return f"PCI-{gpu.pci_bus_id}" if gpu.pci_bus_id else f"NVML-INDEX-{gpu.index}"
+
+
+def _add_tpus(report: pb.NodeReport, tpu: TpuSnapshot, by_device: dict[str, list[DeviceAssignment]], *,
+              assignment_known: bool) -> None:
+    for chip in tpu.chips:
+        device = report.devices.add(
+            kind=pb.DEVICE_KIND_TPU_CHIP, id=chip.pci_address, index=chip.index, model=f"TPU {chip.generation}",
+            pci_bus_id=chip.pci_address, health=pb.HEALTH_HEALTHY,
+            health_reason="present on the PCI bus (no TPU health signal is exposed)",
+            assignment_known=assignment_known, tpu_generation=chip.generation, tpu_cores=chip.cores)
+        if chip.hbm_total_bytes is not None:
+            device.memory_total_bytes = chip.hbm_total_bytes
+        if chip.hbm_used_bytes is not None:
+            device.memory_used_bytes = chip.hbm_used_bytes
+        if chip.duty_cycle_ratio is not None:
+            device.duty_cycle_ratio = chip.duty_cycle_ratio
+        _add_assignments(device, by_device.get(chip.pci_address, ()))
+
+
+def change_key(report: pb.NodeReport) -> tuple[object, ...]:
+    """What makes the agent push at once: a device's assignment or health, a collector's state, the
+    schedulable amounts or cordoning changed. Telemetry (temperature, power, utilisation) waits for the interval."""
+    devices = tuple((d.id, d.health, tuple(sorted(f"{a.namespace}/{a.pod}" for a in d.assignments)))
+                    for d in report.devices)
+    collectors = tuple((c.name, c.state) for c in report.collectors)
+    resources = tuple((r.name, r.allocatable, r.requested) for r in report.resources)
+    return devices, collectors, resources, report.node.unschedulable

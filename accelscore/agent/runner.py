@@ -1,0 +1,106 @@
+"""The registry-like seam: runs every collector, isolates failures, keeps the newest readings."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelscore.agent.collectors.base import Collector, Reading, State
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CollectorStats:
+    """Self-metrics for one collector, read by /metrics."""
+
+    runs: int = 0
+    errors: int = 0  # cycles that ended in UNKNOWN
+    last_state: State | None = None
+    last_duration_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """One finished collection cycle: every collector's reading, by name, in run order."""
+
+    number: int
+    readings: Mapping[str, Reading[Any]]
+    finished_at: float = 0.0
+
+    def get(self, name: str) -> Reading[Any] | None:
+        return self.readings.get(name)
+
+    def data(self, name: str) -> Any:
+        """The named collector's data when it was OK this cycle, else None."""
+        reading = self.readings.get(name)
+        return reading.data if reading is not None and reading.state is State.OK else None
+
+
+@dataclass
+class CollectorSet:
+    """Runs collectors in order (the node collector first: others consult what it saw)."""
+
+    collectors: Sequence[Collector[Any]]
+    on_cycle: list[Callable[[Cycle], None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest = Cycle(0, {})
+        self.stats: dict[str, CollectorStats] = {c.name: CollectorStats() for c in self.collectors}
+
+    @property
+    def latest(self) -> Cycle:
+        with self._lock:
+            return self._latest
+
+    def collect_all(self, *, now: float) -> Cycle:
+        """One cycle; a collector that raises despite its contract becomes UNKNOWN, never a crash."""
+        readings: dict[str, Reading[Any]] = {}
+        for collector in self.collectors:
+            reading = _run_one(collector)
+            readings[collector.name] = reading
+            self._count(reading)
+            # Publish partial results so later collectors in this cycle see fresh node data.
+            with self._lock:
+                self._latest = Cycle(self._latest.number, {**self._latest.readings, collector.name: reading},
+                                     self._latest.finished_at)
+        with self._lock:
+            self._latest = Cycle(self._latest.number + 1, readings, now)
+            cycle = self._latest
+        for callback in self.on_cycle:
+            try:
+                callback(cycle)
+            except Exception:
+                log.exception("cycle consumer failed")
+        return cycle
+
+    def _count(self, reading: Reading[Any]) -> None:
+        stats = self.stats.setdefault(reading.name, CollectorStats())
+        stats.runs += 1
+        stats.last_state = reading.state
+        stats.last_duration_seconds = reading.duration_seconds
+        if reading.state is State.UNKNOWN:
+            stats.errors += 1
+            log.warning("collector %s is UNKNOWN: %s", reading.name, reading.reason)
+
+    def close(self) -> None:
+        for collector in self.collectors:
+            try:
+                collector.close()
+            except Exception:
+                log.exception("closing collector %s failed", collector.name)
+
+
+def _run_one(collector: Collector[Any]) -> Reading[Any]:
+    """Collectors catch their own faults; this is the last guard for one that does not."""
+    started = time.monotonic()
+    try:
+        return collector.collect()
+    except Exception as err:  # noqa: BLE001 - the last guard for a collector that breaks its contract
+        reason = f"collector crashed: {type(err).__name__}: {err}"
+        return Reading(collector.name, State.UNKNOWN, reason, None, time.monotonic() - started, time.time())

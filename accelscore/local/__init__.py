@@ -1,0 +1,1 @@
+"""Local mode: this host's collectors feed the scoring core in one process; scores are printed, not published."""

@@ -1,0 +1,158 @@
+"""This host's scores with no cluster and no hub: the agent's collectors feed an in-process scorer, and
+the scores are printed instead of published (a table, or the AddOnPlacementScore objects exactly as
+they would be written to the hub). Without --once it re-prints on every change and serves /metrics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import yaml
+from prometheus_client import CollectorRegistry, generate_latest
+
+from accelscore.agent.config import HOST_OPTIONS, host_config_from
+from accelscore.agent.runner import Cycle
+from accelscore.options import Option, add_options, host_port, one_of, resolve, text
+from accelscore.scorer.metrics import ScorerMetrics, ScoringView
+from accelscore.scorer.model import ScoreSet
+from accelscore.scorer.node_table import NodeTable
+from accelscore.scorer.scoring_config import SCORING_OPTIONS, scoring_config_from
+from accelscore.scorer.service import scoring_pass
+
+log = logging.getLogger("accelscore.local")
+
+LOCAL_OPTIONS = (
+    *HOST_OPTIONS,
+    *SCORING_OPTIONS,
+    Option("--output", "ACCELSCORE_OUTPUT", one_of("table", "yaml", "json"), "table",
+           "table of scores, or the AddOnPlacementScore objects as YAML or one JSON list"),
+    Option("--metrics-address", "ACCELSCORE_METRICS_ADDRESS", host_port, "127.0.0.1:9747",
+           "HOST:PORT for /metrics (agent and scorer families); ignored with --once"),
+    Option("--cluster-name", "CLUSTER_NAME", text, "local", "namespace the printed objects would be written to"),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--once", action="store_true", help="collect and score once, print, exit 0")
+    add_options(parser, LOCAL_OPTIONS)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelscore.cli import setup_logging
+
+    values = resolve(args, LOCAL_OPTIONS)
+    setup_logging(values["log_level"])
+    session = LocalSession(values)
+    try:
+        if args.once:
+            session.step(settle=True)
+            session.print(sys.stdout)
+            return 0
+        return session.serve(sys.stdout)
+    finally:
+        session.close()
+
+
+class LocalSession:
+    """One process: collectors → report → node table → scores → would-be hub objects."""
+
+    def __init__(self, values: dict[str, Any], *, collectors: Any = None) -> None:
+        from accelscore.agent import app
+        from accelscore.scorer.publisher import Publisher, PublishPolicy
+
+        self.host = host_config_from(values)
+        self.output: str = values["output"]
+        self.metrics_address: tuple[str, int] = values["metrics_address"]
+        self.cluster: str = values["cluster_name"]
+        self.config = scoring_config_from(values)
+        self.collectors = collectors or app.build_collectors(self.host)
+        self.table = NodeTable(cluster=self.cluster, config=self.config)
+        self.view = ScoringView(cluster=self.cluster)
+        # No hub: the publisher only records what it would write (same objects, same validUntil rules).
+        self.publisher = Publisher(hub=None, cluster=self.cluster, policy=PublishPolicy())
+        self.cycle: Cycle | None = None
+        self.score_sets: Sequence[ScoreSet] = ()
+        self._sequence = 0
+        self._stop = threading.Event()
+
+    def step(self, *, settle: bool = False) -> bool:
+        """Collect, score, offer to the publisher; True when any score changed."""
+        from accelscore.agent import app
+        from accelscore.agent.report import build_report
+
+        now = time.time()
+        self.cycle = app.collect_settled(self.collectors) if settle else self.collectors.collect_all(now=now)
+        self._sequence += 1
+        report = build_report(self.cycle, node_name=self.host.node_name, sequence=self._sequence,
+                              instance="local", now=now, host_as_node=True)
+        self.table.accept(report, received_at=now)
+        score_sets = scoring_pass(table=self.table, config=self.config, view=self.view, publisher=self.publisher,
+                                  now=now)
+        changed = [s.as_dict() for s in score_sets] != [s.as_dict() for s in self.score_sets]
+        self.score_sets = score_sets
+        return changed
+
+    def objects(self) -> list[dict[str, Any]]:
+        return self.publisher.render_objects(time.time())
+
+    def print(self, out: TextIO) -> None:
+        if self.output == "json":
+            json.dump(self.objects(), out, indent=2)
+            out.write("\n")
+        elif self.output == "yaml":
+            yaml.safe_dump_all(self.objects(), out, sort_keys=False)
+        else:
+            out.write(render_table(self.score_sets, self.cycle))
+        out.flush()
+
+    def serve(self, out: TextIO) -> int:
+        from accelscore.agent.metrics import AgentMetrics
+        from accelscore.httpserve import MetricsServer
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(AgentMetrics(collectors=self.collectors, node_name=self.host.node_name))
+        registry.register(ScorerMetrics(view=self.view, config=self.config))
+        host, port = self.metrics_address
+        server = MetricsServer(host, port, render=lambda: generate_latest(registry),
+                               healthy=lambda: (True, "local"),
+                               ready=lambda: (self.cycle is not None, "first cycle done")).start()
+        log.info("local mode: /metrics on %s:%d, scoring every %.0fs; Ctrl-C stops", host, server.port,
+                 self.host.interval_s)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self._stop.set())
+        try:
+            first = True
+            while not self._stop.is_set():
+                if self.step(settle=first) or first:
+                    self.print(out)
+                first = False
+                self._stop.wait(self.host.interval_s)
+        finally:
+            server.stop()
+        return 0
+
+    def close(self) -> None:
+        self.collectors.close()
+
+
+def render_table(score_sets: Sequence[ScoreSet], cycle: Cycle | None) -> str:
+    """Scores with their raw inputs, then each collector's state and reason (why a score is 0)."""
+    lines = [f"{'AddOnPlacementScore':<22} {'score':<24} {'value':>6}  raw"]
+    for score_set in score_sets:
+        for score in score_set.scores:
+            raw = score_set.raw.get(score.name)
+            raw_text = "" if raw is None else f"{raw:g}"
+            lines.append(f"{score_set.aps_name:<22} {score.name:<24} {score.value:>6}  {raw_text}")
+    if cycle is not None:
+        lines.append("")
+        lines.append(f"{'collector':<10} {'state':<8} reason")
+        for name, reading in cycle.readings.items():
+            lines.append(f"{name:<10} {reading.state.value:<8} {reading.reason or '-'}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,243 @@
+"""Agent authentication: projected ServiceAccount token → TokenReview → the node it is bound to (DESIGN §3.2).
+
+The Kubernetes API decides; this module only asks it, caches the answer and binds it to a node
+(REFERENCE §7). A token's JWT `exp` claim is read without verifying the signature and used only to
+bound how long an answer is cached, never to decide anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+import urllib3.exceptions
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from accelscore.scorer.validate import RejectReason
+
+log = logging.getLogger(__name__)
+
+EXTRA_NODE_NAME = "authentication.kubernetes.io/node-name"
+EXTRA_POD_NAME = "authentication.kubernetes.io/pod-name"
+DEFAULT_AGENT_USERNAME = "system:serviceaccount:open-cluster-management-agent-addon:accelscore-agent"
+_SA_PREFIX = "system:serviceaccount:"
+_MAX_TOKEN_CHARS = 16384  # projected tokens are ~1 KiB; anything this big is not one
+
+
+class AuthError(Exception):
+    """A call that must be refused; `code` is the gRPC status to answer, `reason` the counter label."""
+
+    code: grpc.StatusCode = grpc.StatusCode.UNAUTHENTICATED
+    reason: RejectReason = RejectReason.UNAUTHENTICATED
+
+
+class Unauthenticated(AuthError):
+    """No token, or the API says it is not valid for our audience."""
+
+
+class WrongIdentity(AuthError):
+    """A valid token, but not the agent ServiceAccount's (or not bound to a pod)."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+    reason = RejectReason.FORBIDDEN_IDENTITY
+
+
+class WrongNode(AuthError):
+    """The agent's token is bound to another node than the report names."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+    reason = RejectReason.WRONG_NODE
+
+
+class AuthUnavailable(AuthError):
+    """The TokenReview or pod lookup failed; the agent should retry (never cached)."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+    reason = RejectReason.AUTH_UNAVAILABLE
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """An authenticated agent: its ServiceAccount, its pod, and the node that pod runs on."""
+
+    username: str
+    namespace: str
+    pod: str
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    expires_at: float  # clock() time after which the answer is asked again
+    identity: Identity | None
+    # A cached refusal is re-raised as a fresh instance: re-raising one shared exception object
+    # from many calls would keep growing its traceback.
+    error: type[AuthError] | None = None
+    message: str = ""
+
+
+class TokenAuthenticator:
+    """Verifies bearer tokens with TokenReview, caches answers (LRU, TTL-bounded), binds them to a node."""
+
+    def __init__(self, *, api_client: k8s.ApiClient, audience: str, agent_username: str = DEFAULT_AGENT_USERNAME,
+                 pod_lookup: bool = True, cache_max_ttl_s: float = 300.0, negative_ttl_s: float = 10.0,
+                 cache_size: int = 10_000, request_timeout_s: float = 5.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        if not agent_username.startswith(_SA_PREFIX) or agent_username.count(":") != 3:
+            raise ValueError(f"agent_username {agent_username!r} is not system:serviceaccount:<namespace>:<name>")
+        self._authn = k8s.AuthenticationV1Api(api_client)
+        self._core = k8s.CoreV1Api(api_client)
+        self._audience = audience
+        self._username = agent_username
+        self._namespace = agent_username.split(":")[2]
+        self._pod_lookup = pod_lookup
+        self._max_ttl = cache_max_ttl_s
+        self._negative_ttl = negative_ttl_s
+        self._size = cache_size
+        self._timeout = request_timeout_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[bytes, _Entry] = OrderedDict()
+
+    def authenticate(self, token: str | None) -> Identity:
+        """The agent identity behind `token`, or raise an `AuthError` subclass."""
+        if not token:
+            raise Unauthenticated("no bearer token in the authorization metadata")
+        if len(token) > _MAX_TOKEN_CHARS:
+            raise Unauthenticated("bearer token too long")
+        key = hashlib.sha256(token.encode()).digest()  # never keep raw tokens in memory longer than a call
+        now = self._clock()
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None and entry.expires_at > now:
+                self._cache.move_to_end(key)
+            else:
+                entry = None
+        if entry is None:
+            entry = self._review(token, now)
+            if entry.expires_at > now:
+                with self._lock:
+                    self._cache[key] = entry
+                    self._cache.move_to_end(key)
+                    while len(self._cache) > self._size:
+                        self._cache.popitem(last=False)
+        if entry.identity is None:
+            raise (entry.error or Unauthenticated)(entry.message)
+        return entry.identity
+
+    def authorize(self, token: str | None, node: str) -> Identity:
+        """`authenticate`, then require the token's pod to run on `node`."""
+        identity = self.authenticate(token)
+        check_node(identity, node)
+        return identity
+
+    def cache_len(self) -> int:
+        """Number of cached answers (positive and negative)."""
+        with self._lock:
+            return len(self._cache)
+
+    def _review(self, token: str, now: float) -> _Entry:
+        try:
+            identity = self._identity(token)
+        except AuthUnavailable:
+            raise
+        except AuthError as err:
+            return _Entry(now + self._negative_ttl, None, type(err), str(err))
+        ttl = self._max_ttl
+        exp = jwt_expiry(token)
+        if exp is not None:
+            ttl = min(ttl, exp - now)
+        return _Entry(now + ttl, identity)
+
+    def _identity(self, token: str) -> Identity:
+        body = k8s.V1TokenReview(spec=k8s.V1TokenReviewSpec(token=token, audiences=[self._audience]))
+        try:
+            review = self._authn.create_token_review(body=body, _request_timeout=self._timeout)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as err:  # ValueError: bad body
+            raise AuthUnavailable(f"TokenReview failed: {_short(err)}") from err
+        status = review.status
+        if status is None or not status.authenticated or status.user is None:
+            raise Unauthenticated(f"token not accepted: {(status and status.error) or 'not authenticated'}")
+        if self._audience not in (status.audiences or ()):
+            # Empty audiences mean the token is for the API server itself, not for us.
+            raise Unauthenticated(f"token is not for audience {self._audience!r}")
+        username = status.user.username or ""
+        if username != self._username:
+            raise WrongIdentity(f"{username!r} is not the agent service account")
+        extra = status.user.extra or {}
+        pod = _first(extra.get(EXTRA_POD_NAME))
+        if not pod:
+            raise WrongIdentity("token is not bound to a pod")
+        node = _first(extra.get(EXTRA_NODE_NAME))
+        if not node:
+            node = self._node_of_pod(pod)
+        return Identity(username=username, namespace=self._namespace, pod=pod, node=node)
+
+    def _node_of_pod(self, pod: str) -> str:
+        if not self._pod_lookup:
+            raise WrongIdentity("token names no node and pod lookup is off")
+        try:
+            obj = self._core.read_namespaced_pod(pod, self._namespace, _request_timeout=self._timeout)
+        except ApiException as err:
+            if err.status == 404:
+                raise WrongIdentity(f"pod {self._namespace}/{pod} not found") from err
+            raise AuthUnavailable(f"pod lookup failed: {_short(err)}") from err
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
+            raise AuthUnavailable(f"pod lookup failed: {_short(err)}") from err
+        node = obj.spec.node_name if obj.spec is not None else None
+        if not node:
+            raise WrongIdentity(f"pod {self._namespace}/{pod} is not bound to a node")
+        return node
+
+
+def check_node(identity: Identity, node: str) -> None:
+    """Raise WrongNode unless `identity` is bound to `node`."""
+    if identity.node != node:
+        raise WrongNode(f"token of pod {identity.pod} is bound to node {identity.node!r}, "
+                        f"not {node[:253]!r}")
+
+
+def jwt_expiry(token: str) -> float | None:
+    """The unverified `exp` claim of a JWT (unix seconds), or None when `token` is not one."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    payload = parts[1]
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return None
+    exp = claims.get("exp") if isinstance(claims, dict) else None
+    if isinstance(exp, bool) or not isinstance(exp, int | float):
+        return None
+    return float(exp)
+
+
+def bearer_token(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | None:
+    """The token of an `authorization: Bearer <token>` gRPC metadata entry, or None."""
+    for key, value in metadata or ():
+        if key == "authorization" and isinstance(value, str):
+            scheme, _, token = value.partition(" ")
+            if scheme.lower() == "bearer":
+                return token.strip() or None
+    return None
+
+
+def _first(values: list[str] | None) -> str:
+    return values[0] if values else ""
+
+
+def _short(err: BaseException) -> str:
+    if isinstance(err, ApiException):
+        return f"HTTP {err.status} {err.reason}"
+    return f"{type(err).__name__}: {str(err)[:200]}"

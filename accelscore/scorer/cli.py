@@ -1,0 +1,63 @@
+"""Run the cluster scorer: accept NodeReports from the agents (gRPC, each call authenticated with the
+agent's projected ServiceAccount token), watch Nodes and Pending pods, score the cluster, and publish the
+`resource-usage-score` and `accelscore` AddOnPlacementScores to the OCM hub (HUB_KUBECONFIG); without a
+hub kubeconfig the scores go only to /metrics."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from typing import Any
+
+from accelscore.options import add_options, resolve
+from accelscore.scorer.config import SCORER_OPTIONS, ScorerConfig, scorer_config_from
+
+log = logging.getLogger("accelscore.scorer")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, SCORER_OPTIONS)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelscore.cli import setup_logging
+    from accelscore.httpserve import MetricsServer
+    from accelscore.scorer.service import ScorerService
+
+    config = scorer_config_from(resolve(args, SCORER_OPTIONS))
+    setup_logging(config.log_level)
+    service = ScorerService(config=config, cluster_api=_cluster_api(), hub=_hub(config))
+    service.start()
+    host, port = config.metrics_address
+    server = MetricsServer(host, port, render=service.render, healthy=service.healthy, ready=service.ready).start()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: service.stop())
+    try:
+        service.run()
+    finally:
+        server.stop()
+        service.stop()
+    log.info("scorer stopped")
+    return 0
+
+
+def _cluster_api() -> Any:
+    """The managed cluster's API (in-cluster or KUBECONFIG), or None with a warning."""
+    from accelscore.kube.config import load_api_client
+    from accelscore.kube.errors import KubeUnavailable
+
+    try:
+        return load_api_client()
+    except KubeUnavailable as err:
+        log.warning("no cluster API: %s", err)
+        return None
+
+
+def _hub(config: ScorerConfig) -> Any:
+    if config.hub_kubeconfig is None:
+        log.warning("no HUB_KUBECONFIG: scores are served on /metrics only, not published")
+        return None
+    from accelscore.scorer.hub import HubClient
+
+    return HubClient(kubeconfig=config.hub_kubeconfig, namespace=config.cluster_name)

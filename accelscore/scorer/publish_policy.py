@@ -1,0 +1,223 @@
+"""When to write an AddOnPlacementScore, and what to write: pure functions of the last write, new scores and `now`.
+
+No I/O and no clock: `accelscore.scorer.publisher` owns the state and the hub, this module only decides (DESIGN §3.1).
+A change is judged against the last *published* values, so a slow drift still gets published once it
+adds up to the dead-band, and a pending change needs no memory of its own: it stays "changed" until written.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from accelscore.scorer.model import RESOURCE_USAGE_APS, Score, ScoreSet
+
+SCORE_MIN, SCORE_MAX = -100, 100
+FRESH_CONDITION = "ScoresFresh"
+
+
+class Action(enum.Enum):
+    """What the publisher should do with one APS now."""
+
+    WRITE_SCORES = "scores"
+    REFRESH_VALID_UNTIL = "refresh"
+    WITHDRAW = "withdraw"
+    NONE = "none"
+    WAIT = "wait"
+
+
+WRITES = frozenset({Action.WRITE_SCORES, Action.REFRESH_VALID_UNTIL, Action.WITHDRAW})
+
+
+@dataclass(frozen=True, slots=True)
+class PublishPolicy:
+    """Publishing knobs (docs/configuration.md); seconds and score points."""
+
+    min_interval_s: float = 10.0  # no two writes of one APS closer than this (a refresh counts)
+    dead_band: float = 5.0  # points a score must move from the published value, unless it crosses 0
+    valid_for_s: float = 300.0  # validUntil = write time + this; refreshed at half of it
+    min_fresh_ratio: float = 0.5  # below this share of fresh schedulable nodes the scores are withdrawn
+    stale_after_s: float = 60.0  # only for the condition message: what "fresh" means
+
+    def __post_init__(self) -> None:
+        for name in ("min_interval_s", "dead_band", "stale_after_s"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0")
+        if not 0 <= self.min_fresh_ratio <= 1:
+            raise ValueError("min_fresh_ratio must be within 0..1")
+        if not (math.isfinite(self.valid_for_s) and self.valid_for_s > self.min_interval_s):
+            raise ValueError("valid_for_s must exceed min_interval_s, or scores would expire between writes")
+
+    @property
+    def refresh_after_s(self) -> float:
+        """Age of the last write at which validUntil is refreshed (half its life, never inside the min interval)."""
+        return max(self.valid_for_s / 2, self.min_interval_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """The `ScoresFresh` condition as written (times in unix seconds)."""
+
+    status: str  # "True" / "False"
+    reason: str  # NodesFresh / TooFewFreshNodes / NoNodes
+    message: str
+    last_transition: float
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedState:
+    """What the hub holds for one APS after our last successful write (or as read back from it)."""
+
+    scores: Mapping[str, int]
+    withdrawn: bool
+    written_at: float  # -inf when unknown (an object we did not write, or one with no validUntil)
+    condition: Condition | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The outcome of `decide`: an action, why, the scores to write, and when to look again."""
+
+    action: Action
+    reason: str = ""
+    scores: tuple[Score, ...] = ()
+    at: float | None = None  # WAIT: when the write may go; NONE: when the next refresh is due
+    pending: Action | None = None  # WAIT: the write that waits
+
+
+def clamp(value: float) -> int:
+    """An APS value: a whole number in [-100, 100]; not-a-number counts as 0 (unknown)."""
+    if not math.isfinite(value):
+        return SCORE_MAX if value == math.inf else SCORE_MIN if value == -math.inf else 0
+    return max(SCORE_MIN, min(SCORE_MAX, round(value)))
+
+
+def clamp_scores(scores: Iterable[Score]) -> tuple[Score, ...]:
+    """Clamped scores with unique names (the first of a duplicate wins: the CRD rejects duplicates)."""
+    seen: dict[str, Score] = {}
+    for s in scores:
+        if s.name and s.name not in seen:
+            seen[s.name] = Score(s.name, clamp(s.value))
+    return tuple(seen.values())
+
+
+def staleness(new: ScoreSet, policy: PublishPolicy) -> str | None:
+    """The condition reason that withdraws the scores, or None when enough nodes are fresh."""
+    if new.total_nodes <= 0:
+        return "NoNodes"
+    if new.fresh_nodes / new.total_nodes < policy.min_fresh_ratio:
+        return "TooFewFreshNodes"
+    return None
+
+
+def withdrawn_scores(aps_name: str, scores: Iterable[Score]) -> tuple[Score, ...]:
+    """What stale data leaves on the hub: nothing for `accelscore` (OCM counts a missing score as 0 =
+    none); every name at -100 for `resource-usage-score`, whose 0 is mid-range: a withdrawn compat score
+    would outrank a live, full cluster at -100 (found by the fleet simulator)."""
+    if aps_name == RESOURCE_USAGE_APS:
+        return tuple(Score(s.name, -100) for s in scores)
+    return ()
+
+
+def _sign(v: int) -> int:
+    return (v > 0) - (v < 0)
+
+
+def change_reason(old: Mapping[str, int], new: Iterable[Score], dead_band: float) -> str | None:
+    """Why `new` differs enough from the published `old` to write: "crossed-zero", "changed" or None."""
+    new_map = {s.name: s.value for s in new}
+    if new_map.keys() != old.keys():
+        return "changed"
+    diffs = [(old[n], v) for n, v in new_map.items() if v != old[n]]
+    if any(_sign(a) != _sign(b) for a, b in diffs):
+        return "crossed-zero"
+    if any(abs(b - a) >= dead_band for a, b in diffs):
+        return "changed"
+    return None
+
+
+def decide(last_published: PublishedState | None, new: ScoreSet, *, now: float, policy: PublishPolicy) -> Decision:
+    """The action for one APS given what the hub holds, the newest scores and the time."""
+    scores = clamp_scores(new.scores)
+    stale = staleness(new, policy)
+    if stale is not None:
+        if last_published is not None and last_published.withdrawn:
+            return Decision(Action.NONE, "withdrawn")
+        want, reason, scores = Action.WITHDRAW, stale, withdrawn_scores(new.aps_name, scores)
+    elif last_published is None:
+        want, reason = Action.WRITE_SCORES, "first"
+    elif last_published.withdrawn:
+        want, reason = Action.WRITE_SCORES, "recovered"
+    else:
+        changed = change_reason(last_published.scores, scores, policy.dead_band)
+        if changed is None:
+            refresh_at = last_published.written_at + policy.refresh_after_s
+            if now < refresh_at:
+                return Decision(Action.NONE, "unchanged", at=refresh_at)
+            return Decision(Action.REFRESH_VALID_UNTIL, "half-life", scores)
+        want, reason = Action.WRITE_SCORES, changed
+    if last_published is not None and now < last_published.written_at + policy.min_interval_s:
+        return Decision(Action.WAIT, reason, scores, at=last_published.written_at + policy.min_interval_s,
+                        pending=want)
+    return Decision(want, reason, scores)
+
+
+# ------------------------------------------------------------------ what a write puts in status
+
+
+def rfc3339(t: float) -> str:
+    """Unix seconds as RFC 3339 UTC with a 'Z' (whole seconds, as the apiserver stores them)."""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str) -> float:
+    """RFC 3339 (with 'Z' or an offset) to unix seconds."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def fresh_condition(new: ScoreSet, policy: PublishPolicy, previous: Condition | None, now: float) -> Condition:
+    """`ScoresFresh` for these scores; lastTransitionTime moves only when the status flips."""
+    stale = staleness(new, policy)
+    status = "False" if stale else "True"
+    message = f"{new.fresh_nodes}/{new.total_nodes} schedulable nodes reported within {policy.stale_after_s:g}s"
+    since = previous.last_transition if previous is not None and previous.status == status else now
+    return Condition(status, stale or "NodesFresh", message, since)
+
+
+def status_body(scores: Iterable[Score], condition: Condition, valid_until: float) -> dict[str, Any]:
+    """The `status` of an APS as written to the hub."""
+    return {
+        "scores": [{"name": s.name, "value": s.value} for s in scores],
+        "validUntil": rfc3339(valid_until),
+        "conditions": [{
+            "type": FRESH_CONDITION,
+            "status": condition.status,
+            "reason": condition.reason,
+            "message": condition.message,
+            "lastTransitionTime": rfc3339(condition.last_transition),
+        }],
+    }
+
+
+def state_from_status(status: Mapping[str, Any] | None, policy: PublishPolicy) -> PublishedState | None:
+    """What a status read back from the hub means to `decide`; None when it holds nothing we can use."""
+    if not status:
+        return None
+    try:
+        scores = {str(s["name"]): int(s["value"]) for s in status.get("scores") or ()}
+        valid_until = status.get("validUntil")
+        written_at = parse_rfc3339(valid_until) - policy.valid_for_s if valid_until else -math.inf
+        cond = next((c for c in status.get("conditions") or () if c.get("type") == FRESH_CONDITION), None)
+        condition = None if cond is None else Condition(
+            str(cond["status"]), str(cond["reason"]), str(cond.get("message", "")),
+            parse_rfc3339(cond["lastTransitionTime"]))
+    except (KeyError, TypeError, ValueError):
+        return None  # a status we cannot read is rewritten as a first publish
+    withdrawn = condition is not None and condition.status == "False"  # False only when we withdrew
+    if not scores and not withdrawn:
+        return None
+    return PublishedState(scores, withdrawn, written_at, condition)

@@ -1,0 +1,177 @@
+"""Composition root of the scorer: ingest → node table → scoring → publisher, plus watches and /metrics."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from accelscore.scorer.config import ScorerConfig
+from accelscore.scorer.ingest import IngestStats, build_ingest_server
+from accelscore.scorer.metrics import ScorerMetrics, ScoringView
+from accelscore.scorer.model import ScoreSet
+from accelscore.scorer.node_table import NodeFacts, NodeTable
+from accelscore.scorer.publish_policy import PublishPolicy
+from accelscore.scorer.publisher import Publisher
+from accelscore.scorer.scoring import score_cluster
+from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.v1 import report_pb2
+
+log = logging.getLogger(__name__)
+
+GPU = "nvidia.com/gpu"
+TPU = "google.com/tpu"
+
+
+def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, publisher: Publisher,
+                 now: float) -> tuple[ScoreSet, ScoreSet]:
+    """Snapshot → pure scores → /metrics view → publisher (the scorer's and local mode's one pass)."""
+    started = time.perf_counter()
+    snapshot = table.snapshot()
+    score_sets = score_cluster(snapshot, config, now=now)
+    view.update(score_sets=score_sets, snapshot=snapshot, now=now, pass_seconds=time.perf_counter() - started)
+    publisher.offer(score_sets, now)
+    return score_sets
+
+
+class ScorerService:
+    """Owns every long-lived part; `start()` binds ports, `run()` loops until `stop()`."""
+
+    def __init__(self, *, config: ScorerConfig, cluster_api: Any = None, hub: Any = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self._clock = clock
+        self.table = NodeTable(cluster=config.cluster_name, config=config.scoring)
+        self.view = ScoringView(cluster=config.cluster_name)
+        self.ingest_stats = IngestStats()
+        policy = PublishPolicy(min_interval_s=config.min_publish_interval_s, dead_band=config.dead_band,
+                               valid_for_s=config.valid_for_s, min_fresh_ratio=config.min_fresh_ratio,
+                               stale_after_s=config.scoring.stale_after_s)
+        self.publisher = Publisher(hub=hub, cluster=config.cluster_name, policy=policy, clock=clock)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(ScorerMetrics(view=self.view, config=config.scoring,
+                                             ingest_stats=self.ingest_stats.snapshot,
+                                             publish_stats=self.publisher.stats))
+        self._cluster_api = cluster_api
+        self._watches: list[Any] = []
+        self._node_watch: Any = None
+        self._pending_watch: Any = None
+        self._watches_dirty = threading.Event()
+        self._applied_once = False
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.grpc_server: Any = None
+        self.grpc_port = 0
+
+    # ------------------------------------------------------------------ wiring
+
+    def accept(self, report: report_pb2.NodeReport, received_at: float) -> None:
+        """Ingest hands over an authenticated, validated report; scoring wakes at once."""
+        self.table.accept(report, received_at)
+        self._wake.set()
+
+    def start(self) -> ScorerService:
+        authenticator = None
+        if not self.config.disable_auth:
+            from accelscore.scorer.auth import TokenAuthenticator
+
+            if self._cluster_api is None:
+                raise RuntimeError("authentication needs the cluster's API (in-cluster config or KUBECONFIG); "
+                                   "pass --disable-auth only for local tests")
+            authenticator = TokenAuthenticator(api_client=self._cluster_api, audience=self.config.token_audience,
+                                               agent_username=self.config.agent_service_account)
+        else:
+            log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
+        host, port = self.config.listen_address
+        self.grpc_server, self.grpc_port = build_ingest_server(
+            address=f"{host}:{port}", accept=self.accept, authenticator=authenticator,
+            max_report_bytes=self.config.max_report_bytes, counters=self.ingest_stats, clock=self._clock)
+        self.grpc_server.start()
+        if self._cluster_api is not None:
+            self._start_watches()
+        else:
+            log.warning("no cluster API: every reporting node counts as schedulable and the pending backlog is 0")
+        log.info("scorer for cluster %s: ingest on port %d", self.config.cluster_name, self.grpc_port)
+        return self
+
+    def _start_watches(self) -> None:
+        from kubernetes import client as k8s
+
+        from accelscore.agent.requests import effective_requests
+        from accelscore.kube.watch import WatchCache
+
+        core = k8s.CoreV1Api(self._cluster_api)
+
+        def node_facts(node: Any) -> NodeFacts:
+            return NodeFacts(node.metadata.name, not bool(node.spec and node.spec.unschedulable))
+
+        def pending_demand(pod: dict[str, Any]) -> tuple[float, float]:  # raw JSON: effective_requests reads dicts
+            requests = effective_requests(pod)
+            return requests.get(GPU, 0.0), requests.get(TPU, 0.0)
+
+        def changed(*_: Any) -> None:  # per event: only mark dirty; the loop folds all events into one pass
+            self._watches_dirty.set()
+            self._wake.set()
+
+        self._node_watch = WatchCache(list_func=core.list_node, key=lambda n: n.metadata.name,
+                                      transform=node_facts, on_change=changed, name="nodes")
+        self._pending_watch = WatchCache(list_func=core.list_pod_for_all_namespaces,
+                                         field_selector="spec.nodeName=,status.phase=Pending",
+                                         transform=pending_demand, on_change=changed, name="pending-pods", raw=True)
+        self._watches = [self._node_watch, self._pending_watch]
+
+    def _apply_watches(self) -> None:
+        """Copy the watch caches into the node table once per pass (not once per event: O(nodes) per pass)."""
+        if self._node_watch is None or not self._node_watch.synced.is_set():
+            return
+        if self._applied_once and not self._watches_dirty.is_set():
+            return
+        self._watches_dirty.clear()
+        self._applied_once = True
+        self.table.set_nodes({facts.name: facts for facts in self._node_watch.items().values()})
+        if self._pending_watch is not None and self._pending_watch.synced.is_set():
+            demand = list(self._pending_watch.items().values())
+            self.table.set_pending(gpus=sum(g for g, _ in demand), tpus=sum(t for _, t in demand))
+
+    # ------------------------------------------------------------------ loop
+
+    def score_once(self, now: float | None = None) -> None:
+        """One scoring pass and hand-off to the publisher."""
+        now = self._clock() if now is None else now
+        self._apply_watches()
+        scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=self.publisher, now=now)
+
+    def run(self, *, rescore_every_s: float = 1.0) -> None:
+        """Score on every change (and every second, since freshness decays with time); tick the publisher."""
+        while not self._stop.is_set():
+            self._wake.wait(rescore_every_s)
+            self._wake.clear()
+            try:
+                self.score_once()
+                self.publisher.tick()
+            except Exception:
+                log.exception("scoring pass failed")
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def healthy(self) -> tuple[bool, str]:
+        return True, "running"
+
+    def ready(self) -> tuple[bool, str]:
+        if self.grpc_server is None:
+            return False, "ingest not started"
+        synced = all(getattr(w, "synced", threading.Event()).is_set() for w in self._watches)
+        return synced, "watches synced" if synced else "waiting for node/pod watches to sync"
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        for watch in self._watches:
+            watch.stop()
+        if self.grpc_server is not None:
+            self.grpc_server.stop(grace=2).wait()

@@ -1,0 +1,148 @@
+"""NodeReport -> NodeSummary: the few numbers one node contributes to scoring. Pure; rejects nothing.
+
+The ingest validates reports; this module only makes sure that whatever it is given never turns into a
+NaN, a negative count, or unknown-read-as-free.
+"""
+
+from __future__ import annotations
+
+import math
+
+from accelscore.scorer.model import NodeSummary
+from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.v1 import report_pb2
+
+_OK = report_pb2.COLLECTOR_STATE_OK
+_GPU = report_pb2.DEVICE_KIND_NVIDIA_GPU
+_MIG = report_pb2.DEVICE_KIND_NVIDIA_MIG
+_TPU = report_pb2.DEVICE_KIND_TPU_CHIP
+_USABLE = frozenset((report_pb2.HEALTH_HEALTHY, report_pb2.HEALTH_DEGRADED))
+_UNHEALTHY = report_pb2.HEALTH_UNHEALTHY
+
+_API_RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "google.com/tpu")
+
+
+def _finite(value: float) -> float | None:
+    """The value when finite, else None (unknown)."""
+    return value if math.isfinite(value) else None
+
+
+def _api_free(report: report_pb2.NodeReport, node_state: int) -> dict[str, float | None]:
+    """allocatable - requested per listed resource; absent = None (unknown).
+
+    A node collector that was UNKNOWN (or unstated) cannot vouch for any amount, so all are unknown; an
+    ABSENT one (no Kubernetes API: local mode) may still list the host's own cpu and memory.
+    """
+    free: dict[str, float | None] = dict.fromkeys(_API_RESOURCES)
+    if node_state not in (_OK, report_pb2.COLLECTOR_STATE_ABSENT):
+        return free
+    for amount in report.resources:
+        if amount.name in free:
+            # Sign kept: negative free (over-commit) is real and upstream's cluster sum counts it.
+            free[amount.name] = _finite(amount.free)
+    return free
+
+
+def _mem_free(device: report_pb2.Device) -> float:
+    """total - reserved - used in bytes when total and used are known (reserved only when reported), else 0."""
+    if not (device.HasField("memory_total_bytes") and device.HasField("memory_used_bytes")):
+        return 0.0
+    free = device.memory_total_bytes - device.memory_used_bytes
+    if device.HasField("memory_reserved_bytes"):
+        # NVML memory_v2 counts reserved apart from used; it is never available to a workload.
+        free -= device.memory_reserved_bytes
+    return float(free) if free > 0 else 0.0
+
+
+def _takes_more_work(device: report_pb2.Device) -> bool:
+    """Unassigned, or assigned only through sharing (time-slicing `::N` ids, nvidia.com/gpu.shared).
+
+    An exclusively allocated GPU may sit idle with its memory free, but no new pod can be bound to it,
+    so its memory must not advertise room for shared or inference work.
+    """
+    return all("::" in a.device_id or a.resource_name.endswith(".shared") for a in device.assignments)
+
+
+def _gpu_part(
+    report: report_pb2.NodeReport, config: ScoringConfig, nvidia_ok: bool,
+) -> tuple[int, int, int, bool, float, float]:
+    """(total, healthy, free, free_known, mem_free_max_bytes, compute_free) over physical GPUs."""
+    gpus: list[report_pb2.Device] = []
+    migs: dict[str, list[report_pb2.Device]] = {}
+    assignment_known = True
+    for device in report.devices:
+        kind = device.kind
+        if kind == _GPU:
+            gpus.append(device)
+        elif kind == _MIG:
+            migs.setdefault(device.parent_id, []).append(device)
+        else:
+            continue
+        assignment_known = assignment_known and device.assignment_known
+    free_known = nvidia_ok and assignment_known
+    healthy = free = 0
+    mem_max = compute = 0.0
+    for gpu in gpus:
+        instances = migs.get(gpu.id, ())
+        usable = nvidia_ok and gpu.health in _USABLE
+        if not usable:
+            continue  # unhealthy or unknown health: neither healthy, nor free, nor memory
+        healthy += 1
+        if instances or (gpu.HasField("mig_enabled") and gpu.mig_enabled):
+            # A MIG-enabled GPU offers its instances' memory; an instance of unknown health offers nothing.
+            for mig in instances:
+                if mig.health in _USABLE and _takes_more_work(mig):
+                    mem_max = max(mem_max, _mem_free(mig))
+        elif _takes_more_work(gpu):
+            mem_max = max(mem_max, _mem_free(gpu))
+        if (free_known and not gpu.assignments
+                and not any(mig.assignments or mig.health == _UNHEALTHY for mig in instances)):
+            free += 1
+            compute += config.gpu_weight(gpu.model)
+    if not free_known:
+        free, compute, mem_max = 0, 0.0, 0.0  # which memory can take work is unknown, so none counts
+    return len(gpus), healthy, free, free_known, mem_max, compute
+
+
+def _tpu_part(report: report_pb2.NodeReport, tpu_ok: bool) -> tuple[int, int, bool]:
+    """(total, free, free_known) over TPU chips."""
+    total = free = 0
+    assignment_known = True
+    for device in report.devices:
+        if device.kind != _TPU:
+            continue
+        total += 1
+        assignment_known = assignment_known and device.assignment_known
+        if device.health in _USABLE and not device.assignments:
+            free += 1
+    known = tpu_ok and assignment_known
+    return total, free if known else 0, known
+
+
+def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_at: float) -> NodeSummary:
+    """What one NodeReport contributes to scoring (unknown is None / not known, never free)."""
+    ok = {c.name for c in report.collectors if c.state == _OK}
+    api = _api_free(report, next((c.state for c in report.collectors if c.name == "node"), 0))
+    gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute = _gpu_part(report, config, "nvidia" in ok)
+    tpu_total, tpu_free, tpu_known = _tpu_part(report, "tpu" in ok)
+    stamp = report.time
+    report_time = stamp.seconds + stamp.nanos / 1e9 if report.HasField("time") else 0.0
+    return NodeSummary(
+        node=report.node_name,
+        report_time=report_time,
+        received_at=received_at,
+        unschedulable=report.node.unschedulable if report.HasField("node") else False,
+        cpu_free_cores=api["cpu"],
+        memory_free_bytes=api["memory"],
+        gpu_free_api=api["nvidia.com/gpu"],
+        tpu_free_api=api["google.com/tpu"],
+        gpu_total=gpu_total,
+        gpu_healthy=gpu_healthy,
+        gpu_free=gpu_free,
+        gpu_free_known=gpu_known,
+        gpu_mem_free_max_bytes=mem_max,
+        gpu_compute_free=compute,
+        tpu_total=tpu_total,
+        tpu_free=tpu_free,
+        tpu_free_known=tpu_known,
+    )

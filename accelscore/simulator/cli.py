@@ -1,0 +1,136 @@
+"""Score a recorded fleet with the scorer's own code, rank Placements as OCM would, and replay job traces.
+
+  accelscore simulate FLEET [--placements DIR]                 scores per cluster + one ranking per Placement
+  accelscore simulate FLEET --trace TRACE [--placement NAME]   replay; compare Placements side by side
+  accelscore simulate --generate-trace N --seed S > trace.yaml seeded trace of 1/2/4/8-GPU jobs
+See docs/simulate.md for the file formats and what is (not) emulated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+import yaml
+
+from accelscore.options import ConfigError, non_negative_float, non_negative_int, positive_float, positive_int
+from accelscore.scorer import publish_policy as pp
+from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.simulator import report
+from accelscore.simulator.fleet import FleetError, load_fleet
+from accelscore.simulator.oneshot import run_oneshot
+from accelscore.simulator.plot import MISSING
+from accelscore.simulator.replay import Replay, ReplayOptions
+from accelscore.simulator.trace import load_trace
+from accelscore.simulator.tracegen import generate
+
+
+def _arg(parse):  # type: ignore[no-untyped-def]
+    """An argparse `type` from an options parser (its ValueError text becomes the usage error)."""
+    def convert(raw: str):  # type: ignore[no-untyped-def]
+        try:
+            return parse(raw)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"{raw!r}: {err}") from None
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of `accelscore simulate`."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("fleet", nargs="?", type=Path, help="fleet directory: one file per managed cluster")
+    parser.add_argument("--placements", action="append", type=Path, default=[], metavar="PATH",
+                        help="more Placement files or directories (repeatable; the fleet dir is always read)")
+    parser.add_argument("--output", choices=("table", "json", "yaml"), default="table")
+    parser.add_argument("--trace", type=Path, help="job trace to replay (YAML/JSON)")
+    parser.add_argument("--placement", action="append", default=[], metavar="NAME",
+                        help="Placement to compare (repeatable); `shape:PREFIX` sends k-GPU jobs to PREFIX<k>; "
+                             "default: every Placement no job names")
+    parser.add_argument("--tick", type=_arg(positive_float), default=15.0, help="seconds per tick (default 15)")
+    parser.add_argument("--report-delay", type=_arg(non_negative_float), default=2.0,
+                        help="seconds from an agent's report to the scorer (default 2)")
+    parser.add_argument("--delay-jitter", type=_arg(non_negative_float), default=0.25,
+                        help="report delay varies by ± this fraction, seeded (default 0.25)")
+    parser.add_argument("--dead-band", type=_arg(non_negative_float), default=5.0,
+                        help="points a score must move (or cross 0) to be republished (default 5)")
+    parser.add_argument("--min-interval", type=_arg(non_negative_float), default=10.0,
+                        help="minimum seconds between writes of one APS (default 10)")
+    parser.add_argument("--valid-for", type=_arg(positive_float), default=300.0,
+                        help="validUntil = write time + this (default 300)")
+    parser.add_argument("--min-fresh-ratio", type=_arg(non_negative_float), default=0.5,
+                        help="below this share of fresh nodes the scores are withdrawn (default 0.5)")
+    parser.add_argument("--stale-after", type=_arg(positive_float), default=60.0,
+                        help="seconds after which a node report is unknown (default 60)")
+    parser.add_argument("--horizon", type=_arg(positive_float), default=None,
+                        help="stop the replay at this many seconds (default: last arrival + 2 x longest job)")
+    parser.add_argument("--seed", type=_arg(non_negative_int), default=0, help="seed for report jitter / traces")
+    parser.add_argument("--plot", type=Path, metavar="PNG", help="draw allocation and waiting jobs over time")
+    parser.add_argument("--check-invariants", action="store_true", help="verify no device is held twice, every tick")
+    parser.add_argument("--generate-trace", type=_arg(positive_int), metavar="N",
+                        help="print a seeded trace of N jobs as YAML and exit")
+    parser.add_argument("--mean-interarrival", type=_arg(positive_float), default=300.0,
+                        help="with --generate-trace: mean seconds between arrivals (default 300)")
+
+
+def _policy(args: argparse.Namespace) -> pp.PublishPolicy:
+    try:
+        return pp.PublishPolicy(min_interval_s=args.min_interval, dead_band=args.dead_band,
+                                valid_for_s=args.valid_for, min_fresh_ratio=args.min_fresh_ratio,
+                                stale_after_s=args.stale_after)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def _replay(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishPolicy) -> int:
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError(f"--plot needs matplotlib: {MISSING}")  # before minutes of replay, not after
+    fleet = load_fleet(args.fleet, args.placements)
+    jobs = load_trace(args.trace)
+    named = {j.placement for j in jobs if j.placement}
+    entries = args.placement or [p.name for p in fleet.placements if p.name not in named]
+    if not entries:
+        raise ConfigError("no Placement to compare: give --placement NAME or add Placement files")
+    if args.tick >= args.stale_after:
+        raise ConfigError(f"--tick {args.tick:g} must be below --stale-after {args.stale_after:g} "
+                          "(agents report once per tick)")
+    opts = ReplayOptions(tick_s=args.tick, report_delay_s=args.report_delay, delay_jitter=args.delay_jitter,
+                         seed=args.seed, horizon_s=args.horizon, check_invariants=args.check_invariants)
+    results = [Replay(fleet, jobs, e, config=config, policy=policy, opts=opts).run() for e in entries]
+    if args.output == "table":
+        sys.stdout.write(report.replay_table(results))
+    else:
+        sys.stdout.write(report.dump({"results": [r.as_dict() for r in results]}, args.output))
+    if args.plot:
+        from accelscore.simulator.plot import plot
+
+        plot(results, args.plot)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of `accelscore simulate`."""
+    if args.generate_trace:
+        jobs = generate(args.generate_trace, seed=args.seed, mean_interarrival_s=args.mean_interarrival)
+        sys.stdout.write(yaml.safe_dump({"jobs": jobs}, sort_keys=False))
+        return 0
+    if args.fleet is None:
+        raise ConfigError("FLEET (a fleet directory) is required unless --generate-trace is given")
+    config = ScoringConfig(stale_after_s=args.stale_after)
+    policy = _policy(args)
+    try:
+        if args.trace:
+            return _replay(args, config, policy)
+        fleet = load_fleet(args.fleet, args.placements)
+        result = run_oneshot(fleet, config, policy)
+        for note in fleet.warnings + tuple(w for r in result.rankings for w in r.warnings):
+            print(f"warning: {note}", file=sys.stderr)
+        if args.output == "table":
+            sys.stdout.write(report.oneshot_table(result))
+        else:
+            sys.stdout.write(report.dump(report.oneshot_data(result), args.output))
+        return 0
+    except FleetError as err:
+        raise ConfigError(str(err)) from None

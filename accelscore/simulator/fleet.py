@@ -1,0 +1,277 @@
+"""Load a fleet directory: one file per managed cluster plus optional Placement files (docs/simulate.md).
+
+Cluster files are checked by hand (every error names the file and the field); NodeReports are parsed
+strictly with `json_format`; Placements are validated against the OCM Placement CRD schema from
+`shared/crds/` when it and `jsonschema` are available, else against basic structural checks.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from google.protobuf import json_format
+
+from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
+from accelscore.simulator import placement as pl
+from accelscore.v1 import report_pb2
+
+PLACEMENT_CRD = "crds/0000_02_clusters.open-cluster-management.io_placements.crd.yaml"
+_CLUSTER_KEYS = {"cluster", "labels", "claims", "reportAgeSeconds", "reports", "nodes", "unreportedNodes",
+                 "pendingPods", "hub"}
+_NODE_KEYS = {"schedulable", "reportAgeSeconds"}
+_HUB_KEYS = {"absent", "validUntilSeconds"}
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the fleet files are large; libyaml reads them 10x faster
+
+
+class FleetError(ValueError):
+    """A fleet, cluster, trace or Placement file that cannot be used; the message names file and field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One reporting node: its NodeReport, whether the API lists it schedulable, and its report's age."""
+
+    report: report_pb2.NodeReport
+    schedulable: bool = True
+    report_age_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class HubOverride:
+    """How the hub holds one APS for a cluster: absent, or with validUntil relative to simulation time."""
+
+    absent: bool = False
+    valid_until_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """One managed cluster as recorded in a fleet file."""
+
+    name: str
+    nodes: tuple[Node, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    claims: Mapping[str, str] = field(default_factory=dict)
+    unreported: tuple[str, ...] = ()
+    pending_gpus: float = 0.0
+    pending_tpus: float = 0.0
+    hub: Mapping[str, HubOverride] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """A loaded fleet: clusters sorted by name, Placements in file order, and the simulation time."""
+
+    clusters: tuple[Cluster, ...]
+    placements: tuple[pl.Placement, ...]
+    now: float  # newest report time in the fleet (unix seconds): report ages are measured back from it
+    warnings: tuple[str, ...] = ()
+
+
+def shared_dir() -> Path:
+    """`shared/` beside the repository root; ACCELSCORE_SHARED_DIR overrides."""
+    env = os.environ.get("ACCELSCORE_SHARED_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared"
+
+
+def placement_schema() -> dict[str, Any] | None:
+    """The Placement v1beta1 openAPIV3Schema from the CRD, or None when shared/ is not there."""
+    path = shared_dir() / PLACEMENT_CRD
+    return _schema_at(str(path)) if path.is_file() else None
+
+
+@functools.lru_cache(maxsize=4)
+def _schema_at(path: str) -> dict[str, Any]:
+    """Parse the CRD once per path (it is 700 lines of YAML)."""
+    crd = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_LOADER)
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta1")
+    return version["schema"]["openAPIV3Schema"]
+
+
+def _structural_check(obj: Mapping[str, Any], where: str) -> None:
+    """The few checks made when the CRD schema cannot be used."""
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise FleetError(f"{where}: spec must be an object")
+    n = spec.get("numberOfClusters")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool)):
+        raise FleetError(f"{where}: spec.numberOfClusters must be an integer")
+    for i, cfg in enumerate((spec.get("prioritizerPolicy") or {}).get("configurations") or ()):
+        w = cfg.get("weight", 1)
+        if not isinstance(w, int) or isinstance(w, bool) or not -10 <= w <= 10:
+            raise FleetError(f"{where}: spec.prioritizerPolicy.configurations[{i}].weight must be an integer -10..10")
+
+
+def validate_placement(obj: Mapping[str, Any], where: str, schema: Mapping[str, Any] | None) -> list[str]:
+    """Raise FleetError when `obj` breaks the CRD schema; returns warnings (e.g. schema not available)."""
+    if schema is None:
+        _structural_check(obj, where)
+        return [f"{where}: Placement CRD not found under {shared_dir()}; only structural checks were made"]
+    try:
+        import jsonschema
+    except ImportError:
+        _structural_check(obj, where)
+        return [f"{where}: jsonschema is not installed; only structural checks were made"]
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(obj), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        path = ".".join(str(p) for p in first.absolute_path) or "(root)"
+        raise FleetError(f"{where}: {path}: {first.message}")
+    return []
+
+
+def _documents(path: Path) -> list[Any]:
+    """Every document in a YAML or JSON file."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".json":
+            return [json.loads(text)]
+        return [d for d in yaml.load_all(text, Loader=_LOADER) if d is not None]
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
+        raise FleetError(f"{path}: not valid YAML/JSON: {err}") from err
+
+
+def _age(value: Any, where: str) -> float:
+    """A report age in seconds (finite, >= 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise FleetError(f"{where}: expected a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def _string_map(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise FleetError(f"{where}: expected a map of strings to strings")
+    return dict(value)
+
+
+def _unknown_keys(doc: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    extra = sorted(set(doc) - allowed)
+    if extra:
+        raise FleetError(f"{where}: unknown field(s) {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}")
+
+
+def _nodes(doc: Mapping[str, Any], where: str) -> tuple[Node, ...]:
+    """Parse `reports` and apply the cluster-wide and per-node overrides."""
+    default_age = _age(doc.get("reportAgeSeconds", 0), f"{where}: reportAgeSeconds")
+    overrides = doc.get("nodes") or {}
+    if not isinstance(overrides, dict):
+        raise FleetError(f"{where}: nodes must be a map of node name to overrides")
+    reports = doc.get("reports")
+    if not isinstance(reports, list):
+        raise FleetError(f"{where}: reports must be a list of NodeReport objects")
+    nodes, seen = [], set()
+    for i, raw in enumerate(reports):
+        try:
+            report = json_format.ParseDict(raw, report_pb2.NodeReport())
+        except (json_format.ParseError, TypeError, AttributeError) as err:
+            raise FleetError(f"{where}: reports[{i}]: not a NodeReport: {' '.join(str(err).split())}") from err
+        name = report.node_name
+        if not name or name in seen:
+            raise FleetError(f"{where}: reports[{i}]: node_name missing or repeated ({name!r})")
+        seen.add(name)
+        over = overrides.get(name) or {}
+        _unknown_keys(over, _NODE_KEYS, f"{where}: nodes.{name}")
+        schedulable = over.get("schedulable", True)
+        if not isinstance(schedulable, bool):
+            raise FleetError(f"{where}: nodes.{name}.schedulable must be true or false")
+        age = _age(over.get("reportAgeSeconds", default_age), f"{where}: nodes.{name}.reportAgeSeconds")
+        nodes.append(Node(report, schedulable, age))
+    unknown = sorted(set(overrides) - seen)
+    if unknown:
+        raise FleetError(f"{where}: nodes: overrides for nodes with no report: {', '.join(unknown)}")
+    return tuple(nodes)
+
+
+def _pending(doc: Mapping[str, Any], where: str) -> tuple[float, float]:
+    """(Σ GPUs, Σ TPU chips) requested by pendingPods."""
+    gpus = tpus = 0.0
+    for i, pod in enumerate(doc.get("pendingPods") or ()):
+        if not isinstance(pod, dict) or not isinstance(pod.get("name"), str):
+            raise FleetError(f"{where}: pendingPods[{i}] needs a name")
+        gpus += _age(pod.get("gpus", 0), f"{where}: pendingPods[{i}].gpus")
+        tpus += _age(pod.get("tpus", 0), f"{where}: pendingPods[{i}].tpus")
+    return gpus, tpus
+
+
+def _hub(doc: Mapping[str, Any], where: str) -> dict[str, HubOverride]:
+    """Per-APS hub overrides: absent, or validUntilSeconds relative to simulation time."""
+    out = {}
+    for aps, raw in (doc.get("hub") or {}).items():
+        if aps not in (ACCELSCORE_APS, RESOURCE_USAGE_APS) or not isinstance(raw, dict):
+            raise FleetError(f"{where}: hub.{aps}: expected {ACCELSCORE_APS} or {RESOURCE_USAGE_APS} with a map")
+        _unknown_keys(raw, _HUB_KEYS, f"{where}: hub.{aps}")
+        valid = raw.get("validUntilSeconds")
+        if valid is not None and (isinstance(valid, bool) or not isinstance(valid, int | float)):
+            raise FleetError(f"{where}: hub.{aps}.validUntilSeconds must be a number")
+        out[aps] = HubOverride(bool(raw.get("absent", False)), None if valid is None else float(valid))
+    return out
+
+
+def parse_cluster(doc: Mapping[str, Any], where: str) -> Cluster:
+    """One cluster document -> Cluster, or FleetError naming the field."""
+    _unknown_keys(doc, _CLUSTER_KEYS, where)
+    name = doc.get("cluster")
+    if not isinstance(name, str) or not name:
+        raise FleetError(f"{where}: cluster (the managed cluster name) is required")
+    unreported = doc.get("unreportedNodes") or []
+    if not isinstance(unreported, list) or not all(isinstance(n, str) for n in unreported):
+        raise FleetError(f"{where}: unreportedNodes must be a list of node names")
+    gpus, tpus = _pending(doc, where)
+    return Cluster(
+        name=name, nodes=_nodes(doc, where), labels=_string_map(doc.get("labels"), f"{where}: labels"),
+        claims=_string_map(doc.get("claims"), f"{where}: claims"), unreported=tuple(unreported),
+        pending_gpus=gpus, pending_tpus=tpus, hub=_hub(doc, where),
+    )
+
+
+def load_placements(paths: Iterable[Path]) -> tuple[tuple[pl.Placement, ...], list[str]]:
+    """Placements from files (or directories of files), validated against the CRD schema."""
+    schema = placement_schema()
+    found, notes = [], []
+    for path in paths:
+        files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json")) if path.is_dir() else [path]
+        for file in files:
+            for i, doc in enumerate(_documents(file)):
+                if isinstance(doc, dict) and doc.get("kind") == "Placement":
+                    where = f"{file}[{i}]"
+                    notes += validate_placement(doc, where, schema)
+                    try:
+                        found.append(pl.from_object(doc))
+                    except (pl.PlacementError, KeyError, TypeError, ValueError) as err:
+                        raise FleetError(f"{where}: {err}") from err
+    return tuple(found), notes
+
+
+def load_fleet(directory: Path, extra_placements: Iterable[Path] = ()) -> Fleet:
+    """Every cluster and Placement file in `directory` (not recursive), plus Placements from elsewhere."""
+    if not directory.is_dir():
+        raise FleetError(f"{directory}: not a directory")
+    clusters: dict[str, Cluster] = {}
+    for file in sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml", ".json")):
+        for i, doc in enumerate(_documents(file)):
+            if isinstance(doc, dict) and doc.get("kind") == "Placement":
+                continue
+            if not isinstance(doc, dict):
+                raise FleetError(f"{file}[{i}]: expected a cluster object or a Placement")
+            cluster = parse_cluster(doc, f"{file}")
+            if cluster.name in clusters:
+                raise FleetError(f"{file}: cluster {cluster.name!r} is defined twice")
+            clusters[cluster.name] = cluster
+    if not clusters:
+        raise FleetError(f"{directory}: no cluster files")
+    placements, notes = load_placements([directory, *extra_placements])
+    names = [p.name for p in placements]
+    if len(set(names)) != len(names):
+        raise FleetError(f"{directory}: Placement names must be unique, got {names}")
+    times = [n.report.time.seconds + n.report.time.nanos / 1e9 for c in clusters.values() for n in c.nodes]
+    return Fleet(tuple(clusters[k] for k in sorted(clusters)), placements, max(times, default=0.0), tuple(notes))

@@ -1,0 +1,86 @@
+"""One-shot simulation: score every cluster of a fleet with the scorer's own code, then rank each Placement."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from accelscore.scorer import publish_policy as pp
+from accelscore.scorer.model import ClusterSnapshot, NodeEntry, ScoreSet
+from accelscore.scorer.scoring import score_cluster
+from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.summarize import summarize
+from accelscore.simulator import placement as pl
+from accelscore.simulator.fleet import Cluster, Fleet
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterScores:
+    """Both score sets of one cluster and what the hub holds for each APS (None = no object / withdrawn)."""
+
+    cluster: str
+    sets: tuple[ScoreSet, ScoreSet]
+    hub: Mapping[str, pl.PublishedScores]
+    withdrawn: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OneShot:
+    """Scores per cluster and a ranking per Placement, at simulation time `now`."""
+
+    now: float
+    clusters: tuple[ClusterScores, ...]
+    rankings: tuple[pl.Ranking, ...]
+
+
+def snapshot_of(cluster: Cluster, config: ScoringConfig, *, now: float) -> ClusterSnapshot:
+    """The scorer's snapshot of a recorded cluster: each report received `report_age_s` before `now`."""
+    entries = [NodeEntry(n.report.node_name, n.schedulable,
+                         summarize(n.report, config, received_at=now - n.report_age_s)) for n in cluster.nodes]
+    entries += [NodeEntry(name, True, None) for name in cluster.unreported]
+    return ClusterSnapshot(cluster.name, tuple(entries), cluster.pending_gpus, cluster.pending_tpus)
+
+
+def first_publish(sets: tuple[ScoreSet, ...], policy: pp.PublishPolicy, *, now: float
+                  ) -> tuple[dict[str, pl.PublishedScores], list[str]]:
+    """What a scorer starting now would put on the hub: scores valid for `valid_for_s`, or withdrawn."""
+    hub: dict[str, pl.PublishedScores] = {}
+    withdrawn = []
+    for score_set in sets:
+        decision = pp.decide(None, score_set, now=now, policy=policy)
+        if decision.action is pp.Action.WITHDRAW:
+            withdrawn.append(score_set.aps_name)
+            hub[score_set.aps_name] = pl.PublishedScores({}, now + policy.valid_for_s)
+        else:
+            hub[score_set.aps_name] = pl.PublishedScores({s.name: s.value for s in decision.scores},
+                                                         now + policy.valid_for_s)
+    return hub, withdrawn
+
+
+def score_fleet(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy) -> tuple[ClusterScores, ...]:
+    """Score every cluster at fleet time, publish once, then apply the files' hub overrides."""
+    out = []
+    for cluster in fleet.clusters:
+        sets = score_cluster(snapshot_of(cluster, config, now=fleet.now), config, now=fleet.now)
+        hub, withdrawn = first_publish(sets, policy, now=fleet.now)
+        for aps, override in cluster.hub.items():
+            if override.absent:
+                hub.pop(aps, None)
+            elif override.valid_until_s is not None and aps in hub:
+                hub[aps] = pl.PublishedScores(hub[aps].scores, fleet.now + override.valid_until_s)
+        out.append(ClusterScores(cluster.name, sets, hub, tuple(withdrawn)))
+    return tuple(out)
+
+
+def cluster_infos(fleet: Fleet) -> tuple[pl.ClusterInfo, ...]:
+    """What the Placement filter reads from each ManagedCluster."""
+    return tuple(pl.ClusterInfo(c.name, dict(c.labels), dict(c.claims)) for c in fleet.clusters)
+
+
+def run_oneshot(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy) -> OneShot:
+    """Score the fleet and rank every Placement once (no previous decisions: Steady 0, Balance equal)."""
+    scores = score_fleet(fleet, config, policy)
+    hub = {c.cluster: c.hub for c in scores}
+    infos = cluster_infos(fleet)
+    rankings = tuple(pl.rank(p, infos, hub, now=fleet.now) for p in fleet.placements)
+    return OneShot(fleet.now, scores, rankings)

@@ -1,0 +1,134 @@
+"""What a replay measures: an accumulator filled tick by tick, and the frozen result it condenses into."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelscore.simulator.trace import Job
+from accelscore.simulator.truth import NodeState
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One tick: seconds from the start, % of usable devices held, jobs waiting, stranded free devices."""
+
+    t: float
+    allocation_pct: float
+    waiting: int
+    fragmented: int
+    free: int
+
+
+@dataclass(slots=True)
+class Outcome:
+    """Counters and the time series of one replay while it runs."""
+
+    frag_shape: int
+    waits: list[float] = field(default_factory=list)
+    per_cluster: dict[str, int] = field(default_factory=dict)
+    unplaceable: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+    missent_attempts: int = 0
+    missent_jobs: set[str] = field(default_factory=set)
+    missent_by_cluster: dict[str, int] = field(default_factory=dict)
+    running_at_end: int = 0
+    series: list[Sample] = field(default_factory=list)
+
+    def placed(self, job: Job, cluster: str, *, wait_s: float) -> None:
+        self.waits.append(wait_s)
+        self.per_cluster[cluster] = self.per_cluster.get(cluster, 0) + 1
+
+    def missent(self, job: Job, cluster: str) -> None:
+        self.missent_attempts += 1
+        self.missent_jobs.add(job.name)
+        self.missent_by_cluster[cluster] = self.missent_by_cluster.get(cluster, 0) + 1
+
+    def record(self, t: float, nodes: Mapping[str, Iterable[NodeState]], waiting: int) -> None:
+        """Allocation over live nodes, and free devices on nodes with fewer free than the common shape."""
+        held = usable = frag = free_total = 0
+        for states in nodes.values():
+            for node in states:
+                if node.dark:
+                    continue
+                free = sum(len(v) for v in node.free.values())
+                busy = sum(1 for d in node.report.devices if d.assignments)
+                held += busy
+                usable += free + busy
+                if node.usable():
+                    free_total += free
+                    if 0 < free < self.frag_shape:
+                        frag += free
+        self.series.append(Sample(t, 100.0 * held / usable if usable else 0.0, waiting, frag, free_total))
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """One comparison entry's figures (docs/simulate.md defines each)."""
+
+    entry: str
+    jobs: int
+    placed: int
+    waiting: int
+    unplaceable: int
+    running_at_end: int
+    wait_mean_s: float
+    wait_p95_s: float
+    allocation_mean_pct: float
+    fragmentation_mean: float  # free devices stranded on nodes that cannot host the common shape
+    fragmentation_mean_pct: float  # ... as % of all free devices, averaged over ticks with any free
+    frag_shape: int
+    missent_attempts: int
+    missent_jobs: int
+    placed_per_cluster: Mapping[str, int]
+    missent_per_cluster: Mapping[str, int]
+    hub_writes: int
+    end_s: float
+    series: tuple[Sample, ...]
+
+    def as_dict(self, *, with_series: bool = False) -> dict[str, Any]:
+        """Plain data for JSON/YAML output."""
+        out = {k: getattr(self, k) for k in self.__slots__ if k != "series"}
+        out["placed_per_cluster"] = dict(self.placed_per_cluster)
+        out["missent_per_cluster"] = dict(self.missent_per_cluster)
+        if with_series:
+            out["series"] = [[s.t, round(s.allocation_pct, 2), s.waiting, s.fragmented] for s in self.series]
+        return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (0 for no values)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def summarize_outcome(entry: str, out: Outcome, *, hub_writes: int, end_s: float) -> ReplayResult:
+    """Condense an Outcome into the reported figures."""
+    n = len(out.series) or 1
+    with_free = [s for s in out.series if s.free]
+    return ReplayResult(
+        entry=entry,
+        jobs=len(out.waits) + len(out.waiting) + len(out.unplaceable),
+        placed=len(out.waits),
+        waiting=len(out.waiting),
+        unplaceable=len(out.unplaceable),
+        running_at_end=out.running_at_end,
+        wait_mean_s=sum(out.waits) / len(out.waits) if out.waits else 0.0,
+        wait_p95_s=percentile(out.waits, 95),
+        allocation_mean_pct=sum(s.allocation_pct for s in out.series) / n,
+        fragmentation_mean=sum(s.fragmented for s in out.series) / n,
+        fragmentation_mean_pct=(sum(100.0 * s.fragmented / s.free for s in with_free) / len(with_free)
+                                if with_free else 0.0),
+        frag_shape=out.frag_shape,
+        missent_attempts=out.missent_attempts,
+        missent_jobs=len(out.missent_jobs),
+        placed_per_cluster=dict(sorted(out.per_cluster.items())),
+        missent_per_cluster=dict(sorted(out.missent_by_cluster.items())),
+        hub_writes=hub_writes,
+        end_s=end_s,
+        series=tuple(out.series),
+    )

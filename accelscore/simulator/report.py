@@ -1,0 +1,100 @@
+"""Render simulation results: a text table (default), or JSON/YAML of the same data."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from accelscore.simulator.oneshot import OneShot
+from accelscore.simulator.replay_result import ReplayResult
+
+
+def oneshot_data(result: OneShot) -> dict[str, Any]:
+    """Plain data: per cluster both APS (as published, with raw inputs), per Placement its ranking."""
+    return {
+        "now": result.now,
+        "clusters": [{
+            "cluster": c.cluster,
+            "withdrawn": list(c.withdrawn),
+            "scores": {s.aps_name: s.as_dict() for s in c.sets},
+            "raw": {s.aps_name: {k: round(v, 3) for k, v in s.raw.items()} for s in c.sets},
+            "freshNodes": c.sets[0].fresh_nodes,
+            "schedulableNodes": c.sets[0].total_nodes,
+            "hub": {aps: {"scores": dict(obj.scores), "validUntil": obj.valid_until} for aps, obj in c.hub.items()},
+        } for c in result.clusters],
+        "placements": [{
+            "placement": r.placement,
+            "selected": list(r.selected),
+            "ranked": [{"cluster": x.cluster, "total": x.total,
+                        "parts": {k: {"weight": w, "score": s} for k, (w, s) in x.parts.items()}} for x in r.ranked],
+            "filteredOut": list(r.filtered_out),
+            "warnings": list(r.warnings),
+        } for r in result.rankings],
+    }
+
+
+def _grid(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """Left-aligned first column, right-aligned others."""
+    cells = [[str(h) for h in header]] + [[str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return ["  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)) for r in cells]
+
+
+def oneshot_table(result: OneShot) -> str:
+    """Score names down, clusters across; then one block per Placement."""
+    names = [c.cluster for c in result.clusters]
+    lines = []
+    for idx in range(2):
+        aps = result.clusters[0].sets[idx].aps_name if result.clusters else ""
+        rows = [[f"{aps}/{s.name}"] + [c.hub.get(aps).scores.get(s.name, "-") if c.hub.get(aps) else "absent"
+                                       for c in result.clusters]
+                for s in (result.clusters[0].sets[idx].scores if result.clusters else ())]
+        lines += [*_grid(["score (as on the hub)", *names], rows), ""]
+    fresh = [f"{c.sets[0].fresh_nodes}/{c.sets[0].total_nodes}" + (" withdrawn" if c.withdrawn else "")
+             for c in result.clusters]
+    lines += [*_grid(["", *names], [["fresh / schedulable nodes", *fresh]])[1:], ""]
+    for r in result.rankings:
+        lines.append(f"Placement {r.placement}: selected {', '.join(r.selected) or '(none)'}")
+        rows = [[i + 1, x.cluster, x.total, " + ".join(f"{w}x{s} {k}" for k, (w, s) in x.parts.items())]
+                for i, x in enumerate(r.ranked)]
+        lines += ["  " + ln for ln in _grid(["#", "cluster", "total", "weight x score prioritizer"], rows)]
+        if r.filtered_out:
+            lines.append(f"  filtered out by predicates: {', '.join(r.filtered_out)}")
+        lines += [f"  warning: {w}" for w in r.warnings] + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+_ROWS = (
+    ("jobs placed", lambda r: r.placed),
+    ("jobs still waiting", lambda r: r.waiting),
+    ("jobs unplaceable", lambda r: r.unplaceable),
+    ("wait mean (s)", lambda r: f"{r.wait_mean_s:.0f}"),
+    ("wait p95 (s)", lambda r: f"{r.wait_p95_s:.0f}"),
+    ("allocation mean (%)", lambda r: f"{r.allocation_mean_pct:.1f}"),
+    ("fragmentation mean (free devs)", lambda r: f"{r.fragmentation_mean:.1f}"),
+    ("fragmentation mean (% of free)", lambda r: f"{r.fragmentation_mean_pct:.1f}"),
+    ("mis-sent jobs", lambda r: r.missent_jobs),
+    ("mis-sent attempts", lambda r: r.missent_attempts),
+    ("placed per cluster", lambda r: " ".join(f"{k}={v}" for k, v in r.placed_per_cluster.items()) or "-"),
+    ("hub writes", lambda r: r.hub_writes),
+    ("simulated time (s)", lambda r: f"{r.end_s:.0f}"),
+)
+
+
+def replay_table(results: Sequence[ReplayResult]) -> str:
+    """Figures down, comparison entries across."""
+    if not results:
+        return "no Placement to compare\n"
+    rows = [[label, *(get(r) for r in results)] for label, get in _ROWS]
+    note = f"fragmentation: free devices on nodes with fewer free than {results[0].frag_shape} (most common shape)"
+    return "\n".join([*_grid(["placement", *(r.entry for r in results)], rows), note]) + "\n"
+
+
+def dump(data: Any, fmt: str) -> str:
+    """JSON or YAML text of plain data."""
+    if fmt == "json":
+        return json.dumps(data, indent=2) + "\n"
+    return yaml.safe_dump(data, sort_keys=False)

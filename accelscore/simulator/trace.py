@@ -1,0 +1,107 @@
+"""Job traces: load and check a YAML/JSON list of jobs (docs/simulate.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from accelscore.simulator.fleet import FleetError
+from accelscore.simulator.truth import GPU, TPU, Shape
+
+_KEYS = {"name", "arrivalSeconds", "pods", "gpusPerPod", "tpusPerPod", "gpuMemoryGiB", "durationSeconds",
+         "gpuModel", "placement"}
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One job of a trace: `pods` pods of one shape, arriving at `arrival_s` (seconds from the start)."""
+
+    name: str
+    arrival_s: float
+    pods: int
+    shape: Shape
+    duration_s: float
+    placement: str = ""  # the Placement this job goes through; empty = the one under comparison
+
+
+def _number(doc: Mapping[str, Any], key: str, where: str, *, default: float | None = None,
+            minimum: float = 0.0) -> float:
+    value = doc.get(key, default)
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value < minimum:
+        raise FleetError(f"{where}: {key} must be a number >= {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def _count(doc: Mapping[str, Any], key: str, where: str, default: int | None) -> int:
+    value = doc.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FleetError(f"{where}: {key} must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def parse_job(doc: Any, index: int) -> Job:
+    """One trace entry -> Job, or FleetError naming the entry and field."""
+    where = f"jobs[{index}]"
+    if not isinstance(doc, dict):
+        raise FleetError(f"{where}: expected a map")
+    extra = sorted(set(doc) - _KEYS)
+    if extra:
+        raise FleetError(f"{where}: unknown field(s) {', '.join(extra)}")
+    if ("gpusPerPod" in doc) == ("tpusPerPod" in doc):
+        raise FleetError(f"{where}: give exactly one of gpusPerPod, tpusPerPod")
+    resource = GPU if "gpusPerPod" in doc else TPU
+    count = _count(doc, "gpusPerPod" if resource == GPU else "tpusPerPod", where, None)
+    model = doc.get("gpuModel", "")
+    if not isinstance(model, str):
+        raise FleetError(f"{where}: gpuModel must be a string")
+    placement = doc.get("placement", "")
+    if not isinstance(placement, str):
+        raise FleetError(f"{where}: placement must be a Placement name")
+    shape = Shape(resource, count, model, _number(doc, "gpuMemoryGiB", where, default=0.0))
+    return Job(
+        name=str(doc.get("name") or f"job-{index:05d}"),
+        arrival_s=_number(doc, "arrivalSeconds", where),
+        pods=_count(doc, "pods", where, 1),
+        shape=shape,
+        duration_s=_number(doc, "durationSeconds", where, minimum=1.0),
+        placement=placement,
+    )
+
+
+def parse_trace(doc: Any) -> tuple[Job, ...]:
+    """A trace document (a list of jobs, or {jobs: [...]}) -> jobs sorted by arrival (stable)."""
+    items = doc.get("jobs") if isinstance(doc, dict) else doc
+    if not isinstance(items, list):
+        raise FleetError("trace: expected a list of jobs or a map with `jobs`")
+    jobs = [parse_job(item, i) for i, item in enumerate(items)]
+    names = [j.name for j in jobs]
+    if len(set(names)) != len(names):
+        raise FleetError("trace: job names must be unique")
+    return tuple(sorted(jobs, key=lambda j: j.arrival_s))
+
+
+def load_trace(path: Path) -> tuple[Job, ...]:
+    """Read and check a trace file."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
+        raise FleetError(f"{path}: not valid YAML/JSON: {err}") from err
+    try:
+        return parse_trace(doc)
+    except FleetError as err:
+        raise FleetError(f"{path}: {err}") from err
+
+
+def common_shape(jobs: Sequence[Job]) -> int:
+    """The most common devices-per-pod in the trace (ties: the larger), the fragmentation yardstick."""
+    counts = Counter(j.shape.count for j in jobs)
+    return max(counts, key=lambda k: (counts[k], k)) if counts else 1
