@@ -1,56 +1,26 @@
 """Plain data the scorer works on: per-node summaries, a cluster snapshot, and published scores.
 
 A `NodeSummary` is computed once per accepted NodeReport (`accelscore.scorer.summarize`), so a scoring pass
-touches a handful of numbers per node instead of every device: that keeps a pass over 5,000 nodes
+touches a handful of numbers per node instead of every device: that keeps a pass over 50,000 nodes
 within budget and memory O(nodes).
 """
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from accelscore.scorer import lanes as _lanes
 
 RESOURCE_USAGE_APS = "resource-usage-score"
 ACCELSCORE_APS = "accelscore"
 
 
-class CompatScore(enum.StrEnum):
-    """`resource-usage-score` names, identical to the upstream Go addon's."""
-
-    CPU_NODE = "cpuNodeAvailable"
-    CPU_CLUSTER = "cpuClusterAvailable"
-    MEM_NODE = "memNodeAvailable"
-    MEM_CLUSTER = "memClusterAvailable"
-    GPU_NODE = "gpuNodeAvailable"
-    GPU_CLUSTER = "gpuClusterAvailable"
-    TPU_NODE = "tpuNodeAvailable"
-    TPU_CLUSTER = "tpuClusterAvailable"
-
-
-class AccelScore(enum.StrEnum):
-    """`accelscore` names (DESIGN §3.1). Names may be added; these never change meaning."""
-
-    GPU_NODE_FREE = "gpuNodeFree"
-    GPU_CLUSTER_FREE = "gpuClusterFree"
-    GPU_CLUSTER_FIT1 = "gpuClusterFit1"
-    GPU_CLUSTER_FIT2 = "gpuClusterFit2"
-    GPU_CLUSTER_FIT4 = "gpuClusterFit4"
-    GPU_CLUSTER_FIT8 = "gpuClusterFit8"
-    GPU_NODE_MEM_FREE = "gpuNodeMemFree"
-    GPU_CLUSTER_COMPUTE_FREE = "gpuClusterComputeFree"
-    GPU_CLUSTER_HEADROOM = "gpuClusterHeadroom"
-    GPU_CLUSTER_HEALTHY = "gpuClusterHealthy"
-    TPU_NODE_FREE = "tpuNodeFree"
-    TPU_CLUSTER_FREE = "tpuClusterFree"
-    CLUSTER_FRESHNESS = "clusterFreshness"
-
-
-def published_score_names() -> dict[str, tuple[str, ...]]:
-    """Every score name the scorer publishes, per AddOnPlacementScore name (the one list to check against)."""
-    return {
-        RESOURCE_USAGE_APS: tuple(s.value for s in CompatScore),
-        ACCELSCORE_APS: tuple(s.value for s in AccelScore),
-    }
+# Pod sizes (whole GPUs) whose fit counts every node summary carries (`gpuClusterFit<k>`).
+FIT_SIZES = (1, 2, 4, 8)
+# Units of `NodeSummary.compute_units` per newest-part equivalent: weights are exact to 9 decimal places.
+COMPUTE_SCALE = 10**9
+# Lanes of `NodeSummary.lanes`: the counts a scoring pass only sums (accelscore.scorer.lanes).
+SUMMARY_LANES = (*(f"gpu_fit{k}" for k in FIT_SIZES), "gpu_total", "gpu_healthy", "tpu_free", "tpu_total")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +46,34 @@ class NodeSummary:
     tpu_total: int
     tpu_free: int
     tpu_free_known: bool
+    # Derived once here, so a scoring pass reads ready numbers (unknown = 0, which no sum or max sees).
+    cpu_free_or_0: float = field(init=False, repr=False, compare=False)
+    memory_free_or_0: float = field(init=False, repr=False, compare=False)
+    gpu_api_free_or_0: float = field(init=False, repr=False, compare=False)
+    tpu_api_free_or_0: float = field(init=False, repr=False, compare=False)
+    gpu_free_counted: int = field(init=False, repr=False, compare=False)  # gpu_free when known, else 0
+    tpu_free_counted: int = field(init=False, repr=False, compare=False)
+    compute_units: int = field(init=False, repr=False, compare=False)  # gpu_compute_free x COMPUTE_SCALE, exact
+    lanes: int = field(init=False, repr=False, compare=False)  # SUMMARY_LANES packed
+
+    def __post_init__(self) -> None:
+        gpu_free = max(0, self.gpu_free) if self.gpu_free_known else 0
+        tpu_free = max(0, self.tpu_free) if self.tpu_free_known else 0
+        # summarize() stores units / COMPUTE_SCALE, so rounding recovers the exact units (< 2**51 of them).
+        units = round(self.gpu_compute_free * COMPUTE_SCALE) if self.gpu_free_known else 0
+        derived = {
+            "cpu_free_or_0": self.cpu_free_cores or 0.0,
+            "memory_free_or_0": self.memory_free_bytes or 0.0,
+            "gpu_api_free_or_0": self.gpu_free_api or 0.0,
+            "tpu_api_free_or_0": self.tpu_free_api or 0.0,
+            "gpu_free_counted": gpu_free,
+            "tpu_free_counted": tpu_free,
+            "compute_units": max(0, units),
+            "lanes": _lanes.pack([*(gpu_free // k for k in FIT_SIZES), max(0, self.gpu_total),
+                                 max(0, self.gpu_healthy), tpu_free, max(0, self.tpu_total)]),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True, slots=True)
