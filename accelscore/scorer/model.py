@@ -20,7 +20,9 @@ FIT_SIZES = (1, 2, 4, 8)
 # Units of `NodeSummary.compute_units` per newest-part equivalent: weights are exact to 9 decimal places.
 COMPUTE_SCALE = 10**9
 # Lanes of `NodeSummary.lanes`: the counts a scoring pass only sums (accelscore.scorer.lanes).
-SUMMARY_LANES = (*(f"gpu_fit{k}" for k in FIT_SIZES), "gpu_total", "gpu_healthy", "tpu_free", "tpu_total")
+# compute_units last: the top lane is the one that may exceed 2**32.
+SUMMARY_LANES = (*(f"gpu_fit{k}" for k in FIT_SIZES), "gpu_total", "gpu_healthy", "tpu_free", "tpu_total",
+                 "compute_units")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,34 +48,22 @@ class NodeSummary:
     tpu_total: int
     tpu_free: int
     tpu_free_known: bool
-    # Derived once here, so a scoring pass reads ready numbers (unknown = 0, which no sum or max sees).
-    cpu_free_or_0: float = field(init=False, repr=False, compare=False)
-    memory_free_or_0: float = field(init=False, repr=False, compare=False)
-    gpu_api_free_or_0: float = field(init=False, repr=False, compare=False)
-    tpu_api_free_or_0: float = field(init=False, repr=False, compare=False)
-    gpu_free_counted: int = field(init=False, repr=False, compare=False)  # gpu_free when known, else 0
-    tpu_free_counted: int = field(init=False, repr=False, compare=False)
-    compute_units: int = field(init=False, repr=False, compare=False)  # gpu_compute_free x COMPUTE_SCALE, exact
-    lanes: int = field(init=False, repr=False, compare=False)  # SUMMARY_LANES packed
+    # Derived once here, so a scoring pass reads one ready tuple per node (accelscore.scorer.totals).
+    scan: tuple[float, float, float, float, float, int, int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         gpu_free = max(0, self.gpu_free) if self.gpu_free_known else 0
         tpu_free = max(0, self.tpu_free) if self.tpu_free_known else 0
         # summarize() stores units / COMPUTE_SCALE, so rounding recovers the exact units (< 2**51 of them).
-        units = round(self.gpu_compute_free * COMPUTE_SCALE) if self.gpu_free_known else 0
-        derived = {
-            "cpu_free_or_0": self.cpu_free_cores or 0.0,
-            "memory_free_or_0": self.memory_free_bytes or 0.0,
-            "gpu_api_free_or_0": self.gpu_free_api or 0.0,
-            "tpu_api_free_or_0": self.tpu_free_api or 0.0,
-            "gpu_free_counted": gpu_free,
-            "tpu_free_counted": tpu_free,
-            "compute_units": max(0, units),
-            "lanes": _lanes.pack([*(gpu_free // k for k in FIT_SIZES), max(0, self.gpu_total),
-                                 max(0, self.gpu_healthy), tpu_free, max(0, self.tpu_total)]),
-        }
-        for name, value in derived.items():
-            object.__setattr__(self, name, value)
+        units = max(0, round(self.gpu_compute_free * COMPUTE_SCALE)) if self.gpu_free_known else 0
+        packed = _lanes.pack([*(gpu_free // k for k in FIT_SIZES), max(0, self.gpu_total), max(0, self.gpu_healthy),
+                              tpu_free, max(0, self.tpu_total), units])
+        # Unknown API amounts are 0, which no sum or node maximum sees. `+ 0.0` makes fresh float objects
+        # allocated together, so a pass over 50,000 nodes touches one or two cache lines per node for them.
+        object.__setattr__(self, "scan", (
+            (self.cpu_free_cores or 0.0) + 0.0, (self.memory_free_bytes or 0.0) + 0.0,
+            (self.gpu_free_api or 0.0) + 0.0, (self.tpu_free_api or 0.0) + 0.0,
+            self.gpu_mem_free_max_bytes + 0.0, gpu_free, tpu_free, packed))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,9 @@
 """One pass over a cluster's node summaries -> `ClusterTotals`, the numbers every score is a function of. Pure.
 
-Which nodes count is `node_state.census`; this module only adds up the counted ones. Per node it reads
-ready fields of the `NodeSummary` (derived once at ingest): four float sums and maxima for
-resource-usage-score, three maxima, one packed-int addition for every device count (`lanes`) and one for
-the exact compute units. That keeps a pass over 50,000 nodes near 10 ms (bench/bench_scoring.py).
+Which nodes count is `node_state.census`; this module only adds up the counted ones. Per node it unpacks
+one tuple derived at ingest (`NodeSummary.scan`): four float sums and maxima for resource-usage-score,
+three more maxima, and one packed-int addition for every device count and the exact compute units
+(`accelscore.scorer.lanes`). That keeps a pass over 50,000 nodes near 10 ms (bench/bench_scoring.py).
 """
 
 from __future__ import annotations
@@ -66,36 +66,29 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
     nodes = census(snapshot.nodes, now=now, stale_after_s=stale_after_s)
     cpu_max = cpu_sum = mem_max = mem_sum = gpu_api_max = gpu_api_sum = tpu_api_max = tpu_api_sum = 0.0
     gpu_mem_max = 0.0
-    gpu_max = tpu_max = packed = units = 0
+    gpu_max = tpu_max = packed = 0
     # Locals only, no per-node allocation; the float sums run in snapshot order, as they always have.
     for s in nodes.counted:
-        v = s.cpu_free_or_0
-        cpu_sum += v
-        if v > cpu_max:
-            cpu_max = v
-        v = s.memory_free_or_0
-        mem_sum += v
-        if v > mem_max:
-            mem_max = v
-        v = s.gpu_api_free_or_0
-        gpu_api_sum += v
-        if v > gpu_api_max:
-            gpu_api_max = v
-        v = s.tpu_api_free_or_0
-        tpu_api_sum += v
-        if v > tpu_api_max:
-            tpu_api_max = v
-        v = s.gpu_mem_free_max_bytes
-        if v > gpu_mem_max:
-            gpu_mem_max = v
-        f = s.gpu_free_counted
-        if f > gpu_max:
-            gpu_max = f
-        f = s.tpu_free_counted
-        if f > tpu_max:
-            tpu_max = f
-        packed += s.lanes
-        units += s.compute_units
+        cpu, mem, gpu_api, tpu_api, gpu_mem, gpu_free, tpu_free, lanes_ = s.scan
+        cpu_sum += cpu
+        if cpu > cpu_max:
+            cpu_max = cpu
+        mem_sum += mem
+        if mem > mem_max:
+            mem_max = mem
+        gpu_api_sum += gpu_api
+        if gpu_api > gpu_api_max:
+            gpu_api_max = gpu_api
+        tpu_api_sum += tpu_api
+        if tpu_api > tpu_api_max:
+            tpu_api_max = tpu_api
+        if gpu_mem > gpu_mem_max:
+            gpu_mem_max = gpu_mem
+        if gpu_free > gpu_max:
+            gpu_max = gpu_free
+        if tpu_free > tpu_max:
+            tpu_max = tpu_free
+        packed += lanes_  # every device count and the compute units in one addition
     sums = dict(zip(SUMMARY_LANES, lanes.unpack(packed, len(SUMMARY_LANES)), strict=True))
     return ClusterTotals(
         census=nodes,
@@ -107,7 +100,7 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
         gpu_fits=tuple(sums[f"gpu_fit{k}"] for k in FIT_SIZES),
         gpu_total=sums["gpu_total"], gpu_healthy=sums["gpu_healthy"],
         gpu_mem_free_node_max_bytes=gpu_mem_max,
-        gpu_compute_free=Fraction(units, COMPUTE_SCALE),
+        gpu_compute_free=Fraction(sums["compute_units"], COMPUTE_SCALE),
         tpu_free_node_max=tpu_max, tpu_free_sum=sums["tpu_free"], tpu_total=sums["tpu_total"],
         pending_gpu_requests=snapshot.pending_gpu_requests,
         pending_tpu_requests=snapshot.pending_tpu_requests,
