@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelscore.agent import app
-    from accelscore.cli import setup_logging
+    from accelscore.logs import setup_logging
 
     config = agent_config_from(resolve(args, AGENT_OPTIONS))
     setup_logging(config.host.log_level)

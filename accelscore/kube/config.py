@@ -10,6 +10,10 @@ from kubernetes.config.config_exception import ConfigException
 
 from accelscore.kube.errors import KubeUnavailable
 
+# An opaque handle to one API server: callers pass it back into `accelscore.kube` functions and `close()` it;
+# they never call the client library through it.
+ApiClient = client.ApiClient
+
 
 def from_kubeconfig(path: str | Path) -> client.ApiClient:
     """An ApiClient for the kubeconfig at `path` (its current context)."""

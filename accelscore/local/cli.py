@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelscore.cli import setup_logging
+    from accelscore.logs import setup_logging
 
     values = resolve(args, LOCAL_OPTIONS)
     setup_logging(values["log_level"])

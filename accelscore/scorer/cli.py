@@ -21,8 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelscore.cli import setup_logging
     from accelscore.httpserve import MetricsServer
+    from accelscore.logs import setup_logging
     from accelscore.scorer.service import ScorerService
 
     config = scorer_config_from(resolve(args, SCORER_OPTIONS))
@@ -58,6 +58,6 @@ def _hub(config: ScorerConfig) -> Any:
     if config.hub_kubeconfig is None:
         log.warning("no HUB_KUBECONFIG: scores are served on /metrics only, not published")
         return None
-    from accelscore.scorer.hub import HubClient
+    from accelscore.kube.hub_scores import HubClient
 
     return HubClient(kubeconfig=config.hub_kubeconfig, namespace=config.cluster_name)

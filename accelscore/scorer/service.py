@@ -99,17 +99,13 @@ class ScorerService:
         return self
 
     def _start_watches(self) -> None:
-        from kubernetes import client as k8s
+        from accelscore.kube import nodes as kube_nodes
+        from accelscore.kube.pod_requests import effective_requests
 
-        from accelscore.agent.requests import effective_requests
-        from accelscore.kube.watch import WatchCache
+        def node_facts(node: kube_nodes.JsonObject) -> NodeFacts:
+            return NodeFacts(kube_nodes.object_name(node), not bool((node.get("spec") or {}).get("unschedulable")))
 
-        core = k8s.CoreV1Api(self._cluster_api)
-
-        def node_facts(node: Any) -> NodeFacts:
-            return NodeFacts(node.metadata.name, not bool(node.spec and node.spec.unschedulable))
-
-        def pending_demand(pod: dict[str, Any]) -> tuple[float, float]:  # raw JSON: effective_requests reads dicts
+        def pending_demand(pod: kube_nodes.JsonObject) -> tuple[float, float]:
             requests = effective_requests(pod)
             return requests.get(GPU, 0.0), requests.get(TPU, 0.0)
 
@@ -117,11 +113,9 @@ class ScorerService:
             self._watches_dirty.set()
             self._wake.set()
 
-        self._node_watch = WatchCache(list_func=core.list_node, key=lambda n: n.metadata.name,
-                                      transform=node_facts, on_change=changed, name="nodes")
-        self._pending_watch = WatchCache(list_func=core.list_pod_for_all_namespaces,
-                                         field_selector="spec.nodeName=,status.phase=Pending",
-                                         transform=pending_demand, on_change=changed, name="pending-pods", raw=True)
+        self._node_watch = kube_nodes.watch_nodes(self._cluster_api, transform=node_facts, on_change=changed)
+        self._pending_watch = kube_nodes.watch_pending_pods(self._cluster_api, transform=pending_demand,
+                                                            on_change=changed)
         self._watches = [self._node_watch, self._pending_watch]
 
     def _apply_watches(self) -> None:

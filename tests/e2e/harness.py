@@ -24,8 +24,8 @@ from accelscore.agent.push import PushLoop, ReportSender
 from accelscore.agent.report import change_key
 from accelscore.agent.runner import CollectorSet
 from accelscore.kube.config import from_kubeconfig
+from accelscore.kube.hub_scores import HubClient
 from accelscore.scorer.config import ScorerConfig
-from accelscore.scorer.hub import HubClient
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.scorer.service import ScorerService
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
