@@ -21,11 +21,13 @@ from accelscore.agent.snapshots import (
     NvidiaSnapshot,
     TpuSnapshot,
 )
+from accelscore.devices import Accelerator, CollectorName
 from accelscore.v1 import report_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-COLLECTOR_ORDER = ("node", "kubelet", "nvidia", "tpu", "host")
+COLLECTOR_ORDER = (CollectorName.NODE, CollectorName.KUBELET, CollectorName.NVIDIA, CollectorName.TPU,
+                   CollectorName.HOST)
 GPU_RESOURCE = "nvidia.com/gpu"
 TPU_RESOURCE = "google.com/tpu"
 _STATE = {State.OK: pb.COLLECTOR_STATE_OK, State.ABSENT: pb.COLLECTOR_STATE_ABSENT,
@@ -43,7 +45,8 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
     """One NodeReport from one cycle. `host_as_node` (local mode only) takes cpu/memory from psutil."""
     report = pb.NodeReport(node_name=node_name, agent_version=__version__, sequence=sequence,
                            agent_instance=instance, time=_timestamp(now))
-    for name in COLLECTOR_ORDER:
+    vendors = sorted(set(cycle.readings) - set(COLLECTOR_ORDER))  # collectors this file does not name
+    for name in (*COLLECTOR_ORDER, *vendors):
         reading = cycle.get(name)
         if reading is None:
             continue
@@ -69,7 +72,26 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
             _add_gpu(report, gpu, by_device, assignment_known=kubelet is not None)
     if tpu is not None:
         _add_tpus(report, tpu, by_device, assignment_known=kubelet is not None)
+    for name in vendors:
+        for accelerator in getattr(cycle.data(name), "accelerators", ()):
+            add_accelerator(report, accelerator, assignments=by_device.get(accelerator.id, ()),
+                            assignment_known=kubelet is not None)
     return report
+
+
+def add_accelerator(report: pb.NodeReport, accelerator: Accelerator, *, assignments: Iterable[DeviceAssignment],
+                    assignment_known: bool) -> pb.Device:
+    """Any vendor's accelerator as a wire Device: the fields scoring reads, unknown readings left unset."""
+    device = report.devices.add(
+        kind=int(accelerator.kind), id=accelerator.id, index=accelerator.index, model=accelerator.model,
+        pci_bus_id=accelerator.pci_bus_id, parent_id=accelerator.parent_id, health=int(accelerator.health),
+        health_reason=accelerator.health_reason, assignment_known=assignment_known)
+    for name in ("memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes", "utilization_ratio"):
+        value = getattr(accelerator, name)
+        if value is not None:
+            setattr(device, name, value)
+    _add_assignments(device, assignments)
+    return device
 
 
 def _timestamp(seconds: float) -> Timestamp:
@@ -131,7 +153,7 @@ def _assignments_by_device(kubelet: KubeletSnapshot | None, nvidia: NvidiaSnapsh
         elif parsed.kind is IdKind.TPU:
             key = tpu_keys.get(str(parsed.key), str(parsed.key))
         else:
-            continue
+            key = str(parsed.key)  # another vendor's plugin: its ids are the accelerators' own ids
         found[key].append(assignment)
     return found
 

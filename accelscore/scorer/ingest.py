@@ -30,6 +30,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from accelscore.scorer.auth import AuthError, TokenAuthenticator, bearer_token, check_node
+from accelscore.scorer.skew import UnknownItemCounts
 from accelscore.scorer.validate import Rejection, RejectReason, validate_report
 from accelscore.v1 import report_pb2 as pb
 
@@ -56,12 +57,13 @@ Accept = Callable[[pb.NodeReport, float], None]
 
 
 class IngestStats:
-    """Thread-safe counts of accepted reports and of rejected ones by reason."""
+    """Thread-safe counts of accepted reports, of rejected ones by reason, and of unknown items accepted."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._accepted = 0
         self._rejected = dict.fromkeys(RejectReason, 0)
+        self.unknown = UnknownItemCounts()  # collectors and device kinds of newer agents (ignored, counted)
 
     def accepted(self) -> None:
         """Count one accepted report."""
@@ -169,6 +171,7 @@ class ReportIngest:
             if len(self._newest) > MAX_TRACKED_NODES:
                 self._newest.popitem(last=False)
         self._stats.accepted()
+        self._stats.unknown.observe(report)
         response = pb.PushReportResponse()
         response.accepted_time.FromNanoseconds(int(received_at * 1e9))
         return response

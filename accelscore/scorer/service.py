@@ -19,6 +19,7 @@ from accelscore.scorer.publish_policy import PublishPolicy
 from accelscore.scorer.publisher import Publisher
 from accelscore.scorer.scoring import score_cluster
 from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.skew import UnknownItemsMetrics
 from accelscore.v1 import report_pb2
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class ScorerService:
         self.registry.register(ScorerMetrics(view=self.view, config=config.scoring,
                                              ingest_stats=self.ingest_stats.snapshot,
                                              publish_stats=self.publisher.stats))
+        self.registry.register(UnknownItemsMetrics(self.ingest_stats.unknown))
         self._cluster_api = cluster_api
         self._watches: list[Any] = []
         self._node_watch: Any = None

@@ -17,6 +17,7 @@ from typing import Any
 
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
 from accelscore.agent.snapshots import NodeSnapshot
+from accelscore.devices import CollectorName
 from accelscore.kube import nodes as kube_nodes
 from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import KubeUnavailable
@@ -106,7 +107,7 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
 class NodeCollector:
     """Reads this node and its pods through watches; `collect()` never raises and never blocks on the API."""
 
-    name = "node"
+    name = CollectorName.NODE
 
     def __init__(
         self,

@@ -12,6 +12,7 @@ from accelscore.agent.collectors.nvidia_events import XidWatcher
 from accelscore.agent.collectors.nvidia_read import GpuGone, GpuIdentity, GpuReader
 from accelscore.agent.collectors.nvidia_worker import NvmlCallTimeout, NvmlWorker
 from accelscore.agent.snapshots import GpuSnapshot, Health, NvidiaSnapshot
+from accelscore.devices import CollectorName
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ class _NoGpus(Exception):
 class NvidiaCollector:
     """Reads all NVIDIA GPUs of this node; NVML is initialised once and every call runs on one NVML thread."""
 
-    name = "nvidia"
+    name = CollectorName.NVIDIA
 
     def __init__(self, *, nvml: Any = None, call_timeout_s: float = 2.0,
                  gpu_advertised: Callable[[], bool | None] = lambda: None,
