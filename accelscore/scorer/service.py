@@ -15,7 +15,6 @@ from accelscore.scorer.ingest import IngestStats, build_ingest_server
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.model import ScoreSet
 from accelscore.scorer.node_table import NodeFacts, NodeTable
-from accelscore.scorer.publish_policy import PublishPolicy
 from accelscore.scorer.publisher import Publisher
 from accelscore.scorer.scoring import score_cluster
 from accelscore.scorer.scoring_config import ScoringConfig
@@ -49,10 +48,7 @@ class ScorerService:
         self.table = NodeTable(cluster=config.cluster_name, config=config.scoring)
         self.view = ScoringView(cluster=config.cluster_name)
         self.ingest_stats = IngestStats()
-        policy = PublishPolicy(min_interval_s=config.min_publish_interval_s, dead_band=config.dead_band,
-                               valid_for_s=config.valid_for_s, min_fresh_ratio=config.min_fresh_ratio,
-                               stale_after_s=config.scoring.stale_after_s)
-        self.publisher = Publisher(hub=hub, cluster=config.cluster_name, policy=policy, clock=clock)
+        self.publisher = Publisher(hub=hub, cluster=config.cluster_name, policy=config.publish, clock=clock)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(ScorerMetrics(view=self.view, config=config.scoring,
                                              ingest_stats=self.ingest_stats.snapshot,
