@@ -137,8 +137,8 @@ def test_first_publish_of_stale_data_is_a_withdrawal() -> None:
     assert (d.action, d.scores) == (Action.WITHDRAW, ())
 
 
-@pytest.mark.parametrize("kwargs", [{"valid_for_s": 10, "min_interval_s": 10}, {"valid_for_s": 20, "min_interval_s": 10},
-                                    {"min_fresh_ratio": 1.5},
+@pytest.mark.parametrize("kwargs", [{"valid_for_s": 10, "min_interval_s": 10},
+                                    {"valid_for_s": 20, "min_interval_s": 10}, {"min_fresh_ratio": 1.5},
                                     {"dead_band": -1}, {"min_interval_s": math.nan}])
 def test_policy_rejects_nonsense(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
