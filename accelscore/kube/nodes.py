@@ -1,7 +1,7 @@
 """Watches on Nodes and Pods: the list functions behind each `WatchCache`, so callers never touch the client.
 
-Every watch here is `raw`: `transform` and `key` see the API JSON as dicts (our `TypedDict`-free plain
-JSON), so no client model class crosses this door.
+Every watch here is `raw`: `transform` and `key` see the API objects as JSON dicts, never the client's
+model classes, and reduce them to the caller's own frozen dataclasses.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
+from accelscore.kube.config import ApiClient
 from accelscore.kube.watch import OnChange, WatchCache, namespaced_key
 
 V = TypeVar("V")
@@ -24,7 +25,7 @@ def object_name(obj: JsonObject) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
 
 
-def watch_node(api_client: Any, *, node_name: str, transform: Callable[[JsonObject], V],
+def watch_node(api_client: ApiClient, *, node_name: str, transform: Callable[[JsonObject], V],
                **options: Any) -> WatchCache[str, V]:
     """One Node, by name (field selector), keyed by its name."""
     return WatchCache(list_func=client.CoreV1Api(api_client).list_node, raw=True, key=object_name,
@@ -32,7 +33,7 @@ def watch_node(api_client: Any, *, node_name: str, transform: Callable[[JsonObje
                       name=f"node/{node_name}", **options)
 
 
-def watch_node_pods(api_client: Any, *, node_name: str, transform: Callable[[JsonObject], V],
+def watch_node_pods(api_client: ApiClient, *, node_name: str, transform: Callable[[JsonObject], V],
                     **options: Any) -> WatchCache[tuple[str, str], V]:
     """The non-terminal pods bound to one node, keyed by (namespace, name)."""
     selector = f"spec.nodeName={node_name},status.phase!=Succeeded,status.phase!=Failed"
@@ -41,15 +42,15 @@ def watch_node_pods(api_client: Any, *, node_name: str, transform: Callable[[Jso
                       name=f"pods/{node_name}", **options)
 
 
-def watch_nodes(api_client: Any, *, transform: Callable[[JsonObject], V], on_change: OnChange | None = None,
-                **options: Any) -> WatchCache[str, V]:
+def watch_nodes(api_client: ApiClient, *, transform: Callable[[JsonObject], V],
+                on_change: OnChange | None = None, **options: Any) -> WatchCache[str, V]:
     """Every Node of the cluster, keyed by name."""
     return WatchCache(list_func=client.CoreV1Api(api_client).list_node, raw=True, key=object_name,
                       transform=transform, on_change=on_change, name="nodes", **options)
 
 
-def watch_pending_pods(api_client: Any, *, transform: Callable[[JsonObject], V], on_change: OnChange | None = None,
-                       **options: Any) -> WatchCache[tuple[str, str], V]:
+def watch_pending_pods(api_client: ApiClient, *, transform: Callable[[JsonObject], V],
+                       on_change: OnChange | None = None, **options: Any) -> WatchCache[tuple[str, str], V]:
     """Pods not yet bound to any node (Pending, no nodeName), keyed by (namespace, name)."""
     return WatchCache(list_func=client.CoreV1Api(api_client).list_pod_for_all_namespaces, raw=True,
                       key=namespaced_key, transform=transform, on_change=on_change,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from kubernetes import client
 
+from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import KubeError, translated
 
 __all__ = ["TokenReviewResult", "TokenReviews"]
@@ -32,7 +32,7 @@ class TokenReviewResult:
 class TokenReviews:
     """Asks one API server about tokens (TokenReview) and pods (their node), each call bounded by a timeout."""
 
-    def __init__(self, api_client: Any, *, request_timeout_s: float = 5.0) -> None:
+    def __init__(self, api_client: ApiClient, *, request_timeout_s: float = 5.0) -> None:
         self._authn = client.AuthenticationV1Api(api_client)
         self._core = client.CoreV1Api(api_client)
         self._timeout = request_timeout_s

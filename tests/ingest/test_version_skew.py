@@ -3,16 +3,20 @@ no number for) goes through today's real gRPC ingest, is accepted, and is scored
 
 from __future__ import annotations
 
+import argparse
 import math
 import time
 
 import grpc
 from prometheus_client import CollectorRegistry, generate_latest
 
+from accelscore.options import add_options, resolve
+from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
 from accelscore.scorer.ingest import METHOD, SERVICE
 from accelscore.scorer.node_table import NodeTable
 from accelscore.scorer.scoring import score_cluster
 from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.service import ScorerService
 from accelscore.scorer.skew import MAX_NAMES_PER_ITEM, OTHER, UnknownItem, UnknownItemCounts, UnknownItemsMetrics
 from accelscore.scorer.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
@@ -113,3 +117,13 @@ def test_unknown_items_are_exported_as_a_counter_with_item_and_name() -> None:
     text = generate_latest(registry).decode()
     assert 'accelscore_scorer_report_unknown_items_total{item="collector",name="amd"} 1.0' in text
     assert 'accelscore_scorer_report_unknown_items_total{item="device_kind",name="7"} 2.0' in text
+
+
+def test_the_scorers_own_metrics_carry_the_unknown_items_counter() -> None:
+    parser = argparse.ArgumentParser()
+    add_options(parser, SCORER_OPTIONS)
+    config = scorer_config_from(resolve(parser.parse_args(["--disable-auth"]), SCORER_OPTIONS, environ={}))
+    service = ScorerService(config=config)
+    service.ingest_stats.unknown.observe(newer_agent_report(time.time()))
+    text = service.render().decode()
+    assert 'accelscore_scorer_report_unknown_items_total{item="collector",name="amd"} 1.0' in text
