@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 __all__ = [
+    "COLLECTOR_NAMES",
     "KINDS",
+    "KIND_VALUES",
     "Accelerator",
     "AcceleratorFamily",
     "CollectorName",
@@ -78,21 +80,19 @@ KINDS: Mapping[DeviceKind, KindInfo] = MappingProxyType({
 })
 
 
+# Plain sets for the per-report hot path (an enum lookup per item costs ~1 µs).
+COLLECTOR_NAMES: frozenset[str] = frozenset(CollectorName)
+KIND_VALUES: frozenset[int] = frozenset(KINDS)
+
+
 def known_kind(value: int) -> DeviceKind | None:
     """The kind for a wire value, or None when this version does not know it (a newer agent's kind)."""
-    try:
-        kind = DeviceKind(value)
-    except ValueError:
-        return None
-    return kind if kind in KINDS else None
+    return DeviceKind(value) if value in KIND_VALUES else None
 
 
 def known_collector(name: str) -> CollectorName | None:
     """The collector for a wire name, or None when this version does not know it."""
-    try:
-        return CollectorName(name)
-    except ValueError:
-        return None
+    return CollectorName(name) if name in COLLECTOR_NAMES else None
 
 
 @dataclass(frozen=True, slots=True)

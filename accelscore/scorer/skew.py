@@ -16,7 +16,7 @@ from typing import Protocol
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from accelscore.devices import known_collector, known_kind
+from accelscore.devices import COLLECTOR_NAMES, KIND_VALUES
 
 MAX_NAMES_PER_ITEM = 16
 OTHER = "other"
@@ -49,8 +49,8 @@ class _Report(Protocol):
 
 def unknown_items(report: _Report) -> list[tuple[UnknownItem, str]]:
     """(item, name) for every collector and device whose name or kind this version does not know."""
-    found = [(UnknownItem.COLLECTOR, c.name) for c in report.collectors if known_collector(c.name) is None]
-    found += [(UnknownItem.DEVICE_KIND, str(d.kind)) for d in report.devices if known_kind(d.kind) is None]
+    found = [(UnknownItem.COLLECTOR, c.name) for c in report.collectors if c.name not in COLLECTOR_NAMES]
+    found += [(UnknownItem.DEVICE_KIND, str(d.kind)) for d in report.devices if d.kind not in KIND_VALUES]
     return found
 
 
