@@ -12,13 +12,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / ".importlinter"
-LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+# The `lint-imports` console script, run by this interpreter (no PATH lookup, no venv layout assumed).
+LINT_IMPORTS = (sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command as c; "
+                                      "sys.argv[0] = 'lint-imports'; sys.exit(c())")
 
 
 def lint_imports(source_root: Path) -> subprocess.CompletedProcess[str]:
     """Run `lint-imports` with `source_root` first on the import path (so its `accelscore` is the one checked)."""
     env = dict(os.environ, PYTHONPATH=str(source_root), PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run([str(LINT_IMPORTS), "--config", str(CONFIG), "--no-cache"], cwd=source_root, env=env,
+    return subprocess.run([*LINT_IMPORTS, "--config", str(CONFIG), "--no-cache"], cwd=source_root, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
 
 
