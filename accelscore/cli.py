@@ -45,11 +45,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
-    except ConfigError as err:
-        print(f"accelscore {args.command}: {err}", file=sys.stderr)
+    except ConfigError as err:  # StartupError too: bad input or environment, one line, exit 2
+        print(f"accelscore {args.command}: {one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def one_line(message: str) -> str:
+    """The message with every run of whitespace (newlines of YAML parser errors too) as one space."""
+    return " ".join(message.split())
 
 
 def setup_logging(level: str) -> None:

@@ -19,6 +19,11 @@ class ConfigError(ValueError):
     """A bad configuration value; the message is the one line the user sees."""
 
 
+class StartupError(ConfigError):
+    """The environment cannot serve a valid configuration (a port in use, an unreadable file, no cluster API,
+    a KUBECONFIG that does not load); the message is the one line the user sees, and the exit status is 2."""
+
+
 @dataclass(frozen=True)
 class Option:
     """One setting: `--flag` and its `ENV` twin, a parser that validates, a default and help text."""
@@ -151,6 +156,18 @@ def text(raw: str) -> str:
     return raw
 
 
+def one_of_any_case(*choices: str) -> Callable[[str], str]:
+    """Like `one_of`, ignoring case and surrounding blanks; returns the choice as declared."""
+    by_key = {choice.lower(): choice for choice in choices}
+
+    def parse(raw: str) -> str:
+        choice = by_key.get(raw.strip().lower())
+        if choice is None:
+            raise ValueError(f"expected one of {', '.join(choices)} (any case)")
+        return choice
+    return parse
+
+
 def port_list(raw: str) -> tuple[int, ...]:
     """Comma-separated ports, e.g. 8431,8432."""
     ports = []
@@ -167,5 +184,5 @@ def port_list(raw: str) -> tuple[int, ...]:
     return tuple(ports)
 
 
-LOG_LEVEL = Option("--log-level", "ACCELSCORE_LOG_LEVEL", one_of("debug", "info", "warning", "error"),
+LOG_LEVEL = Option("--log-level", "ACCELSCORE_LOG_LEVEL", one_of_any_case("debug", "info", "warning", "error"),
                    "info", "log verbosity")

@@ -50,9 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelscore.cli import setup_logging
+    from accelscore.kube.config import startup_api_client
 
     values = resolve(args, LOCAL_OPTIONS)
     setup_logging(values["log_level"])
+    startup_api_client()  # a KUBECONFIG that is set must load; none at all is the usual local case
     session = LocalSession(values)
     try:
         if args.once:

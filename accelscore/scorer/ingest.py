@@ -29,6 +29,7 @@ from typing import NoReturn
 import grpc
 from google.protobuf.message import DecodeError
 
+from accelscore.options import StartupError
 from accelscore.scorer.auth import AuthError, TokenAuthenticator, bearer_token, check_node
 from accelscore.scorer.validate import Rejection, RejectReason, validate_report
 from accelscore.v1 import report_pb2 as pb
@@ -209,7 +210,7 @@ def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAut
     try:
         port = server.add_insecure_port(address)
     except RuntimeError as err:
-        raise OSError(f"cannot listen on {address}: {err}") from err
+        raise StartupError(f"cannot listen on {address} for gRPC ingest: {err}") from err
     if port == 0:
-        raise OSError(f"cannot listen on {address}")
+        raise StartupError(f"cannot listen on {address} for gRPC ingest (address in use or not available)")
     return server, port

@@ -128,9 +128,21 @@ def validate_placement(obj: Mapping[str, Any], where: str, schema: Mapping[str, 
     return []
 
 
+def read_input(path: Path) -> str:
+    """A fleet, trace or Placement file's text; FleetError naming the path when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FleetError(f"{path}: no such file or directory") from None
+    except IsADirectoryError:
+        raise FleetError(f"{path}: is a directory, expected a YAML or JSON file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise FleetError(f"{path}: cannot read: {getattr(err, 'strerror', None) or err}") from None
+
+
 def _documents(path: Path) -> list[Any]:
     """Every document in a YAML or JSON file."""
-    text = path.read_text(encoding="utf-8")
+    text = read_input(path)
     try:
         if path.suffix == ".json":
             return [json.loads(text)]
