@@ -7,6 +7,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from accelscore.options import ConfigError
 
@@ -19,10 +20,17 @@ SUBCOMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors as one line (exit 2), like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from accelscore import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="accelscore",
         description="GPU/TPU-aware AddOnPlacementScores for Open Cluster Management. "
         "Every flag has an environment twin, shown in its help.",

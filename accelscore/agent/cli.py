@@ -59,19 +59,19 @@ def _serve(config: AgentConfig, collectors: Any) -> int:
     from accelscore.agent import app
     from accelscore.httpserve import MetricsServer
 
+    host, port = config.metrics_address
+    # Bind first, so a busy port is the one line a failed start prints; the runtime is made just after.
+    server = MetricsServer(host, port, render=lambda: runtime.render(), healthy=lambda: runtime.healthy(),
+                           ready=lambda: runtime.ready())
     push_loop = _push_loop(config)
+    runtime = app.AgentRuntime(config=config, collectors=collectors, push_loop=push_loop)
+    server.start()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: runtime.stop())
     try:
-        runtime = app.AgentRuntime(config=config, collectors=collectors, push_loop=push_loop)
-        host, port = config.metrics_address
-        server = MetricsServer(host, port, render=runtime.render, healthy=runtime.healthy,
-                               ready=runtime.ready).start()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: runtime.stop())
-        try:
-            runtime.run(server=server)
-        finally:
-            server.stop()
+        runtime.run(server=server)
     finally:
+        server.stop()
         if push_loop is not None:
             push_loop.stop()
     log.info("agent stopped")

@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     session = LocalSession(values)
     try:
         if args.once:
+            session.collectors.log_changes = False  # the printed output carries every collector's state
             session.step(settle=True)
             session.print(sys.stdout)
             return 0

@@ -37,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
         service.stop()
         raise
     server.start()
+    if config.hub_kubeconfig is None:
+        log.warning("no HUB_KUBECONFIG: scores are served on /metrics only, not published")
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: service.stop())
     try:
@@ -62,7 +64,6 @@ def _cluster_api(config: ScorerConfig) -> Any:
 
 def _hub(config: ScorerConfig) -> Any:
     if config.hub_kubeconfig is None:
-        log.warning("no HUB_KUBECONFIG: scores are served on /metrics only, not published")
         return None
     from accelscore.scorer.hub import HubClient
 

@@ -140,6 +140,16 @@ def read_input(path: Path) -> str:
         raise FleetError(f"{path}: cannot read: {getattr(err, 'strerror', None) or err}") from None
 
 
+def parse_problem(err: Exception) -> str:
+    """A YAML or JSON parse error as one short phrase with its line and column."""
+    mark = getattr(err, "problem_mark", None)
+    if isinstance(err, yaml.MarkedYAMLError) and mark is not None:
+        return f"{err.problem or err.context} at line {mark.line + 1}, column {mark.column + 1}"
+    if isinstance(err, json.JSONDecodeError):
+        return f"{err.msg} at line {err.lineno}, column {err.colno}"
+    return " ".join(str(err).split())
+
+
 def _documents(path: Path) -> list[Any]:
     """Every document in a YAML or JSON file."""
     text = read_input(path)
@@ -148,7 +158,7 @@ def _documents(path: Path) -> list[Any]:
             return [json.loads(text)]
         return [d for d in yaml.load_all(text, Loader=_LOADER) if d is not None]
     except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise FleetError(f"{path}: not valid YAML/JSON: {err}") from err
+        raise FleetError(f"{path}: not valid YAML/JSON: {parse_problem(err)}") from err
 
 
 def _age(value: Any, where: str) -> float:
