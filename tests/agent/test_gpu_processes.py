@@ -118,3 +118,18 @@ def test_without_a_rule_the_report_keeps_the_agent_behaviour(local_collector) ->
     report = build_report(cycle, node_name="box", sequence=1, instance="t", now=time.time())
     assert not any(d.assignment_known or d.assignments for d in report.devices)
     assert summarize(report, default_scoring_config(), received_at=time.time()).gpu_free == 0
+
+
+def test_a_hung_process_list_costs_one_timeout_and_makes_the_gpu_part_unknown() -> None:
+    raw = {"gpus": [{"uuid": "GPU-1", "name": "H100", "pci_bus_id": "0:1"}],
+           "hangs": [{"step": 0, "call": "nvmlDeviceGetComputeRunningProcesses"}]}
+    fake = FakeNvml(scenario_from_dict(raw))
+    collector = NvidiaCollector(nvml=fake, call_timeout_s=0.3, xid_wait_ms=20, read_processes=True)
+    try:
+        started = time.monotonic()
+        reading = collector.collect()
+        assert time.monotonic() - started < 2
+        assert reading.state is State.UNKNOWN and "nvmlDeviceGetComputeRunningProcesses timed out" in reading.reason
+    finally:
+        fake.release_hangs()
+        collector.close()
