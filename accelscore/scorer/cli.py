@@ -29,19 +29,15 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(config.log_level)
     service = ScorerService(config=config, cluster_api=_cluster_api(config), hub=_hub(config))
     host, port = config.metrics_address
+    # Both ports are bound before anything is logged: a busy one is the one line a failed start prints.
     server = MetricsServer(host, port, render=service.render, healthy=service.healthy, ready=service.ready)
     try:
         service.start()
-    except BaseException:
-        server.stop()
-        service.stop()
-        raise
-    server.start()
-    if config.hub_kubeconfig is None:
-        log.warning("no HUB_KUBECONFIG: scores are served on /metrics only, not published")
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: service.stop())
-    try:
+        server.start()
+        if config.hub_kubeconfig is None:
+            log.warning("no HUB_KUBECONFIG: scores are served on /metrics only, not published")
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: service.stop())
         service.run()
     finally:
         server.stop()
