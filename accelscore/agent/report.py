@@ -109,6 +109,7 @@ def _process_assignments(gpu: GpuSnapshot) -> list[DeviceAssignment]:
 
 
 def _process_assignment(gpu: GpuSnapshot, holder: str) -> DeviceAssignment:
+    """One holder of the whole GPU, shaped like a kubelet assignment so the scorer needs no second rule."""
     return DeviceAssignment(resource_name=GPU_RESOURCE, device_id=gpu.uuid, normalized_id=gpu.uuid, namespace="",
                             pod=holder, container="")
 

@@ -46,18 +46,21 @@ def explain(cycle: Cycle, rule: GpuAssignmentRule) -> Explanation:
 
 
 def _rule_text(cycle: Cycle, rule: GpuAssignmentRule) -> str:
+    """The rule as printed; "unknown" says which kubelet state made it so."""
     if rule is GpuAssignmentRule.UNKNOWN:
         return f"unknown: {_state_of(cycle.get('kubelet'), 'kubelet')}"
     return rule.value
 
 
 def _state_of(reading: Reading[Any] | None, name: str) -> str:
+    """'<name> <STATE>: <reason>', the way every note names a collector."""
     if reading is None:
         return f"{name} not run"
     return f"{name} {reading.state.value}: {reading.reason}" if reading.reason else f"{name} {reading.state.value}"
 
 
 def _gpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
+    """Why gpu* scores are 0 (or which GPUs count busy for lack of data); "" when the data is all there."""
     nvidia = cycle.get("nvidia")
     if nvidia is None or nvidia.state is not State.OK:
         return f"gpu* scores are 0: {_state_of(nvidia, 'nvidia')}"
@@ -72,6 +75,7 @@ def _gpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
 
 
 def _tpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
+    """Why tpu* scores are 0 for lack of data; "" when the data is all there."""
     tpu = cycle.get("tpu")
     if tpu is None or tpu.state is not State.OK:
         return f"tpu* scores are 0: {_state_of(tpu, 'tpu')}"
