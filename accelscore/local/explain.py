@@ -11,7 +11,7 @@ from typing import Any
 from accelscore.agent.collectors.base import Reading, State
 from accelscore.agent.report import GpuAssignmentRule
 from accelscore.agent.runner import Cycle
-from accelscore.agent.snapshots import NvidiaSnapshot
+from accelscore.agent.snapshots import Health, NvidiaSnapshot
 
 ANNOTATION_DOMAIN = "accelscore.io"
 RULE_ANNOTATION = f"{ANNOTATION_DOMAIN}/gpu-assignment"
@@ -68,7 +68,8 @@ def _gpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
         kubelet = _state_of(cycle.get("kubelet"), "kubelet")
         return f"gpu free/fit/memory scores are 0: GPU assignment unknown ({kubelet})"
     data: NvidiaSnapshot | None = nvidia.data
-    unread = [str(g.index) for g in (data.gpus if data else ()) if g.processes is None and g.uuid]
+    unread = [str(g.index) for g in (data.gpus if data else ())
+              if g.processes is None and g.health is not Health.UNHEALTHY]  # a lost GPU is busy anyway
     if rule is GpuAssignmentRule.NVML_PROCESSES and unread:
         return f"GPU {', '.join(unread)} counted busy: NVML would not list its processes (unknown is never free)"
     return ""
