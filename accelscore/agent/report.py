@@ -21,6 +21,7 @@ from accelscore.agent.runner import Cycle
 from accelscore.agent.snapshots import (
     DeviceAssignment,
     GpuSnapshot,
+    Health,
     HostSnapshot,
     KubeletSnapshot,
     NodeSnapshot,
@@ -97,6 +98,8 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
             _add_gpu(report, gpu, by_device, assignment_known=rule is not GpuAssignmentRule.UNKNOWN)
     if tpu is not None:  # NVML processes say nothing about TPUs
         _add_tpus(report, tpu, by_device, assignment_known=rule is GpuAssignmentRule.KUBELET)
+    if host_as_node and node is None and nvidia is not None and rule is GpuAssignmentRule.NVML_PROCESSES:
+        _add_host_gpus(report, nvidia)
     return report
 
 
@@ -154,6 +157,16 @@ def _add_host_resources(report: pb.NodeReport, host: HostSnapshot) -> None:
     report.resources.add(name="cpu", allocatable=float(host.cpu_count), requested=0.0, free=float(host.cpu_count))
     total = float(host.memory_total_bytes)
     report.resources.add(name="memory", allocatable=total, requested=0.0, free=total)
+
+
+def _add_host_gpus(report: pb.NodeReport, nvidia: NvidiaSnapshot) -> None:
+    """Local mode with neither Kubernetes API nor kubelet: nvidia.com/gpu as this host has it, so the
+    resource-usage-score agrees with the process rule: usable GPUs, requested = those running a process or
+    whose process list is unknown."""
+    usable = [g for g in nvidia.gpus if g.health in (Health.HEALTHY, Health.DEGRADED)]
+    held = sum(1 for g in usable if g.processes != ())
+    report.resources.add(name=GPU_RESOURCE, allocatable=float(len(usable)), requested=float(held),
+                         free=float(len(usable) - held))
 
 
 def _assignments_by_device(kubelet: KubeletSnapshot | None, nvidia: NvidiaSnapshot | None,

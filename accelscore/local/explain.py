@@ -17,6 +17,7 @@ ANNOTATION_DOMAIN = "accelscore.io"
 RULE_ANNOTATION = f"{ANNOTATION_DOMAIN}/gpu-assignment"
 COLLECTOR_ANNOTATION = f"collector.{ANNOTATION_DOMAIN}/"  # + "<name>-state" and "<name>-reason"
 NOTE_ANNOTATION = f"{ANNOTATION_DOMAIN}/"  # + "gpu-scores-note" and "tpu-scores-note"
+COMPAT = "resource-usage-score"
 
 
 @dataclass(frozen=True)
@@ -63,26 +64,35 @@ def _gpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
     """Why gpu* scores are 0 (or which GPUs count busy for lack of data); "" when the data is all there."""
     nvidia = cycle.get("nvidia")
     if nvidia is None or nvidia.state is not State.OK:
-        return f"gpu* scores are 0: {_state_of(nvidia, 'nvidia')}"
+        return f"gpu* scores are 0 ({COMPAT} -100): {_state_of(nvidia, 'nvidia')}"
     if rule is GpuAssignmentRule.UNKNOWN:
         kubelet = _state_of(cycle.get("kubelet"), "kubelet")
-        return f"gpu free/fit/memory scores are 0: GPU assignment unknown ({kubelet})"
+        return f"gpu free/fit/memory scores are 0 ({COMPAT} -100): GPU assignment unknown ({kubelet})"
     data: NvidiaSnapshot | None = nvidia.data
     unread = [str(g.index) for g in (data.gpus if data else ())
               if g.processes is None and g.health is not Health.UNHEALTHY]  # a lost GPU is busy anyway
     if rule is GpuAssignmentRule.NVML_PROCESSES and unread:
         return f"GPU {', '.join(unread)} counted busy: NVML would not list its processes (unknown is never free)"
-    return ""
+    return _compat_note(cycle, rule, "gpu", "nvidia.com/gpu")
 
 
 def _tpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
     """Why tpu* scores are 0 for lack of data; "" when the data is all there."""
     tpu = cycle.get("tpu")
     if tpu is None or tpu.state is not State.OK:
-        return f"tpu* scores are 0: {_state_of(tpu, 'tpu')}"
+        return f"tpu* scores are 0 ({COMPAT} -100): {_state_of(tpu, 'tpu')}"
     if rule is not GpuAssignmentRule.KUBELET:
         kubelet = _state_of(cycle.get("kubelet"), "kubelet")
-        return f"tpu free scores are 0: TPU assignment needs the kubelet ({kubelet})"
+        return f"tpu free scores are 0 ({COMPAT} -100): TPU assignment needs the kubelet ({kubelet})"
+    return _compat_note(cycle, rule, "tpu", "google.com/tpu")
+
+
+def _compat_note(cycle: Cycle, rule: GpuAssignmentRule, family: str, resource: str) -> str:
+    """With the kubelet but no Kubernetes API, the drop-in scores have no allocatable/requested to read."""
+    node = cycle.get("node")
+    if rule is GpuAssignmentRule.KUBELET and (node is None or node.state is not State.OK):
+        return f"{COMPAT} {family}* are -100: {resource} allocatable/requested need the Kubernetes API " \
+               f"({_state_of(node, 'node')})"
     return ""
 
 

@@ -133,3 +133,17 @@ def test_a_hung_process_list_costs_one_timeout_and_makes_the_gpu_part_unknown() 
     finally:
         fake.release_hangs()
         collector.close()
+
+
+@pytest.mark.parametrize(("rule", "wanted"), [
+    (GpuAssignmentRule.NVML_PROCESSES, (4.0, 3.0, 1.0)),  # 4 usable (GPU 4 is unhealthy), 3 held, 1 free
+    (GpuAssignmentRule.UNKNOWN, None),  # requested unknown: the resource stays unlisted (unknown, not 0)
+])
+def test_local_host_lists_its_gpus_as_a_resource_only_under_the_process_rule(
+        local_collector, rule: GpuAssignmentRule, wanted: tuple[float, float, float] | None) -> None:
+    collector, _ = local_collector
+    cycle = CollectorSet([collector]).collect_all(now=time.time())
+    report = build_report(cycle, node_name="box", sequence=1, instance="t", now=time.time(), host_as_node=True,
+                          rule=rule)
+    found = [(r.allocatable, r.requested, r.free) for r in report.resources if r.name == "nvidia.com/gpu"]
+    assert found == ([] if wanted is None else [wanted])

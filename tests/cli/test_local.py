@@ -72,13 +72,15 @@ def test_json_and_yaml_carry_the_rule_and_every_collector_as_annotations(isolate
                 assert notes[f"collector.accelscore.io/{collector}-state"] == "ABSENT", collector
                 assert notes[f"collector.accelscore.io/{collector}-reason"], collector
             assert notes["collector.accelscore.io/host-state"] == "OK"
-            assert notes["accelscore.io/gpu-scores-note"].startswith("gpu* scores are 0: nvidia ABSENT: ")
-            assert notes["accelscore.io/tpu-scores-note"] == "tpu* scores are 0: tpu ABSENT: no TPU PCI devices"
+            assert notes["accelscore.io/gpu-scores-note"].startswith(
+                "gpu* scores are 0 (resource-usage-score -100): nvidia ABSENT: ")
+            assert notes["accelscore.io/tpu-scores-note"] == \
+                "tpu* scores are 0 (resource-usage-score -100): tpu ABSENT: no TPU PCI devices"
             assert all(isinstance(v, str) for v in notes.values())
 
 
 def test_table_names_the_rule_and_why_accelerator_scores_are_0(isolated_env: dict[str, str]) -> None:
     lines = run_cli(["local", "--once"], isolated_env).stdout.splitlines()
     assert "GPU assignment: NVML running processes (no kubelet; local mode)" in lines
-    assert any(line.startswith("gpu* scores are 0: nvidia ABSENT: ") for line in lines)
-    assert "tpu* scores are 0: tpu ABSENT: no TPU PCI devices" in lines
+    assert any(line.startswith("gpu* scores are 0 (resource-usage-score -100): nvidia ABSENT: ") for line in lines)
+    assert "tpu* scores are 0 (resource-usage-score -100): tpu ABSENT: no TPU PCI devices" in lines

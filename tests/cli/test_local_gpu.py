@@ -18,7 +18,7 @@ from accelscore.agent.config import host_config_from
 from accelscore.kube.errors import KubeUnavailable
 from accelscore.local.cli import LOCAL_OPTIONS, LocalSession
 from accelscore.options import resolve
-from accelscore.scorer.model import ACCELSCORE_APS
+from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
 from tests.fakes.podresources_builder import allocatable_reply, list_reply
@@ -61,6 +61,10 @@ def _free(session: LocalSession) -> float:
     return next(s.raw["gpuClusterFree"] for s in session.score_sets if s.aps_name == ACCELSCORE_APS)
 
 
+def _compat_gpus(session: LocalSession) -> float:
+    return next(s.raw["gpuNodeAvailable"] for s in session.score_sets if s.aps_name == RESOURCE_USAGE_APS)
+
+
 def test_without_a_kubelet_idle_healthy_gpus_count_free_and_every_format_says_so(short_dir: Path) -> None:
     (short_dir / "sys").mkdir()
     fake = FakeNvml(load_scenario("h100x5-local-processes"))
@@ -69,12 +73,13 @@ def test_without_a_kubelet_idle_healthy_gpus_count_free_and_every_format_says_so
         session.step(settle=True)
         assert _free(session) == 1  # GPU 0 only: 1 busy, 2 unreadable, 3 Xorg, 4 sick
         assert _scores(session)["gpuClusterFit1"] > 0
+        assert _compat_gpus(session) == 1  # the drop-in score agrees: 4 usable GPUs, 3 held
         table = _printed(session).splitlines()
         assert "GPU assignment: NVML running processes (no kubelet; local mode)" in table
         assert "GPU 2 counted busy: NVML would not list its processes (unknown is never free)" in table
         fake.advance()  # the training process on GPU 1 exits
         assert session.step() is True
-        assert _free(session) == 2
+        assert _free(session) == 2 and _compat_gpus(session) == 2
         session.output = "json"
         (obj, *_) = [o for o in json.loads(_printed(session)) if o["metadata"]["name"] == ACCELSCORE_APS]
         assert obj["metadata"]["annotations"]["accelscore.io/gpu-assignment"].startswith("NVML running processes")
@@ -98,7 +103,10 @@ def test_with_a_kubelet_its_assignments_rule_and_processes_are_ignored(short_dir
         assert session.rule.value == "kubelet PodResources"
         # GPU 0 held by a pod; 1-3 are free for the kubelet whatever runs on them; 4 is unhealthy
         assert _free(session) == 3
-        assert "GPU assignment: kubelet PodResources" in _printed(session).splitlines()
+        table = _printed(session).splitlines()
+        assert "GPU assignment: kubelet PodResources" in table
+        assert any(line.startswith("resource-usage-score gpu* are -100: nvidia.com/gpu allocatable/requested need "
+                                   "the Kubernetes API (node ABSENT") for line in table)
     finally:
         session.close()
         server.stop()
@@ -114,7 +122,8 @@ def test_an_unreadable_kubelet_makes_gpu_assignment_unknown_and_says_why(short_d
         assert _free(session) == 0
         table = _printed(session).splitlines()
         assert any(line.startswith("GPU assignment: unknown: kubelet UNKNOWN: ") for line in table)
-        assert any(line.startswith("gpu free/fit/memory scores are 0: GPU assignment unknown (kubelet UNKNOWN")
+        assert any(line.startswith("gpu free/fit/memory scores are 0 (resource-usage-score -100): GPU assignment "
+                                   "unknown (kubelet UNKNOWN")
                    for line in table)
     finally:
         session.close()
