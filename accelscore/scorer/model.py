@@ -17,9 +17,9 @@ ACCELSCORE_APS = "accelscore"
 
 # Pod sizes (whole GPUs) whose fit counts every node summary carries (`gpuClusterFit<k>`).
 FIT_SIZES = (1, 2, 4, 8)
-# Units of `NodeSummary.compute_units` per newest-part equivalent: weights are exact to 9 decimal places.
+# Compute units per newest-part equivalent (the `compute_units` lane): weights are exact to 9 decimal places.
 COMPUTE_SCALE = 10**9
-# Lanes of `NodeSummary.lanes`: the counts a scoring pass only sums (accelscore.scorer.lanes).
+# Lanes of the packed int in `NodeSummary.scan`: what a scoring pass only sums (accelscore.scorer.lanes).
 # compute_units last: the top lane is the one that may exceed 2**32.
 SUMMARY_LANES = (*(f"gpu_fit{k}" for k in FIT_SIZES), "gpu_total", "gpu_healthy", "tpu_free", "tpu_total",
                  "compute_units")
@@ -44,11 +44,13 @@ class NodeSummary:
     gpu_free: int  # healthy and with nothing assigned (0 when assignment is unknown)
     gpu_free_known: bool  # False when NVML or kubelet could not be read: gpu_free counts as unknown
     gpu_mem_free_max_bytes: float  # most free memory on one healthy GPU or MIG instance
-    gpu_compute_free: float  # Σ model weight over free GPUs
+    gpu_compute_free: float  # Σ model weight over free GPUs (a whole number of 1/COMPUTE_SCALE units)
     tpu_total: int
     tpu_free: int
     tpu_free_known: bool
-    # Derived once here, so a scoring pass reads one ready tuple per node (accelscore.scorer.totals).
+    # Derived once here, so a scoring pass reads one ready tuple per node (accelscore.scorer.totals):
+    # (cpu cores, memory bytes, nvidia.com/gpu, google.com/tpu free; most GPU memory free; free GPUs;
+    #  free TPU chips; SUMMARY_LANES packed).
     scan: tuple[float, float, float, float, float, int, int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

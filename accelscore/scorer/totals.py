@@ -67,9 +67,9 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
     cpu_max = cpu_sum = mem_max = mem_sum = gpu_api_max = gpu_api_sum = tpu_api_max = tpu_api_sum = 0.0
     gpu_mem_max = 0.0
     gpu_max = tpu_max = packed = 0
-    # Locals only, no per-node allocation; the float sums run in snapshot order, as they always have.
+    # Locals only; the float sums run in snapshot order, as they always have (the same values to the last bit).
     for s in nodes.counted:
-        cpu, mem, gpu_api, tpu_api, gpu_mem, gpu_free, tpu_free, lanes_ = s.scan
+        cpu, mem, gpu_api, tpu_api, gpu_mem, gpu_free, tpu_free, counts = s.scan
         cpu_sum += cpu
         if cpu > cpu_max:
             cpu_max = cpu
@@ -88,7 +88,7 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
             gpu_max = gpu_free
         if tpu_free > tpu_max:
             tpu_max = tpu_free
-        packed += lanes_  # every device count and the compute units in one addition
+        packed += counts  # every device count and the compute units in one addition
     sums = dict(zip(SUMMARY_LANES, lanes.unpack(packed, len(SUMMARY_LANES)), strict=True))
     return ClusterTotals(
         census=nodes,

@@ -75,3 +75,31 @@ def test_committed_score_reference_equals_the_rendering() -> None:
 def test_every_score_has_a_row_in_the_reference() -> None:
     tables = score_doc.render_tables()
     assert all(f"| `{spec.name}` |" in tables for spec in SCORES)
+
+
+def test_a_new_entry_reaches_the_pass_the_config_metrics_and_docs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from accelscore.scorer import score_table, scoring_config
+    from accelscore.scorer.metrics import ScorerMetrics, ScoringView
+
+    extra = score_table.ScoreSpec("gpuClusterFit3", ACCELSCORE_APS, lambda t: t.gpu_fit(1) // 3, Scale.CEIL,
+                                  "gpuClusterFit3", 21.0, "pods", "pods of 3 GPUs (loosely)", "Σ free / 3")
+    table = (*SCORES, extra)
+    # What importing the modules derives from the table, redone for the longer table.
+    monkeypatch.setattr(score_table, "SCORES", table)
+    monkeypatch.setattr(score_table, "BY_NAME", {s.name: s for s in table})
+    monkeypatch.setattr(scoring_config, "DEFAULT_SCORE_REFS",
+                        {s.config_key: s.default for s in table if s.scale is Scale.CEIL})
+    config = scoring_config.ScoringConfig(refs={"gpuClusterFit3": 7.0})
+    snapshot = b.snapshot(b.summary("a", gpu_total=8, gpu_free=8))
+    sets = score_cluster(snapshot, config, now=1000.0)
+    assert sets[1].raw["gpuClusterFit3"] == 2.0 and sets[1].as_dict()["gpuClusterFit3"] == 29  # ceil(200/7)
+    view = ScoringView(cluster="c1")
+    view.update(score_sets=sets, snapshot=snapshot, now=1000.0, pass_seconds=0.0)
+    registry = CollectorRegistry()
+    registry.register(ScorerMetrics(view=view, config=config))
+    labels = {"cluster": "c1", "aps": ACCELSCORE_APS, "score": "gpuClusterFit3"}
+    assert registry.get_sample_value("accelscore_score", labels) == 29
+    assert registry.get_sample_value("accelscore_score_reference", labels) == 7.0
+    assert "| `gpuClusterFit3` |" in score_doc.render_tables()
