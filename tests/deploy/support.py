@@ -209,3 +209,23 @@ def pod_specs(objs: list[Obj]) -> Iterator[tuple[Obj, Obj]]:
     for obj in objs:
         if obj["kind"] in ("Deployment", "DaemonSet"):
             yield obj, obj["spec"]["template"]["spec"]
+
+
+_IDENTITY_KEYS = ("runAsUser", "runAsGroup", "runAsNonRoot", "seccompProfile")
+
+
+def identity(pod: Obj, container: Obj) -> dict[str, Any]:
+    """The container's effective securityContext: pod-level identity fields, overridden by the container's
+    own, plus the pod's supplementalGroups (pod-level only in Kubernetes)."""
+    pod_ctx, ctx = pod.get("securityContext") or {}, container.get("securityContext") or {}
+    out = {k: pod_ctx[k] for k in _IDENTITY_KEYS if k in pod_ctx}
+    out.update(ctx)
+    out["supplementalGroups"] = list(pod_ctx.get("supplementalGroups") or [])
+    return out
+
+
+def agent_container(objs: list[Obj]) -> tuple[Obj, Obj]:
+    """(pod spec, agent container) of the agent DaemonSet."""
+    pod = one(objs, "DaemonSet", "accelscore-agent")["spec"]["template"]["spec"]
+    [container] = [c for c in pod["containers"] if c["name"] == "agent"]
+    return pod, container
