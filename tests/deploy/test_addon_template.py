@@ -51,7 +51,7 @@ def test_install_namespace_is_set_so_its_placeholder_exists(hub: list[support.Ob
 
 
 def test_manifest_metadata_holds_no_placeholder_and_a_literal_namespace(hub: list[support.Obj]) -> None:
-    """The hub validates each manifest's metadata as ObjectMeta (REFERENCE: a placeholder namespace is a 422)."""
+    """A real hub validates each manifest's metadata as ObjectMeta: a placeholder namespace was refused with 422."""
     for i, manifest in enumerate(_manifests(hub)):
         meta = manifest["metadata"]
         for key in ("namespace", "labels", "annotations"):
