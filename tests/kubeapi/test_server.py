@@ -311,3 +311,33 @@ def test_list_pages_with_limit_and_continue_and_expires(kube_test_server: ApiHan
     with pytest.raises(ApiException) as err:
         core.list_node(limit=2, _continue=first.metadata._continue)
     assert err.value.status == 410 and json.loads(err.value.body)["reason"] == "Expired"
+
+
+@pytest.mark.parametrize(
+    ("kind", "body", "field"),
+    [
+        ("Namespace", {"metadata": {"name": "Not_A_Label"}}, "metadata.name"),
+        ("Service", {"metadata": {"name": "1-starts-with-a-digit"},
+                     "spec": {"ports": [{"port": 80}], "selector": {"a": "b"}}}, "metadata.name"),
+        ("ConfigMap", {"metadata": {"name": "cm", "labels": {"k": "{{CLUSTER_NAME}}"}}}, "metadata.labels"),
+        ("ConfigMap", {"metadata": {"name": "cm", "annotations": {"a/b/c": "x"}}}, "metadata.annotations"),
+    ],
+    ids=["namespace-name", "service-name-dns1035", "label-value", "annotation-key"],
+)
+def test_object_meta_is_validated_on_create(core: client.CoreV1Api, ns: str, kind: str, body: dict[str, Any],
+                                            field: str) -> None:
+    create = {"Namespace": lambda: core.create_namespace(body, dry_run="All"),
+              "Service": lambda: core.create_namespaced_service(ns, body, dry_run="All"),
+              "ConfigMap": lambda: core.create_namespaced_config_map(ns, body, dry_run="All")}[kind]
+    with pytest.raises(ApiException) as err:
+        create()
+    assert err.value.status == 422 and _status(err)["reason"] == "Invalid", err.value.body
+    assert field in _cause_fields(err)
+
+
+def test_dry_run_validates_and_stores_nothing(core: client.CoreV1Api, ns: str) -> None:
+    out = core.create_namespaced_config_map(ns, {"metadata": {"name": "dry"}, "data": {"k": "v"}}, dry_run="All")
+    assert out.metadata.name == "dry" and out.data == {"k": "v"}
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_config_map("dry", ns)
+    assert err.value.status == 404
