@@ -11,7 +11,8 @@ REPO = Path(__file__).resolve().parents[2]
 DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
 _TOP = ("accelscore", "bench", "deploy", "docs", "fixtures", "proto", "scripts", "tests", ".ci")
 # A backticked token that starts with a top-level folder; placeholders (<x>, *, …) are not paths.
-_PATH = re.compile(r"`((?:%s)/[^`\s]*)`" % "|".join(re.escape(t) for t in _TOP))
+_TOPS = "|".join(re.escape(t) for t in _TOP)
+_PATH = re.compile(rf"`((?:{_TOPS})/[^`\s]*)`")
 
 
 def named_paths(text: str) -> set[str]:
