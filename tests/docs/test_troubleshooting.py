@@ -27,7 +27,7 @@ def test_quoted_log_and_reason_texts_appear_in_the_code() -> None:
               "does not exist (is --cluster-name / CLUSTER_NAME this managed",
               "hub rejects our credentials even after reloading the hub kubeconfig",
               "no --scorer-address: reports are not pushed (metrics only)", "PodResources socket directory not mounted",
-              "(kubelet restarting?)", "no NVIDIA driver on this node", "NVML sees no GPU (is the device visible",
+              "(kubelet restarting?)", "no NVIDIA driver on this node", "is advertised but NVML sees no GPU",
               "the NVIDIA driver library ", "allocatable is 0 but devices exist; unknown until the device plugin",
               "is not for audience", "is not the agent service account", "token is not bound to a pod",
               "no health signal could be read", "cannot read token file"]
