@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from accelscore.scorer import hub as scorer_hub
+from accelscore.kube import hub_scores as scorer_hub
 from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
 from accelscore.scorer.publisher import Publisher, PublishPolicy
 from accelscore.scorer.scoring import accel_map, compat_map

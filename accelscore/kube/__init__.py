@@ -1,4 +1,9 @@
-"""The one adapter through which agent and scorer talk to Kubernetes: client config, errors, list+watch cache."""
+"""The one door to Kubernetes: nothing else imports the `kubernetes` client (checked by `.importlinter`).
+
+Here: client config, the error hierarchy (every library error leaves as a `KubeError`), the list+watch
+cache; and one small module per use: `quantity` and `pod_requests` (pure), `nodes` (node/pod watches),
+`tokenreview` (TokenReview, pod → node), `hub_scores` (AddOnPlacementScore create and status writes).
+"""
 
 from accelscore.kube.config import from_kubeconfig, load_api_client
 from accelscore.kube.errors import (

@@ -1,1 +1,1 @@
-"""The cluster scorer: ingest, node table, pure scoring, hub publisher, and local mode."""
+"""The cluster scorer: ingest (gRPC), node table, the pure scoring core, the publish policy and publisher."""

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
-import urllib3.exceptions
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
+from accelscore.kube import errors as kube_errors
+from accelscore.kube.config import ApiClient
+from accelscore.kube.tokenreview import TokenReviews
 from accelscore.scorer.validate import RejectReason
 
 log = logging.getLogger(__name__)
@@ -89,14 +89,13 @@ class _Entry:
 class TokenAuthenticator:
     """Verifies bearer tokens with TokenReview, caches answers (LRU, TTL-bounded), binds them to a node."""
 
-    def __init__(self, *, api_client: k8s.ApiClient, audience: str, agent_username: str = DEFAULT_AGENT_USERNAME,
+    def __init__(self, *, api_client: ApiClient, audience: str, agent_username: str = DEFAULT_AGENT_USERNAME,
                  pod_lookup: bool = True, cache_max_ttl_s: float = 300.0, negative_ttl_s: float = 10.0,
                  cache_size: int = 10_000, request_timeout_s: float = 5.0,
                  clock: Callable[[], float] = time.time) -> None:
         if not agent_username.startswith(_SA_PREFIX) or agent_username.count(":") != 3:
             raise ValueError(f"agent_username {agent_username!r} is not system:serviceaccount:<namespace>:<name>")
-        self._authn = k8s.AuthenticationV1Api(api_client)
-        self._core = k8s.CoreV1Api(api_client)
+        self._reviews = TokenReviews(api_client, request_timeout_s=request_timeout_s)
         self._audience = audience
         self._username = agent_username
         self._namespace = agent_username.split(":")[2]
@@ -104,7 +103,6 @@ class TokenAuthenticator:
         self._max_ttl = cache_max_ttl_s
         self._negative_ttl = negative_ttl_s
         self._size = cache_size
-        self._timeout = request_timeout_s
         self._clock = clock
         self._lock = threading.Lock()
         self._cache: OrderedDict[bytes, _Entry] = OrderedDict()
@@ -160,21 +158,19 @@ class TokenAuthenticator:
         return _Entry(now + ttl, identity)
 
     def _identity(self, token: str) -> Identity:
-        body = k8s.V1TokenReview(spec=k8s.V1TokenReviewSpec(token=token, audiences=[self._audience]))
         try:
-            review = self._authn.create_token_review(body=body, _request_timeout=self._timeout)
-        except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as err:  # ValueError: bad body
+            review = self._reviews.review(token, audience=self._audience)
+        except kube_errors.KubeError as err:
             raise AuthUnavailable(f"TokenReview failed: {_short(err)}") from err
-        status = review.status
-        if status is None or not status.authenticated or status.user is None:
-            raise Unauthenticated(f"token not accepted: {(status and status.error) or 'not authenticated'}")
-        if self._audience not in (status.audiences or ()):
+        if not review.authenticated:
+            raise Unauthenticated(f"token not accepted: {review.error or 'not authenticated'}")
+        if self._audience not in review.audiences:
             # Empty audiences mean the token is for the API server itself, not for us.
             raise Unauthenticated(f"token is not for audience {self._audience!r}")
-        username = status.user.username or ""
+        username = review.username
         if username != self._username:
             raise WrongIdentity(f"{username!r} is not the agent service account")
-        extra = status.user.extra or {}
+        extra = review.extra
         pod = _first(extra.get(EXTRA_POD_NAME))
         if not pod:
             raise WrongIdentity("token is not bound to a pod")
@@ -187,14 +183,11 @@ class TokenAuthenticator:
         if not self._pod_lookup:
             raise WrongIdentity("token names no node and pod lookup is off")
         try:
-            obj = self._core.read_namespaced_pod(pod, self._namespace, _request_timeout=self._timeout)
-        except ApiException as err:
-            if err.status == 404:
-                raise WrongIdentity(f"pod {self._namespace}/{pod} not found") from err
+            node = self._reviews.node_of_pod(namespace=self._namespace, pod=pod)
+        except kube_errors.NotFound as err:
+            raise WrongIdentity(f"pod {self._namespace}/{pod} not found") from err
+        except kube_errors.KubeError as err:
             raise AuthUnavailable(f"pod lookup failed: {_short(err)}") from err
-        except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
-            raise AuthUnavailable(f"pod lookup failed: {_short(err)}") from err
-        node = obj.spec.node_name if obj.spec is not None else None
         if not node:
             raise WrongIdentity(f"pod {self._namespace}/{pod} is not bound to a node")
         return node
@@ -233,11 +226,11 @@ def bearer_token(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | 
     return None
 
 
-def _first(values: list[str] | None) -> str:
+def _first(values: tuple[str, ...] | None) -> str:
     return values[0] if values else ""
 
 
-def _short(err: BaseException) -> str:
-    if isinstance(err, ApiException):
+def _short(err: kube_errors.KubeError) -> str:
+    if err.status is not None:
         return f"HTTP {err.status} {err.reason}"
-    return f"{type(err).__name__}: {str(err)[:200]}"
+    return str(err)[:200]

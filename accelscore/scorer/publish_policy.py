@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from accelscore.options import ConfigError, Option, non_negative_float, non_negative_int, positive_float
 from accelscore.scorer.model import RESOURCE_USAGE_APS, Score, ScoreSet
 
 SCORE_MIN, SCORE_MAX = -100, 100
@@ -49,13 +50,45 @@ class PublishPolicy:
                 raise ValueError(f"{name} must be a finite number >= 0")
         if not 0 <= self.min_fresh_ratio <= 1:
             raise ValueError("min_fresh_ratio must be within 0..1")
-        if not (math.isfinite(self.valid_for_s) and self.valid_for_s > self.min_interval_s):
-            raise ValueError("valid_for_s must exceed min_interval_s, or scores would expire between writes")
+        # The one place this rule lives (scorer, local mode and simulator all build a PublishPolicy): a refresh
+        # at half of valid_for must still leave room for one more write before the scores expire.
+        if not (math.isfinite(self.valid_for_s) and self.valid_for_s > 2 * self.min_interval_s):
+            raise ValueError(f"must exceed twice the minimum publish interval ({self.min_interval_s:g}s) so "
+                             "refreshes land before scores expire")
 
     @property
     def refresh_after_s(self) -> float:
         """Age of the last write at which validUntil is refreshed (half its life, never inside the min interval)."""
         return max(self.valid_for_s / 2, self.min_interval_s)
+
+
+def _ratio(raw: str) -> float:
+    value = non_negative_float(raw)
+    if value > 1.0:
+        raise ValueError("expected a ratio between 0 and 1")
+    return value
+
+
+MIN_FRESH_RATIO = Option("--min-fresh-ratio", "ACCELSCORE_MIN_FRESH_RATIO", _ratio, "0.5",
+                         "below this share of fresh schedulable nodes the scores are withdrawn")
+MIN_PUBLISH_INTERVAL = Option("--min-publish-interval", "ACCELSCORE_MIN_PUBLISH_INTERVAL", non_negative_float, "10",
+                              "minimum seconds between hub writes per AddOnPlacementScore")
+DEAD_BAND = Option("--dead-band", "ACCELSCORE_DEAD_BAND", non_negative_int, "5",
+                   "points a score must move (or cross 0) to be republished")
+VALID_FOR = Option("--valid-for", "ACCELSCORE_VALID_FOR", positive_float, "300",
+                   "validUntil = write time + this; refreshed at half of it")
+# Every publishing option, for every process that publishes or simulates publishing (scorer, simulate).
+PUBLISH_OPTIONS = (MIN_FRESH_RATIO, MIN_PUBLISH_INTERVAL, DEAD_BAND, VALID_FOR)
+
+
+def publish_policy_from(values: Mapping[str, Any], *, stale_after_s: float) -> PublishPolicy:
+    """The policy from resolved PUBLISH_OPTIONS; a cross-field rule it breaks becomes one ConfigError line."""
+    try:
+        return PublishPolicy(min_interval_s=values[MIN_PUBLISH_INTERVAL.key], dead_band=values[DEAD_BAND.key],
+                             valid_for_s=values[VALID_FOR.key], min_fresh_ratio=values[MIN_FRESH_RATIO.key],
+                             stale_after_s=stale_after_s)
+    except ValueError as err:
+        raise ConfigError(f"invalid {VALID_FOR.env}={values[VALID_FOR.key]:g}: {err}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from accelscore.kube import errors as kube_errors
-from accelscore.scorer import hub as hub_api
+from accelscore.kube import hub_scores as hub_api
 from accelscore.scorer.model import ScoreSet
 from accelscore.scorer.publish_policy import (
     WRITES,
@@ -50,7 +50,7 @@ BACKOFF_CAP_S = 300.0
 
 
 class HubWriter(Protocol):
-    """The hub operations the publisher needs (`accelscore.scorer.hub.HubClient` is the real one)."""
+    """The hub operations the publisher needs (`accelscore.kube.hub_scores.HubClient` is the real one)."""
 
     last_operation: str
 

@@ -15,10 +15,10 @@ from accelscore.scorer.ingest import IngestStats, build_ingest_server
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.model import ScoreSet
 from accelscore.scorer.node_table import NodeFacts, NodeTable
-from accelscore.scorer.publish_policy import PublishPolicy
 from accelscore.scorer.publisher import Publisher
 from accelscore.scorer.scoring import score_cluster
 from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.skew import UnknownItemsMetrics
 from accelscore.v1 import report_pb2
 
 log = logging.getLogger(__name__)
@@ -48,14 +48,12 @@ class ScorerService:
         self.table = NodeTable(cluster=config.cluster_name, config=config.scoring)
         self.view = ScoringView(cluster=config.cluster_name)
         self.ingest_stats = IngestStats()
-        policy = PublishPolicy(min_interval_s=config.min_publish_interval_s, dead_band=config.dead_band,
-                               valid_for_s=config.valid_for_s, min_fresh_ratio=config.min_fresh_ratio,
-                               stale_after_s=config.scoring.stale_after_s)
-        self.publisher = Publisher(hub=hub, cluster=config.cluster_name, policy=policy, clock=clock)
+        self.publisher = Publisher(hub=hub, cluster=config.cluster_name, policy=config.publish, clock=clock)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(ScorerMetrics(view=self.view, config=config.scoring,
                                              ingest_stats=self.ingest_stats.snapshot,
                                              publish_stats=self.publisher.stats))
+        self.registry.register(UnknownItemsMetrics(self.ingest_stats.unknown))
         self._cluster_api = cluster_api
         self._watches: list[Any] = []
         self._node_watch: Any = None
@@ -84,12 +82,12 @@ class ScorerService:
                                    "pass --disable-auth only for local tests")
             authenticator = TokenAuthenticator(api_client=self._cluster_api, audience=self.config.token_audience,
                                                agent_username=self.config.agent_service_account)
-        else:
-            log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
         host, port = self.config.listen_address
         self.grpc_server, self.grpc_port = build_ingest_server(
             address=f"{host}:{port}", accept=self.accept, authenticator=authenticator,
             max_report_bytes=self.config.max_report_bytes, counters=self.ingest_stats, clock=self._clock)
+        if authenticator is None:
+            log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
         self.grpc_server.start()
         if self._cluster_api is not None:
             self._start_watches()
@@ -99,17 +97,13 @@ class ScorerService:
         return self
 
     def _start_watches(self) -> None:
-        from kubernetes import client as k8s
+        from accelscore.kube import nodes as kube_nodes
+        from accelscore.kube.pod_requests import effective_requests
 
-        from accelscore.agent.requests import effective_requests
-        from accelscore.kube.watch import WatchCache
+        def node_facts(node: kube_nodes.JsonObject) -> NodeFacts:
+            return NodeFacts(kube_nodes.object_name(node), not bool((node.get("spec") or {}).get("unschedulable")))
 
-        core = k8s.CoreV1Api(self._cluster_api)
-
-        def node_facts(node: Any) -> NodeFacts:
-            return NodeFacts(node.metadata.name, not bool(node.spec and node.spec.unschedulable))
-
-        def pending_demand(pod: dict[str, Any]) -> tuple[float, float]:  # raw JSON: effective_requests reads dicts
+        def pending_demand(pod: kube_nodes.JsonObject) -> tuple[float, float]:
             requests = effective_requests(pod)
             return requests.get(GPU, 0.0), requests.get(TPU, 0.0)
 
@@ -117,11 +111,9 @@ class ScorerService:
             self._watches_dirty.set()
             self._wake.set()
 
-        self._node_watch = WatchCache(list_func=core.list_node, key=lambda n: n.metadata.name,
-                                      transform=node_facts, on_change=changed, name="nodes")
-        self._pending_watch = WatchCache(list_func=core.list_pod_for_all_namespaces,
-                                         field_selector="spec.nodeName=,status.phase=Pending",
-                                         transform=pending_demand, on_change=changed, name="pending-pods", raw=True)
+        self._node_watch = kube_nodes.watch_nodes(self._cluster_api, transform=node_facts, on_change=changed)
+        self._pending_watch = kube_nodes.watch_pending_pods(self._cluster_api, transform=pending_demand,
+                                                            on_change=changed)
         self._watches = [self._node_watch, self._pending_watch]
 
     def _apply_watches(self) -> None:

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import math
 
+from accelscore.devices import KINDS, AcceleratorFamily, DeviceKind
 from accelscore.scorer.model import NodeSummary
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.v1 import report_pb2
 
 _OK = report_pb2.COLLECTOR_STATE_OK
-_GPU = report_pb2.DEVICE_KIND_NVIDIA_GPU
-_MIG = report_pb2.DEVICE_KIND_NVIDIA_MIG
-_TPU = report_pb2.DEVICE_KIND_TPU_CHIP
+# Kinds by family (accelscore.devices.KINDS); any other kind is a newer agent's: skipped here, counted at ingest.
+_GPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and not i.partition)
+_MIG = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and i.partition)
+_TPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.TPU)
 _USABLE = frozenset((report_pb2.HEALTH_HEALTHY, report_pb2.HEALTH_DEGRADED))
 _UNHEALTHY = report_pb2.HEALTH_UNHEALTHY
 
@@ -72,9 +74,9 @@ def _gpu_part(
     assignment_known = True
     for device in report.devices:
         kind = device.kind
-        if kind == _GPU:
+        if kind in _GPU:
             gpus.append(device)
-        elif kind == _MIG:
+        elif kind in _MIG:
             migs.setdefault(device.parent_id, []).append(device)
         else:
             continue
@@ -109,7 +111,7 @@ def _tpu_part(report: report_pb2.NodeReport, tpu_ok: bool) -> tuple[int, int, bo
     total = free = 0
     assignment_known = True
     for device in report.devices:
-        if device.kind != _TPU:
+        if device.kind not in _TPU:
             continue
         total += 1
         assignment_known = assignment_known and device.assignment_known
@@ -119,12 +121,17 @@ def _tpu_part(report: report_pb2.NodeReport, tpu_ok: bool) -> tuple[int, int, bo
     return total, free if known else 0, known
 
 
+def _vouched(kinds: frozenset[DeviceKind], ok: set[str]) -> bool:
+    """Whether every collector that reports these kinds was OK (today one per family: nvidia, tpu)."""
+    return all(KINDS[kind].collector in ok for kind in kinds)
+
+
 def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_at: float) -> NodeSummary:
     """What one NodeReport contributes to scoring (unknown is None / not known, never free)."""
     ok = {c.name for c in report.collectors if c.state == _OK}
     api = _api_free(report, next((c.state for c in report.collectors if c.name == "node"), 0))
-    gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute = _gpu_part(report, config, "nvidia" in ok)
-    tpu_total, tpu_free, tpu_known = _tpu_part(report, "tpu" in ok)
+    gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute = _gpu_part(report, config, _vouched(_GPU, ok))
+    tpu_total, tpu_free, tpu_known = _tpu_part(report, _vouched(_TPU, ok))
     stamp = report.time
     report_time = stamp.seconds + stamp.nanos / 1e9 if report.HasField("time") else 0.0
     return NodeSummary(

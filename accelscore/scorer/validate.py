@@ -1,7 +1,9 @@
 """Pure validation of one NodeReport: returns a `Rejection` naming why, or None (DESIGN §3.2, §6).
 
 No I/O and no clock: `now` is an argument. Size limits give `oversized`, missing or unparseable
-structure `malformed`, numbers and enum values out of their domain `invalid_value`.
+structure `malformed`, numbers and enum values out of their domain `invalid_value`. Collector names and
+device kinds this version does not know are *not* refused: a newer agent may send them during a rolling
+upgrade; scoring ignores them and `accelscore.scorer.skew` counts them.
 """
 
 from __future__ import annotations
@@ -24,9 +26,7 @@ MAX_NODE_ITEMS = 256  # conditions, taints, labels each
 MAX_ID_CHARS = 256  # device ids, models: they become Prometheus label values
 RATIO_EPS = 1e-6  # NVML and libtpu round; 1.0000001 is still "fully busy"
 
-COLLECTOR_NAMES = frozenset({"nvidia", "tpu", "kubelet", "node", "host"})
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_KINDS = frozenset(v for v in pb.DeviceKind.values() if v != pb.DEVICE_KIND_UNSPECIFIED)
 _HEALTHS = frozenset(pb.Health.values())
 _STATES = frozenset(v for v in pb.CollectorState.values() if v != pb.COLLECTOR_STATE_UNSPECIFIED)
 _MAX_RATIO = 1.0 + RATIO_EPS
@@ -111,9 +111,8 @@ def _check_collectors(collectors: Sequence[pb.CollectorStatus]) -> None:
         raise _Bad(RejectReason.OVERSIZED, f"{len(collectors)} collectors (at most {MAX_COLLECTORS})")
     seen: set[str] = set()
     for i, col in enumerate(collectors):
-        if col.name not in COLLECTOR_NAMES:
-            raise _Bad(RejectReason.INVALID_VALUE,
-                       f"collectors[{i}].name {col.name[:32]!r} is not one of {', '.join(sorted(COLLECTOR_NAMES))}")
+        if not col.name or len(col.name) > MAX_ID_CHARS:
+            raise _Bad(RejectReason.MALFORMED, f"collectors[{i}].name is empty or longer than {MAX_ID_CHARS}")
         if col.name in seen:
             raise _Bad(RejectReason.MALFORMED, f"collector {col.name!r} appears twice")
         seen.add(col.name)
@@ -159,7 +158,7 @@ def _check_devices(devices: Sequence[pb.Device]) -> None:
 def _check_device(dev: pb.Device, dev_id: str) -> None:
     # Unset optional readings read as 0.0, which every check below accepts, so no HasField is needed.
     # One combined test per group keeps the common (valid) case cheap; the message is built only on failure.
-    if not (dev.kind in _KINDS and dev.health in _HEALTHS and dev.index >= 0):
+    if not (dev.kind != pb.DEVICE_KIND_UNSPECIFIED and dev.health in _HEALTHS and dev.index >= 0):
         _device_enum_problem(dev, dev_id)
     if not (0.0 <= dev.utilization_ratio <= _MAX_RATIO and 0.0 <= dev.memory_utilization_ratio <= _MAX_RATIO
             and 0.0 <= dev.duty_cycle_ratio <= _MAX_RATIO):
@@ -184,8 +183,8 @@ def _check_device(dev: pb.Device, dev_id: str) -> None:
 
 
 def _device_enum_problem(dev: pb.Device, dev_id: str) -> None:
-    if dev.kind not in _KINDS:
-        raise _Bad(RejectReason.INVALID_VALUE, f"devices[{dev_id}].kind {dev.kind} is not a known device kind")
+    if dev.kind == pb.DEVICE_KIND_UNSPECIFIED:  # any other value is a kind, maybe a newer agent's
+        raise _Bad(RejectReason.INVALID_VALUE, f"devices[{dev_id}].kind is unspecified")
     if dev.health not in _HEALTHS:
         raise _Bad(RejectReason.INVALID_VALUE, f"devices[{dev_id}].health {dev.health} is not a known health")
     raise _Bad(RejectReason.INVALID_VALUE, f"devices[{dev_id}].index={dev.index} is negative")

@@ -3,23 +3,34 @@
   accelscore simulate FLEET [--placements DIR]                 scores per cluster + one ranking per Placement
   accelscore simulate FLEET --trace TRACE [--placement NAME]   replay; compare Placements side by side
   accelscore simulate --generate-trace N --seed S > trace.yaml seeded trace of 1/2/4/8-GPU jobs
+Without --placements (and no Placement in FLEET) the repository's shipped deploy/examples are ranked.
 See docs/simulate.md for the file formats and what is (not) emulated.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
 
 import yaml
 
-from accelscore.options import ConfigError, non_negative_float, non_negative_int, positive_float, positive_int
+from accelscore.options import (
+    ConfigError,
+    add_options,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    resolve,
+)
 from accelscore.scorer import publish_policy as pp
-from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.publish_policy import PUBLISH_OPTIONS, publish_policy_from
+from accelscore.scorer.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
 from accelscore.simulator import report
-from accelscore.simulator.fleet import FleetError, load_fleet
+from accelscore.simulator.fleet import Fleet, FleetError, load_fleet, load_placements
 from accelscore.simulator.oneshot import run_oneshot
 from accelscore.simulator.plot import MISSING
 from accelscore.simulator.replay import Replay, ReplayOptions
@@ -38,12 +49,17 @@ def _arg(parse):  # type: ignore[no-untyped-def]
     return convert
 
 
+# Every scoring and publishing option the scorer takes, from the same definitions (flags and env twins).
+SIMULATE_OPTIONS = (*SCORING_OPTIONS, *PUBLISH_OPTIONS)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `accelscore simulate`."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("fleet", nargs="?", type=Path, help="fleet directory: one file per managed cluster")
     parser.add_argument("--placements", action="append", type=Path, default=[], metavar="PATH",
-                        help="more Placement files or directories (repeatable; the fleet dir is always read)")
+                        help="more Placement files or directories (repeatable; the fleet dir is always read); "
+                             "default when neither has one: the repository's deploy/examples")
     parser.add_argument("--output", choices=("table", "json", "yaml"), default="table")
     parser.add_argument("--trace", type=Path, help="job trace to replay (YAML/JSON)")
     parser.add_argument("--placement", action="append", default=[], metavar="NAME",
@@ -54,16 +70,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds from an agent's report to the scorer (default 2)")
     parser.add_argument("--delay-jitter", type=_arg(non_negative_float), default=0.25,
                         help="report delay varies by ± this fraction, seeded (default 0.25)")
-    parser.add_argument("--dead-band", type=_arg(non_negative_float), default=5.0,
-                        help="points a score must move (or cross 0) to be republished (default 5)")
-    parser.add_argument("--min-interval", type=_arg(non_negative_float), default=10.0,
-                        help="minimum seconds between writes of one APS (default 10)")
-    parser.add_argument("--valid-for", type=_arg(positive_float), default=300.0,
-                        help="validUntil = write time + this (default 300)")
-    parser.add_argument("--min-fresh-ratio", type=_arg(non_negative_float), default=0.5,
-                        help="below this share of fresh nodes the scores are withdrawn (default 0.5)")
-    parser.add_argument("--stale-after", type=_arg(positive_float), default=60.0,
-                        help="seconds after which a node report is unknown (default 60)")
     parser.add_argument("--horizon", type=_arg(positive_float), default=None,
                         help="stop the replay at this many seconds (default: last arrival + 2 x longest job)")
     parser.add_argument("--seed", type=_arg(non_negative_int), default=0, help="seed for report jitter / traces")
@@ -73,28 +79,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print a seeded trace of N jobs as YAML and exit")
     parser.add_argument("--mean-interarrival", type=_arg(positive_float), default=300.0,
                         help="with --generate-trace: mean seconds between arrivals (default 300)")
+    add_options(parser, SIMULATE_OPTIONS)
 
 
-def _policy(args: argparse.Namespace) -> pp.PublishPolicy:
-    try:
-        return pp.PublishPolicy(min_interval_s=args.min_interval, dead_band=args.dead_band,
-                                valid_for_s=args.valid_for, min_fresh_ratio=args.min_fresh_ratio,
-                                stale_after_s=args.stale_after)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+NO_PLACEMENTS = "no Placement to rank: pass --placements DIR (the repository's deploy/examples has examples)"
+
+
+def shipped_placements() -> Path | None:
+    """The repository's deploy/examples beside the package (a source or editable install), else None."""
+    examples = Path(__file__).resolve().parents[2] / "deploy" / "examples"
+    return examples if examples.is_dir() else None
+
+
+def _load(args: argparse.Namespace) -> Fleet:
+    """The fleet with its Placements; with none given or found in FLEET, the shipped example Placements."""
+    fleet = load_fleet(args.fleet, args.placements)
+    shipped = shipped_placements()
+    if fleet.placements or args.placements or shipped is None:
+        return fleet
+    placements, notes = load_placements([shipped])
+    return dataclasses.replace(fleet, placements=placements, warnings=fleet.warnings + tuple(notes))
+
+
+def _check_plot(path: Path | None) -> None:
+    """Before minutes of replay, not after: matplotlib is there and the PNG's folder exists."""
+    if path is None:
+        return
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError(f"--plot needs matplotlib: {MISSING}")
+    if not path.parent.is_dir():
+        raise ConfigError(f"--plot {path}: folder {path.parent} does not exist")
 
 
 def _replay(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishPolicy) -> int:
-    if args.plot and importlib.util.find_spec("matplotlib") is None:
-        raise ConfigError(f"--plot needs matplotlib: {MISSING}")  # before minutes of replay, not after
-    fleet = load_fleet(args.fleet, args.placements)
+    _check_plot(args.plot)
+    fleet = _load(args)
     jobs = load_trace(args.trace)
     named = {j.placement for j in jobs if j.placement}
+    if not fleet.placements:
+        raise ConfigError(NO_PLACEMENTS)
     entries = args.placement or [p.name for p in fleet.placements if p.name not in named]
     if not entries:
-        raise ConfigError("no Placement to compare: give --placement NAME or add Placement files")
-    if args.tick >= args.stale_after:
-        raise ConfigError(f"--tick {args.tick:g} must be below --stale-after {args.stale_after:g} "
+        raise ConfigError("no Placement to compare: every Placement is named by a job; give --placement NAME")
+    if args.tick >= config.stale_after_s:
+        raise ConfigError(f"--tick {args.tick:g} must be below --stale-after {config.stale_after_s:g} "
                           "(agents report once per tick)")
     opts = ReplayOptions(tick_s=args.tick, report_delay_s=args.report_delay, delay_jitter=args.delay_jitter,
                          seed=args.seed, horizon_s=args.horizon, check_invariants=args.check_invariants)
@@ -118,12 +146,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.fleet is None:
         raise ConfigError("FLEET (a fleet directory) is required unless --generate-trace is given")
-    config = ScoringConfig(stale_after_s=args.stale_after)
-    policy = _policy(args)
+    values = resolve(args, SIMULATE_OPTIONS)
+    config = scoring_config_from(values)
+    policy = publish_policy_from(values, stale_after_s=config.stale_after_s)
     try:
         if args.trace:
             return _replay(args, config, policy)
-        fleet = load_fleet(args.fleet, args.placements)
+        fleet = _load(args)
+        if not fleet.placements:
+            print(f"warning: {NO_PLACEMENTS}; printing scores only", file=sys.stderr)
         result = run_oneshot(fleet, config, policy)
         for note in fleet.warnings + tuple(w for r in result.rankings for w in r.warnings):
             print(f"warning: {note}", file=sys.stderr)

@@ -128,15 +128,37 @@ def validate_placement(obj: Mapping[str, Any], where: str, schema: Mapping[str, 
     return []
 
 
+def read_input(path: Path) -> str:
+    """A fleet, trace or Placement file's text; FleetError naming the path when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FleetError(f"{path}: no such file or directory") from None
+    except IsADirectoryError:
+        raise FleetError(f"{path}: is a directory, expected a YAML or JSON file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise FleetError(f"{path}: cannot read: {getattr(err, 'strerror', None) or err}") from None
+
+
+def parse_problem(err: Exception) -> str:
+    """A YAML or JSON parse error as one short phrase with its line and column."""
+    mark = getattr(err, "problem_mark", None)
+    if isinstance(err, yaml.MarkedYAMLError) and mark is not None:
+        return f"{err.problem or err.context} at line {mark.line + 1}, column {mark.column + 1}"
+    if isinstance(err, json.JSONDecodeError):
+        return f"{err.msg} at line {err.lineno}, column {err.colno}"
+    return " ".join(str(err).split())
+
+
 def _documents(path: Path) -> list[Any]:
     """Every document in a YAML or JSON file."""
-    text = path.read_text(encoding="utf-8")
+    text = read_input(path)
     try:
         if path.suffix == ".json":
             return [json.loads(text)]
         return [d for d in yaml.load_all(text, Loader=_LOADER) if d is not None]
     except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise FleetError(f"{path}: not valid YAML/JSON: {err}") from err
+        raise FleetError(f"{path}: not valid YAML/JSON: {parse_problem(err)}") from err
 
 
 def _age(value: Any, where: str) -> float:

@@ -24,8 +24,9 @@ from accelscore.agent.push import PushLoop, ReportSender
 from accelscore.agent.report import change_key
 from accelscore.agent.runner import CollectorSet
 from accelscore.kube.config import from_kubeconfig
+from accelscore.kube.hub_scores import HubClient
 from accelscore.scorer.config import ScorerConfig
-from accelscore.scorer.hub import HubClient
+from accelscore.scorer.publish_policy import PublishPolicy
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.scorer.service import ScorerService
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
@@ -92,9 +93,10 @@ class SimCluster:
         config = ScorerConfig(
             cluster_name=self.name, hub_kubeconfig=self.hub_kubeconfig, listen_address=("127.0.0.1", 0),
             metrics_address=("127.0.0.1", 0), agent_service_account=AGENT_SA, token_audience="accelscore",
-            disable_auth=False, max_report_bytes=1 << 20, min_fresh_ratio=self.min_fresh_ratio,
-            min_publish_interval_s=self.min_publish_interval_s, dead_band=self.dead_band, valid_for_s=60.0,
-            scoring=self.scoring, log_level="info")
+            disable_auth=False, max_report_bytes=1 << 20, scoring=self.scoring, log_level="info",
+            publish=PublishPolicy(min_interval_s=self.min_publish_interval_s, dead_band=self.dead_band,
+                                  valid_for_s=60.0, min_fresh_ratio=self.min_fresh_ratio,
+                                  stale_after_s=self.scoring.stale_after_s))
         self.scorer = ScorerService(config=config, cluster_api=self.api,
                                     hub=HubClient(kubeconfig=self.hub_kubeconfig, namespace=self.name))
         self._scorer_thread: threading.Thread | None = None

@@ -86,11 +86,10 @@ CASES: list[tuple[str, Mutation, RejectReason]] = [
     ("negative-device-index", _set("devices.0.index", -1), RejectReason.INVALID_VALUE),
     ("empty-device-id", _set("devices.4.id", ""), RejectReason.MALFORMED),
     ("duplicate-device-id", lambda r: setattr(r.devices[5], "id", r.devices[6].id), RejectReason.MALFORMED),
-    ("unknown-device-kind", _set("devices.0.kind", 42), RejectReason.INVALID_VALUE),
     ("unspecified-device-kind", _set("devices.0.kind", pb.DEVICE_KIND_UNSPECIFIED), RejectReason.INVALID_VALUE),
     ("unknown-health", _set("devices.0.health", 9), RejectReason.INVALID_VALUE),
     ("unknown-collector-state", _set("collectors.0.state", 7), RejectReason.INVALID_VALUE),
-    ("unknown-collector-name", _set("collectors.0.name", "dcgm"), RejectReason.INVALID_VALUE),
+    ("empty-collector-name", _set("collectors.0.name", ""), RejectReason.MALFORMED),
     ("duplicate-collector", _set("collectors.1.name", "nvidia"), RejectReason.MALFORMED),
     ("duplicate-resource", _set("resources.1.name", "cpu"), RejectReason.MALFORMED),
     ("assignment-without-pod", _set("devices.0.assignments.0.pod", ""), RejectReason.MALFORMED),
@@ -114,4 +113,12 @@ def test_unset_optional_readings_are_not_checked_as_zero() -> None:
     report = _report()
     for field in ("utilization_ratio", "temperature_celsius", "power_watts", "memory_total_bytes"):
         report.devices[0].ClearField(field)
+    assert validate_report(report, now=NOW) is None
+
+
+@pytest.mark.parametrize(("mutate"), [_set("devices.0.kind", 42), _set("collectors.0.name", "dcgm")],
+                         ids=["unknown-device-kind", "unknown-collector-name"])
+def test_a_newer_agents_collector_or_device_kind_is_not_a_reason_to_refuse(mutate: Mutation) -> None:
+    report = _report()
+    mutate(report)
     assert validate_report(report, now=NOW) is None

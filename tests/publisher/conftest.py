@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from accelscore.scorer import hub as scorer_hub
+from accelscore.kube import hub_scores as scorer_hub
 from tests.kubeapi.fixtures import ApiHandle, ocm_crd_files, unique
 from tests.kubeapi.server import KubeApiServer
 

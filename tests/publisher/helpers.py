@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
-from accelscore.scorer import hub as scorer_hub
+from accelscore.kube import hub_scores as scorer_hub
 from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
 from accelscore.scorer.publisher import Publisher, PublishPolicy
 from tests.kubeapi.fixtures import ApiHandle

@@ -101,10 +101,10 @@ def test_refresh_at_half_life(age: float, action: Action) -> None:
         assert d.scores == (Score("a", 52),)  # a refresh writes the current values
 
 
-def test_refresh_never_comes_inside_the_min_interval() -> None:
-    policy = PublishPolicy(min_interval_s=100, dead_band=5, valid_for_s=150)
-    assert decide(published({"a": 1}), scores({"a": 1}), now=T0 + 99, policy=policy).action is Action.NONE
-    assert decide(published({"a": 1}), scores({"a": 1}), now=T0 + 100, policy=policy).action is (
+def test_refresh_comes_at_half_of_valid_for_which_is_past_the_min_interval() -> None:
+    policy = PublishPolicy(min_interval_s=100, dead_band=5, valid_for_s=250)
+    assert decide(published({"a": 1}), scores({"a": 1}), now=T0 + 124, policy=policy).action is Action.NONE
+    assert decide(published({"a": 1}), scores({"a": 1}), now=T0 + 125, policy=policy).action is (
         Action.REFRESH_VALID_UNTIL)
 
 
@@ -137,7 +137,8 @@ def test_first_publish_of_stale_data_is_a_withdrawal() -> None:
     assert (d.action, d.scores) == (Action.WITHDRAW, ())
 
 
-@pytest.mark.parametrize("kwargs", [{"valid_for_s": 10, "min_interval_s": 10}, {"min_fresh_ratio": 1.5},
+@pytest.mark.parametrize("kwargs", [{"valid_for_s": 10, "min_interval_s": 10},
+                                    {"valid_for_s": 20, "min_interval_s": 10}, {"min_fresh_ratio": 1.5},
                                     {"dead_band": -1}, {"min_interval_s": math.nan}])
 def test_policy_rejects_nonsense(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):

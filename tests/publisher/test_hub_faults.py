@@ -11,7 +11,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from accelscore.scorer import hub as scorer_hub
+from accelscore.kube import hub_scores as scorer_hub
 from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
 from accelscore.scorer.publisher import Publisher
 from tests.kubeapi.fixtures import ApiHandle, unique

@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from accelscore.scorer.hub import GROUP, PLURAL, VERSION
+from accelscore.kube.hub_scores import GROUP, PLURAL, VERSION
 from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
 from accelscore.scorer.publish_policy import parse_rfc3339
 from accelscore.scorer.publisher import Publisher

@@ -7,12 +7,13 @@ from types import ModuleType
 
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
 from accelscore.agent.snapshots import HostSnapshot
+from accelscore.devices import CollectorName
 
 
 class HostCollector:
     """Reads this host's CPU and memory; psutil is injected so tests can pass a stand-in module."""
 
-    name = "host"
+    name = CollectorName.HOST
 
     def __init__(self, *, psutil_module: ModuleType | None = None) -> None:
         if psutil_module is None:

@@ -13,6 +13,7 @@ import grpc
 from accelscore.agent.collectors import device_ids
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
 from accelscore.agent.snapshots import AllocatableDevice, DeviceAssignment, KubeletSnapshot
+from accelscore.devices import CollectorName
 from accelscore.vendor.podresources.v1 import api_pb2 as pb
 from accelscore.vendor.podresources.v1 import api_pb2_grpc as pb_grpc
 
@@ -37,7 +38,7 @@ _SocketId = tuple[int, int, int]
 class KubeletCollector:
     """Reads List and GetAllocatableResources over the kubelet's unix socket, reconnecting when it is recreated."""
 
-    name = "kubelet"
+    name = CollectorName.KUBELET
 
     def __init__(
         self,

@@ -15,12 +15,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client
-
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
-from accelscore.agent.requests import InvalidQuantity, effective_requests, quantity
 from accelscore.agent.snapshots import NodeSnapshot
+from accelscore.devices import CollectorName
+from accelscore.kube import nodes as kube_nodes
+from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import KubeUnavailable
+from accelscore.kube.pod_requests import effective_requests
+from accelscore.kube.quantity import InvalidQuantity, quantity
 from accelscore.kube.watch import WatchCache
 
 log = logging.getLogger(__name__)
@@ -105,13 +107,13 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
 class NodeCollector:
     """Reads this node and its pods through watches; `collect()` never raises and never blocks on the API."""
 
-    name = "node"
+    name = CollectorName.NODE
 
     def __init__(
         self,
         *,
         node_name: str,
-        api_client_factory: Callable[[], client.ApiClient],
+        api_client_factory: Callable[[], ApiClient],
         watch_timeout_s: int = 300,
         backoff_max_s: float = 30.0,
     ) -> None:
@@ -119,7 +121,7 @@ class NodeCollector:
         self._factory = api_client_factory
         self._watch_timeout_s = watch_timeout_s
         self._backoff_max_s = backoff_max_s
-        self._api: client.ApiClient | None = None
+        self._api: ApiClient | None = None
         self._node: WatchCache[str, NodeInfo] | None = None
         self._pods: WatchCache[tuple[str, str], PodUsage] | None = None
 
@@ -145,15 +147,9 @@ class NodeCollector:
             self._api = self._factory()
         except KubeUnavailable as err:
             raise CollectorError(State.ABSENT, str(err)) from err
-        core = client.CoreV1Api(self._api)
-        common: dict[str, Any] = {"raw": True, "timeout_seconds": self._watch_timeout_s,
-                                  "backoff_max_s": self._backoff_max_s}
-        self._node = WatchCache(list_func=core.list_node, field_selector=f"metadata.name={self.node_name}",
-                                key=lambda o: o["metadata"]["name"], transform=node_info,
-                                name=f"node/{self.node_name}", **common)
-        selector = f"spec.nodeName={self.node_name},status.phase!=Succeeded,status.phase!=Failed"
-        self._pods = WatchCache(list_func=core.list_pod_for_all_namespaces, field_selector=selector,
-                                transform=pod_usage, name=f"pods/{self.node_name}", **common)
+        common: dict[str, Any] = {"timeout_seconds": self._watch_timeout_s, "backoff_max_s": self._backoff_max_s}
+        self._node = kube_nodes.watch_node(self._api, node_name=self.node_name, transform=node_info, **common)
+        self._pods = kube_nodes.watch_node_pods(self._api, node_name=self.node_name, transform=pod_usage, **common)
         return self._node, self._pods
 
     def _read(self, notes: list[str]) -> NodeSnapshot:

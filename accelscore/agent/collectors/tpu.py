@@ -10,6 +10,7 @@ from accelscore.agent.collectors import tpu_devices, tpu_runtime
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
 from accelscore.agent.collectors.tpu_runtime import MetricName
 from accelscore.agent.snapshots import TpuChipSnapshot, TpuSnapshot
+from accelscore.devices import CollectorName
 
 __all__ = ["TpuCollector"]
 
@@ -50,7 +51,7 @@ def _chip_sum(grouped: dict[int, list[float]], chip: int, per_chip: int) -> int 
 class TpuCollector:
     """Lists TPU chips from PCI sysfs and adds HBM and duty cycle from the runtime (best effort)."""
 
-    name = "tpu"
+    name = CollectorName.TPU
 
     def __init__(
         self,

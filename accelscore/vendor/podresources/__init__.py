@@ -1,0 +1,1 @@
+"""The kubelet PodResources API (generated); imported only by the kubelet collector."""

@@ -1,0 +1,1 @@
+"""Generated modules of the libtpu runtime metrics service (loopback gRPC); used by the tpu_runtime collector."""

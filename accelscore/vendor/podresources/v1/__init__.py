@@ -1,0 +1,1 @@
+"""Generated modules of kubelet PodResources v1 (unix-socket gRPC)."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from accelscore.agent.requests import InvalidQuantity, effective_requests
+from accelscore.kube.pod_requests import InvalidQuantity, effective_requests
 
 
 def _c(name: str, restart: str | None = None, **requests: str) -> dict[str, Any]:

@@ -8,39 +8,12 @@ where set; `spec.overhead` is added. Missing requests count as 0. Input is the p
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils import parse_quantity
+from accelscore.kube.quantity import InvalidQuantity, quantity
 
-# Quantities beyond int64 cannot be stored by a real apiserver; such a value is bad input, not capacity.
-MAX_QUANTITY = Decimal(2**63 - 1)
 POD_LEVEL_RESOURCES = ("cpu", "memory")
-
-
-class InvalidQuantity(ValueError):
-    """A request that cannot be a real quantity; `field` is its JSON path in the pod."""
-
-    def __init__(self, field: str, value: object, why: str) -> None:
-        super().__init__(f"{field}={value!r}: {why}")
-        self.field = field
-        self.value = value
-        self.why = why
-
-
-def quantity(value: object, field: str) -> Decimal:
-    """Parse one quantity in base units (cores, bytes, counts); bad or absurd values raise InvalidQuantity."""
-    try:
-        parsed = Decimal(parse_quantity(value))  # type: ignore[arg-type]
-    except (ValueError, TypeError, InvalidOperation) as err:
-        raise InvalidQuantity(field, value, f"not a quantity ({err})") from err
-    if not parsed.is_finite():
-        raise InvalidQuantity(field, value, "not finite")
-    if parsed < 0:
-        raise InvalidQuantity(field, value, "negative")
-    if parsed > MAX_QUANTITY:
-        raise InvalidQuantity(field, value, "larger than any real quantity")
-    return parsed
 
 
 def _requests(resources: Mapping[str, Any] | None, field: str) -> dict[str, Decimal]:

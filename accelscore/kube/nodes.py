@@ -1,0 +1,57 @@
+"""Watches on Nodes and Pods: the list functions behind each `WatchCache`, so callers never touch the client.
+
+Every watch here is `raw`: `transform` and `key` see the API objects as JSON dicts, never the client's
+model classes, and reduce them to the caller's own frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kubernetes import client
+
+from accelscore.kube.config import ApiClient
+from accelscore.kube.watch import OnChange, WatchCache, namespaced_key
+
+V = TypeVar("V")
+JsonObject = dict[str, Any]
+
+__all__ = ["JsonObject", "object_name", "watch_node", "watch_node_pods", "watch_nodes", "watch_pending_pods"]
+
+
+def object_name(obj: JsonObject) -> str:
+    """`metadata.name` of an API object given as JSON."""
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def watch_node(api_client: ApiClient, *, node_name: str, transform: Callable[[JsonObject], V],
+               **options: Any) -> WatchCache[str, V]:
+    """One Node, by name (field selector), keyed by its name."""
+    return WatchCache(list_func=client.CoreV1Api(api_client).list_node, raw=True, key=object_name,
+                      transform=transform, field_selector=f"metadata.name={node_name}",
+                      name=f"node/{node_name}", **options)
+
+
+def watch_node_pods(api_client: ApiClient, *, node_name: str, transform: Callable[[JsonObject], V],
+                    **options: Any) -> WatchCache[tuple[str, str], V]:
+    """The non-terminal pods bound to one node, keyed by (namespace, name)."""
+    selector = f"spec.nodeName={node_name},status.phase!=Succeeded,status.phase!=Failed"
+    return WatchCache(list_func=client.CoreV1Api(api_client).list_pod_for_all_namespaces, raw=True,
+                      key=namespaced_key, transform=transform, field_selector=selector,
+                      name=f"pods/{node_name}", **options)
+
+
+def watch_nodes(api_client: ApiClient, *, transform: Callable[[JsonObject], V],
+                on_change: OnChange | None = None, **options: Any) -> WatchCache[str, V]:
+    """Every Node of the cluster, keyed by name."""
+    return WatchCache(list_func=client.CoreV1Api(api_client).list_node, raw=True, key=object_name,
+                      transform=transform, on_change=on_change, name="nodes", **options)
+
+
+def watch_pending_pods(api_client: ApiClient, *, transform: Callable[[JsonObject], V],
+                       on_change: OnChange | None = None, **options: Any) -> WatchCache[tuple[str, str], V]:
+    """Pods not yet bound to any node (Pending, no nodeName), keyed by (namespace, name)."""
+    return WatchCache(list_func=client.CoreV1Api(api_client).list_pod_for_all_namespaces, raw=True,
+                      key=namespaced_key, transform=transform, on_change=on_change,
+                      field_selector="spec.nodeName=,status.phase=Pending", name="pending-pods", **options)
