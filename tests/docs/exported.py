@@ -5,7 +5,9 @@ fake at the pynvml boundary (several fixture scenarios, so that MIG, XID and ret
 appear), PodResources from a fixture kubelet, TPU chips from a fixture sysfs with a libtpu server, the
 host through psutil. Only the node collector is a stub (a fixed `NodeSnapshot`): the real one needs a
 Kubernetes API, and what it reads does not change which families exist. The scorer side runs
-`ScorerService` (the scorer's composition root, no ports bound) over that agent's report.
+`ScorerService` (the scorer's composition root, gRPC ingest on loopback) and receives, through the agent's
+own `ReportSender`, that agent's report and one from a newer agent (a collector and a device kind this
+scorer does not know, as in a rolling upgrade).
 """
 
 from __future__ import annotations
@@ -28,12 +30,12 @@ from accelscore.agent.collectors.kubelet import KubeletCollector
 from accelscore.agent.collectors.nvidia import NvidiaCollector
 from accelscore.agent.collectors.tpu import TpuCollector
 from accelscore.agent.config import AGENT_OPTIONS, agent_config_from
-from accelscore.agent.push import PushStats
+from accelscore.agent.push import PushResult, PushStats, ReportSender
 from accelscore.agent.runner import CollectorSet
 from accelscore.agent.snapshots import NodeSnapshot
 from accelscore.options import add_options, resolve
 from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
-from accelscore.scorer.service import ScorerService, scoring_pass
+from accelscore.scorer.service import ScorerService
 from accelscore.v1 import report_pb2 as pb
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
@@ -139,14 +141,30 @@ def agent_families() -> tuple[dict[str, Family], pb.NodeReport]:
     return merge(*(f for f, _ in runs)), runs[0][1]
 
 
+def _newer_agent(report: pb.NodeReport) -> pb.NodeReport:
+    """Another node's report as a newer agent sends it: one more collector and a device kind unknown here."""
+    newer = pb.NodeReport()
+    newer.CopyFrom(report)
+    newer.node_name = "gpu-node-2"
+    newer.collectors.add(name="amd", state=pb.COLLECTOR_STATE_OK)
+    newer.devices.add(kind=max(pb.DeviceKind.values()) + 1, id="AMD-GPU-0", health=pb.HEALTH_HEALTHY)
+    return newer
+
+
 def scorer_families(report: pb.NodeReport) -> dict[str, Family]:
-    """The scorer's families after one accepted report and one scoring pass (no hub: writes are recorded)."""
-    config = scorer_config_from(_config(SCORER_OPTIONS, ["--cluster-name", "cluster-a", "--disable-auth"]))
-    service = ScorerService(config=config)
-    now = time.time()
-    service.accept(report, received_at=now)
-    scoring_pass(table=service.table, config=config.scoring, view=service.view, publisher=service.publisher, now=now)
-    return families(service.registry)
+    """The scorer's families after two reports through gRPC and one scoring pass (no hub: writes are recorded)."""
+    args = ["--cluster-name", "cluster-a", "--disable-auth", "--listen-address", "127.0.0.1:0"]
+    service = ScorerService(config=scorer_config_from(_config(SCORER_OPTIONS, args))).start()
+    sender = ReportSender(address=f"127.0.0.1:{service.grpc_port}", token_file=None)
+    try:
+        for sent in (report, _newer_agent(report)):
+            outcome = sender.send(sent)
+            assert outcome.result is PushResult.OK, outcome
+        service.score_once()
+        return families(service.registry)
+    finally:
+        sender.close()
+        service.stop()
 
 
 def both() -> Iterator[tuple[str, dict[str, Family]]]:
