@@ -16,9 +16,10 @@ python:
 	  exit 1; }
 	@PYTHON=$(PYTHON) bash scripts/ensure-tools venv
 
-# The Debian packages the tests run: prometheus (prometheus and promtool, tests/metrics).
+# What the tests run: prometheus and promtool (Debian package prometheus, tests/metrics), setpriv
+# (util-linux, tests/deploy/test_agent_identity.py).
 test-tools:
-	@bash scripts/ensure-tools prometheus promtool
+	@bash scripts/ensure-tools prometheus promtool setpriv
 
 # The Debian package the benchmarks run: prometheus-node-exporter (bench/bench_agent.py).
 bench-tools:
