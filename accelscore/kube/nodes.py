@@ -12,17 +12,32 @@ from typing import Any, TypeVar
 from kubernetes import client
 
 from accelscore.kube.config import ApiClient
+from accelscore.kube.quantity import InvalidQuantity, quantity
 from accelscore.kube.watch import OnChange, WatchCache, namespaced_key
 
 V = TypeVar("V")
 JsonObject = dict[str, Any]
 
-__all__ = ["JsonObject", "object_name", "watch_node", "watch_node_pods", "watch_nodes", "watch_pending_pods"]
+__all__ = ["JsonObject", "object_name", "status_amounts", "watch_node", "watch_node_pods", "watch_nodes",
+           "watch_pending_pods"]
 
 
 def object_name(obj: JsonObject) -> str:
     """`metadata.name` of an API object given as JSON."""
     return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def status_amounts(node: JsonObject, field: str, wanted: Callable[[str], bool]) -> dict[str, float]:
+    """`status.<field>` (capacity or allocatable) of the `wanted` resources as counts; a bad quantity counts 0."""
+    amounts = ((node.get("status") or {}).get(field)) or {}
+    out: dict[str, float] = {}
+    for name, value in amounts.items() if isinstance(amounts, dict) else ():
+        if wanted(name):
+            try:
+                out[name] = float(quantity(value, f"status.{field}.{name}"))
+            except InvalidQuantity:
+                out[name] = 0.0  # never more than the Node can be shown to have
+    return out
 
 
 def watch_node(api_client: ApiClient, *, node_name: str, transform: Callable[[JsonObject], V],

@@ -66,6 +66,13 @@ class AuthUnavailable(AuthError):
     reason = RejectReason.AUTH_UNAVAILABLE
 
 
+class AuthBusy(AuthError):
+    """Every TokenReview slot is taken (an unknown-token flood); refused at once, the agent retries."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+    reason = RejectReason.AUTH_BUSY
+
+
 @dataclass(frozen=True, slots=True)
 class Identity:
     """An authenticated agent: its ServiceAccount, its pod, and the node that pod runs on."""
@@ -86,13 +93,28 @@ class _Entry:
     message: str = ""
 
 
+class _Flight:
+    """One TokenReview in progress; callers with the same token wait for its answer (single-flight)."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.entry: _Entry | None = None
+        self.error: AuthError | None = None
+
+
 class TokenAuthenticator:
-    """Verifies bearer tokens with TokenReview, caches answers (LRU, TTL-bounded), binds them to a node."""
+    """Verifies bearer tokens with TokenReview, caches answers (LRU, TTL-bounded), binds them to a node.
+
+    Bounded under a flood of unknown tokens: refusals are cached `negative_ttl_s` in their own LRU
+    (so a flood never evicts the agents' positive answers), concurrent calls with one token share one
+    review (single-flight), and at most `max_reviews_in_flight` distinct reviews run at once; a call
+    that would need another is refused at once with `AuthBusy` instead of waiting.
+    """
 
     def __init__(self, *, api_client: ApiClient, audience: str, agent_username: str = DEFAULT_AGENT_USERNAME,
                  pod_lookup: bool = True, cache_max_ttl_s: float = 300.0, negative_ttl_s: float = 10.0,
-                 cache_size: int = 10_000, request_timeout_s: float = 5.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 cache_size: int = 10_000, negative_cache_size: int = 10_000, max_reviews_in_flight: int = 4,
+                 request_timeout_s: float = 5.0, clock: Callable[[], float] = time.time) -> None:
         if not agent_username.startswith(_SA_PREFIX) or agent_username.count(":") != 3:
             raise ValueError(f"agent_username {agent_username!r} is not system:serviceaccount:<namespace>:<name>")
         self._reviews = TokenReviews(api_client, request_timeout_s=request_timeout_s)
@@ -103,9 +125,14 @@ class TokenAuthenticator:
         self._max_ttl = cache_max_ttl_s
         self._negative_ttl = negative_ttl_s
         self._size = cache_size
+        self._negative_size = negative_cache_size
+        self._max_flights = max_reviews_in_flight
         self._clock = clock
         self._lock = threading.Lock()
         self._cache: OrderedDict[bytes, _Entry] = OrderedDict()
+        self._negative: OrderedDict[bytes, _Entry] = OrderedDict()
+        self._flights: dict[bytes, _Flight] = {}
+        self.reviews = 0  # TokenReviews started (for tests and /metrics)
 
     def authenticate(self, token: str | None) -> Identity:
         """The agent identity behind `token`, or raise an `AuthError` subclass."""
@@ -116,22 +143,50 @@ class TokenAuthenticator:
         key = hashlib.sha256(token.encode()).digest()  # never keep raw tokens in memory longer than a call
         now = self._clock()
         with self._lock:
-            entry = self._cache.get(key)
-            if entry is not None and entry.expires_at > now:
-                self._cache.move_to_end(key)
-            else:
-                entry = None
-        if entry is None:
-            entry = self._review(token, now)
-            if entry.expires_at > now:
-                with self._lock:
-                    self._cache[key] = entry
-                    self._cache.move_to_end(key)
-                    while len(self._cache) > self._size:
-                        self._cache.popitem(last=False)
+            entry = _fresh(self._cache, key, now) or _fresh(self._negative, key, now)
+            flight = leader = None
+            if entry is None:
+                flight = self._flights.get(key)
+                if flight is None:
+                    if len(self._flights) >= self._max_flights:
+                        raise AuthBusy(f"{self._max_flights} token reviews already in flight; retry")
+                    flight = leader = self._flights[key] = _Flight()
+                    self.reviews += 1
+        if leader is not None:
+            entry = self._lead(leader, key, token, now)
+        elif flight is not None:
+            entry = self._follow(flight)
+        assert entry is not None
         if entry.identity is None:
             raise (entry.error or Unauthenticated)(entry.message)
         return entry.identity
+
+    def _lead(self, flight: _Flight, key: bytes, token: str, now: float) -> _Entry:
+        try:
+            flight.entry = self._review(token, now)
+        except AuthError as err:
+            flight.error = err
+            raise
+        finally:
+            with self._lock:
+                del self._flights[key]
+                entry = flight.entry
+                if entry is not None and entry.expires_at > now:
+                    cache, size = (self._cache, self._size) if entry.identity else (self._negative, self._negative_size)
+                    cache[key] = entry
+                    cache.move_to_end(key)
+                    while len(cache) > size:
+                        cache.popitem(last=False)
+            flight.done.set()
+        return flight.entry
+
+    @staticmethod
+    def _follow(flight: _Flight) -> _Entry:
+        flight.done.wait()
+        if flight.entry is None:
+            err = flight.error
+            raise (type(err) if err is not None else AuthUnavailable)(str(err) if err else "token review failed")
+        return flight.entry
 
     def authorize(self, token: str | None, node: str) -> Identity:
         """`authenticate`, then require the token's pod to run on `node`."""
@@ -142,7 +197,7 @@ class TokenAuthenticator:
     def cache_len(self) -> int:
         """Number of cached answers (positive and negative)."""
         with self._lock:
-            return len(self._cache)
+            return len(self._cache) + len(self._negative)
 
     def _review(self, token: str, now: float) -> _Entry:
         try:
@@ -191,6 +246,15 @@ class TokenAuthenticator:
         if not node:
             raise WrongIdentity(f"pod {self._namespace}/{pod} is not bound to a node")
         return node
+
+
+def _fresh(cache: OrderedDict[bytes, _Entry], key: bytes, now: float) -> _Entry | None:
+    """The unexpired entry for `key` (marked recently used), or None."""
+    entry = cache.get(key)
+    if entry is None or entry.expires_at <= now:
+        return None
+    cache.move_to_end(key)
+    return entry
 
 
 def check_node(identity: Identity, node: str) -> None:

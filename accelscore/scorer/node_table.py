@@ -4,20 +4,36 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from accelscore.scorer.model import ClusterSnapshot, NodeEntry, NodeSummary
+from accelscore.scorer.plausible import implausible
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.scorer.summarize import summarize
+from accelscore.scorer.validate import Rejection
 from accelscore.v1 import report_pb2
 
 
 @dataclass(frozen=True, slots=True)
 class NodeFacts:
-    """What the Node watch keeps per node: only whether the scheduler may place pods there."""
+    """What the Node watch keeps per node: whether pods may be placed there and its accelerator amounts.
+
+    `capacity`/`allocatable` hold the accelerator resources (`plausible.accelerator_resource`) of the
+    Node's status; None = not known (no watch data), so reports are not bounded by them.
+    """
 
     name: str
     schedulable: bool
+    capacity: Mapping[str, float] | None = field(default=None, compare=False)
+    allocatable: Mapping[str, float] | None = field(default=None, compare=False)
+
+
+class ReportRefused(Exception):
+    """`NodeTable.accept` refused the report (it is not kept); `rejection` says why."""
+
+    def __init__(self, rejection: Rejection) -> None:
+        super().__init__(rejection.message)
+        self.rejection = rejection
 
 
 class NodeTable:
@@ -33,8 +49,14 @@ class NodeTable:
         self.version = 0  # bumps on every change, so the scoring loop can skip idle passes
 
     def accept(self, report: report_pb2.NodeReport, received_at: float) -> NodeSummary:
-        """Summarise once at ingest, keep only the newest per node."""
+        """Summarise once at ingest, keep only the newest per node; `ReportRefused` when implausible."""
         summary = summarize(report, self._config, received_at=received_at)
+        with self._lock:
+            facts = None if self._nodes is None else self._nodes.get(report.node_name)
+        if facts is not None and facts.capacity is not None and facts.allocatable is not None:
+            rejection = implausible(report, summary, capacity=facts.capacity, allocatable=facts.allocatable)
+            if rejection is not None:
+                raise ReportRefused(rejection)
         with self._lock:
             self._summaries[report.node_name] = summary
             self.version += 1

@@ -15,6 +15,7 @@ from accelscore.scorer.ingest import IngestStats, build_ingest_server
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.model import ScoreSet
 from accelscore.scorer.node_table import NodeFacts, NodeTable
+from accelscore.scorer.plausible import accelerator_resource
 from accelscore.scorer.publisher import Publisher
 from accelscore.scorer.scoring import score_cluster
 from accelscore.scorer.scoring_config import ScoringConfig
@@ -101,7 +102,9 @@ class ScorerService:
         from accelscore.kube.pod_requests import effective_requests
 
         def node_facts(node: kube_nodes.JsonObject) -> NodeFacts:
-            return NodeFacts(kube_nodes.object_name(node), not bool((node.get("spec") or {}).get("unschedulable")))
+            return NodeFacts(kube_nodes.object_name(node), not bool((node.get("spec") or {}).get("unschedulable")),
+                             capacity=kube_nodes.status_amounts(node, "capacity", accelerator_resource),
+                             allocatable=kube_nodes.status_amounts(node, "allocatable", accelerator_resource))
 
         def pending_demand(pod: kube_nodes.JsonObject) -> tuple[float, float]:
             requests = effective_requests(pod)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from accelscore.devices import KINDS, AcceleratorFamily, DeviceKind
+from accelscore.devices import KINDS, AcceleratorFamily, CollectorName, DeviceKind
 from accelscore.scorer.model import COMPUTE_SCALE, NodeSummary
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.v1 import report_pb2
@@ -66,12 +66,12 @@ def _takes_more_work(device: report_pb2.Device) -> bool:
 
 
 def _gpu_part(
-    report: report_pb2.NodeReport, config: ScoringConfig, nvidia_ok: bool,
+    report: report_pb2.NodeReport, config: ScoringConfig, nvidia_ok: bool, kubelet_ok: bool,
 ) -> tuple[int, int, int, bool, float, float]:
     """(total, healthy, free, free_known, mem_free_max_bytes, compute_free) over physical GPUs."""
     gpus: list[report_pb2.Device] = []
     migs: dict[str, list[report_pb2.Device]] = {}
-    assignment_known = True
+    assignment_known = kubelet_ok  # a device's own `assignment_known` cannot vouch past its collector
     for device in report.devices:
         kind = device.kind
         if kind in _GPU:
@@ -106,10 +106,10 @@ def _gpu_part(
     return len(gpus), healthy, free, free_known, mem_max, units / COMPUTE_SCALE
 
 
-def _tpu_part(report: report_pb2.NodeReport, tpu_ok: bool) -> tuple[int, int, bool]:
+def _tpu_part(report: report_pb2.NodeReport, tpu_ok: bool, kubelet_ok: bool) -> tuple[int, int, bool]:
     """(total, free, free_known) over TPU chips."""
     total = free = 0
-    assignment_known = True
+    assignment_known = kubelet_ok
     for device in report.devices:
         if device.kind not in _TPU:
             continue
@@ -126,12 +126,24 @@ def _vouched(kinds: frozenset[DeviceKind], ok: set[str]) -> bool:
     return all(KINDS[kind].collector in ok for kind in kinds)
 
 
+def _assignments_vouched(report: report_pb2.NodeReport) -> bool:
+    """Whether devices' `assignment_known` may be believed: the kubelet collector is OK, or the host has none.
+
+    ABSENT or unlisted = no kubelet on the host (local mode, where the agent uses NVML processes);
+    UNKNOWN or unspecified = the kubelet should be there but was not read, so no assignment is known.
+    """
+    state = next((c.state for c in report.collectors if c.name == CollectorName.KUBELET.value), None)
+    return state in (None, _OK, report_pb2.COLLECTOR_STATE_ABSENT)
+
+
 def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_at: float) -> NodeSummary:
     """What one NodeReport contributes to scoring (unknown is None / not known, never free)."""
     ok = {c.name for c in report.collectors if c.state == _OK}
     api = _api_free(report, next((c.state for c in report.collectors if c.name == "node"), 0))
-    gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute = _gpu_part(report, config, _vouched(_GPU, ok))
-    tpu_total, tpu_free, tpu_known = _tpu_part(report, _vouched(_TPU, ok))
+    kubelet_ok = _assignments_vouched(report)
+    gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute = _gpu_part(report, config, _vouched(_GPU, ok),
+                                                                               kubelet_ok)
+    tpu_total, tpu_free, tpu_known = _tpu_part(report, _vouched(_TPU, ok), kubelet_ok)
     stamp = report.time
     report_time = stamp.seconds + stamp.nanos / 1e9 if report.HasField("time") else 0.0
     return NodeSummary(

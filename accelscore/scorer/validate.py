@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from accelscore.v1 import report_pb2 as pb
 
-MAX_FUTURE_SKEW_S = 300.0  # agent clocks may run ahead this much; further is a broken clock
+MAX_CLOCK_SKEW_S = 120.0  # a report's time may differ from the scorer's clock this much either way
 MAX_DEVICES = 1024
 MAX_RESOURCES = 64
 MAX_COLLECTORS = 16
@@ -44,6 +44,12 @@ class RejectReason(enum.StrEnum):
     FORBIDDEN_IDENTITY = "forbidden_identity"
     WRONG_NODE = "wrong_node"
     AUTH_UNAVAILABLE = "auth_unavailable"
+    AUTH_BUSY = "auth_busy"
+    OVERLOADED = "overloaded"
+    RATE_LIMITED = "rate_limited"
+    CLOCK_SKEW = "clock_skew"
+    IMPLAUSIBLE = "implausible"
+    SEQUENCE_JUMP = "sequence_jump"
     STALE_SEQUENCE = "stale_sequence"
     INTERNAL = "internal"
 
@@ -73,11 +79,11 @@ def node_name_problem(name: str) -> str | None:
     return None
 
 
-def validate_report(report: pb.NodeReport, *, now: float, max_future_skew_s: float = MAX_FUTURE_SKEW_S) -> \
+def validate_report(report: pb.NodeReport, *, now: float, max_clock_skew_s: float = MAX_CLOCK_SKEW_S) -> \
         Rejection | None:
     """The first reason `report` must be refused, or None when it is acceptable."""
     try:
-        _check_header(report, now, max_future_skew_s)
+        _check_header(report, now, max_clock_skew_s)
         _check_collectors(report.collectors)
         _check_resources(report.resources)
         _check_devices(report.devices)
@@ -99,9 +105,10 @@ def _check_header(report: pb.NodeReport, now: float, skew: float) -> None:
     stamp = report.time
     if stamp.seconds <= 0 or not 0 <= stamp.nanos < 1_000_000_000:
         raise _Bad(RejectReason.INVALID_VALUE, f"time {stamp.seconds}s {stamp.nanos}ns is not a valid timestamp")
-    if stamp.seconds + stamp.nanos / 1e9 > now + skew:
-        raise _Bad(RejectReason.INVALID_VALUE,
-                   f"time is {stamp.seconds - now:.0f}s ahead of the scorer's clock (at most {skew:.0f}s allowed)")
+    offset = stamp.seconds + stamp.nanos / 1e9 - now
+    if not -skew <= offset <= skew:
+        raise _Bad(RejectReason.CLOCK_SKEW, f"time is {abs(offset):.0f}s {'ahead of' if offset > 0 else 'behind'} "
+                                            f"the scorer's clock (at most {skew:.0f}s either way)")
     if len(report.agent_instance) > MAX_ID_CHARS or len(report.agent_version) > MAX_ID_CHARS:
         raise _Bad(RejectReason.OVERSIZED, f"agent_instance/agent_version longer than {MAX_ID_CHARS} characters")
 

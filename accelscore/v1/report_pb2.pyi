@@ -245,7 +245,9 @@ class PushReportRequest(_message.Message):
     def __init__(self, report: _Optional[_Union[NodeReport, _Mapping]] = ...) -> None: ...
 
 class PushReportResponse(_message.Message):
-    __slots__ = ("accepted_time",)
+    __slots__ = ("accepted_time", "dropped_reason")
     ACCEPTED_TIME_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_REASON_FIELD_NUMBER: _ClassVar[int]
     accepted_time: _timestamp_pb2.Timestamp
-    def __init__(self, accepted_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    dropped_reason: str
+    def __init__(self, accepted_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dropped_reason: _Optional[str] = ...) -> None: ...
