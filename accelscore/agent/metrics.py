@@ -107,6 +107,7 @@ class AgentMetrics(Collector):
             pushes.add_metric([self._node, "ok"], stats.pushes_ok)
             pushes.add_metric([self._node, "failed"], stats.pushes_failed)
             pushes.add_metric([self._node, "rejected"], stats.pushes_rejected)
+            pushes.add_metric([self._node, "dropped"], stats.pushes_dropped)
             replaced = CounterMetricFamily("accelscore_reports_replaced", "reports superseded before delivery",
                                            labels=["node"])
             replaced.add_metric([self._node], stats.reports_replaced)

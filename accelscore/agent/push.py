@@ -37,6 +37,9 @@ RETRYABLE_CODES = frozenset({
 })
 
 
+DROPPED = "DROPPED"  # SendOutcome.code of an OK call whose report the scorer did not keep
+
+
 class PushResult(enum.Enum):
     """What one send attempt achieved."""
 
@@ -89,8 +92,8 @@ class ReportSender:
         if stub is None:
             return SendOutcome(PushResult.REJECTED, "CLOSED", "sender is closed")
         try:
-            stub.PushReport(pb.PushReportRequest(report=report), timeout=timeout_s or self._timeout,
-                            metadata=metadata)
+            response = stub.PushReport(pb.PushReportRequest(report=report), timeout=timeout_s or self._timeout,
+                                       metadata=metadata)
         except grpc.RpcError as err:
             code = err.code() if isinstance(err, grpc.Call) else grpc.StatusCode.UNKNOWN
             detail = err.details() if isinstance(err, grpc.Call) else str(err)
@@ -100,6 +103,8 @@ class ReportSender:
             return SendOutcome(result, code.name, detail or "")
         except ValueError as err:  # e.g. the channel was closed by close() during the call
             return SendOutcome(PushResult.RETRYABLE, "CLOSED", str(err))
+        if response.dropped_reason:  # answered OK but not kept (a duplicate or reordered push): not retried
+            return SendOutcome(PushResult.OK, DROPPED, response.dropped_reason)
         return SendOutcome(PushResult.OK)
 
     def close(self) -> None:
@@ -135,6 +140,7 @@ class PushStats:
     pushes_ok: int = 0
     pushes_failed: int = 0  # retryable failures (each attempt)
     pushes_rejected: int = 0
+    pushes_dropped: int = 0  # answered OK, but the scorer said it did not keep the report (counted in pushes_ok too)
     reports_replaced: int = 0  # offered reports overwritten by a newer one before delivery
     last_success_time: float = 0.0
 
@@ -248,7 +254,8 @@ class PushLoop:
                     self._pending = None
                 if outcome.result is PushResult.OK:
                     self._delivered_key = key
-                    self._stats = _bump(self._stats, pushes_ok=1, last_success_time=self._clock())
+                    self._stats = _bump(self._stats, pushes_ok=1, pushes_dropped=int(outcome.code == DROPPED),
+                                        last_success_time=self._clock())
                 else:
                     self._stats = _bump(self._stats, pushes_rejected=1)
         if outcome.result is PushResult.OK:

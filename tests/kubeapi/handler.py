@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -82,6 +83,9 @@ class KubeHandler(BaseHTTPRequestHandler):
         try:
             body = self._read_body()
             self._authenticate(path)
+            delay = self.state.latency(method, path)
+            if delay:
+                time.sleep(delay)
             fault = self.state.take_fault(method, path)
             if fault:
                 raise ApiError(fault.status, fault.message or f"injected {fault.status} for {method} {path}",

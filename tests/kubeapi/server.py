@@ -104,6 +104,15 @@ class KubeApiServer:
         with self._state.lock:
             self._state.faults.append(fault)
 
+    def set_latency(self, method: str, path_regex: str, seconds: float) -> None:
+        """Answer requests whose method (or "*") and URL path (re.search) match `seconds` late; 0 removes the rule."""
+        rule_method = method.upper() if method != "*" else "*"
+        with self._state.lock:
+            self._state.latencies[:] = [r for r in self._state.latencies
+                                        if (r[0], r[1].pattern) != (rule_method, path_regex)]
+            if seconds > 0:
+                self._state.latencies.append((rule_method, re.compile(path_regex), seconds))
+
     @property
     def requests(self) -> list[RequestRecord]:
         """A copy of the request log: (method, path, status, query)."""

@@ -42,6 +42,7 @@ class ServerState:
     tokens: TokenTable = field(default_factory=TokenTable)
     api_tokens: set[str] = field(default_factory=set)
     faults: list[Fault] = field(default_factory=list)
+    latencies: list[tuple[str, re.Pattern[str], float]] = field(default_factory=list)
     requests: list[RequestRecord] = field(default_factory=list)
     bookmark_interval_s: float = 1.0
     default_watch_timeout_s: float = 1800.0
@@ -53,6 +54,14 @@ class ServerState:
             if rt.group == group and rt.plural == plural and version in rt.versions:
                 return rt
         return None
+
+    def latency(self, method: str, path: str) -> float:
+        """Seconds to wait before answering a request (the first matching `set_latency` rule; 0 = none)."""
+        with self.lock:
+            for rule_method, regex, seconds in self.latencies:
+                if rule_method in ("*", method) and regex.search(path):
+                    return seconds
+        return 0.0
 
     def take_fault(self, method: str, path: str) -> Fault | None:
         """Consume one matching injected fault."""

@@ -1,0 +1,252 @@
+"""Claims about bounded ingest: each reproduces an exhaustion attack of issue 11 and shows it refused or bounded.
+
+Oversized bodies stop in grpc core, unauthenticated calls never have their body read, unknown tokens
+cost at most one TokenReview each per negative TTL (and one per token however many calls race), the
+reviews in flight and the calls in flight are capped, and each node has a rate limit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import pytest
+
+from accelscore.scorer.admission import RateLimiter
+from accelscore.scorer.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, AuthBusy, TokenAuthenticator, Unauthenticated
+from accelscore.scorer.ingest import IngestStats, ReportIngest, build_ingest_server
+from accelscore.v1 import report_pb2 as pb
+from tests.ingest.harness import AGENT_SA, Accepted, IngestServer
+from tests.ingest.sample import eight_gpu_report
+from tests.kubeapi.fixtures import ApiHandle
+from tests.kubeapi.server import KubeApiServer
+
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+PATH = "/accelscore.v1.ReportService/PushReport"
+
+
+def _server(handle: ApiHandle) -> KubeApiServer:
+    assert handle.server is not None
+    return handle.server
+
+
+def _reviews(server: KubeApiServer) -> int:
+    return sum(1 for r in server.requests if r.method == "POST" and r.path == TOKEN_REVIEWS)
+
+
+def _agent_token(server: KubeApiServer, token: str, node: str = "node-a") -> str:
+    server.add_token(token, username=AGENT_SA, extra={EXTRA_POD_NAME: ["agent-x"], EXTRA_NODE_NAME: [node]})
+    return token
+
+
+def _authenticator(handle: ApiHandle, **kwargs: object) -> TokenAuthenticator:
+    return TokenAuthenticator(api_client=handle.api_client(), audience="accelscore", agent_username=AGENT_SA,
+                              **kwargs)  # type: ignore[arg-type]
+
+
+class _Context:
+    """The grpc.ServicerContext methods the handler uses, for calls without a transport."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.code: grpc.StatusCode | None = None
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.token}"),)
+
+    def is_active(self) -> bool:
+        return True
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:1"
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.code = code
+        raise RuntimeError(details)
+
+
+class _Body:
+    """A request iterator that records whether the handler pulled the body."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.read = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        self.read = True
+        return self.body
+
+
+def test_a_body_over_the_report_limit_is_refused_by_grpc_before_the_handler_parses_it() -> None:
+    limit = 64 * 1024
+    with IngestServer(max_report_bytes=limit) as srv:
+        channel = grpc.insecure_channel(srv.address)
+        call = channel.unary_unary(PATH)
+        with pytest.raises(grpc.RpcError) as caught:
+            call(b"\x0a" + b"\xff" * (4 * limit), timeout=5)
+        channel.close()
+        assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+        assert srv.accepted.reports == []
+        assert set(srv.rejected()) <= {"oversized"}  # counted when grpc got as far as our handler
+        assert srv.push_code(eight_gpu_report("node-a")) is grpc.StatusCode.OK  # and the server still serves
+
+
+def test_an_unauthenticated_call_is_refused_without_its_body_being_read(kube_test_server: ApiHandle) -> None:
+    stats = IngestStats()
+    ingest = ReportIngest(accept=Accepted(), authenticator=_authenticator(kube_test_server),
+                          max_report_bytes=2 << 20, stats=stats)
+    body, context = _Body(b"\x0a" + b"\x00" * (1 << 20)), _Context("random-token-1")
+    with pytest.raises(RuntimeError):
+        ingest.push(body, context)  # type: ignore[arg-type]
+    assert context.code is grpc.StatusCode.UNAUTHENTICATED
+    assert body.read is False
+    assert stats.snapshot()["unauthenticated"] == 1
+
+
+def test_a_flood_of_bad_tokens_costs_one_token_review_per_unique_token_per_negative_ttl(
+        kube_test_server: ApiHandle) -> None:
+    server = _server(kube_test_server)
+    now = [1000.0]
+    auth = _authenticator(kube_test_server, negative_ttl_s=10.0, clock=lambda: now[0])
+    for _ in range(20):
+        for i in range(25):
+            with pytest.raises(Unauthenticated):
+                auth.authenticate(f"bad-{i}")
+    assert _reviews(server) == 25
+    now[0] += 11.0  # past the negative TTL: asked again, once each
+    for _ in range(5):
+        for i in range(25):
+            with pytest.raises(Unauthenticated):
+                auth.authenticate(f"bad-{i}")
+    assert _reviews(server) == 50
+
+
+def test_concurrent_calls_with_one_unknown_token_share_one_token_review(kube_test_server: ApiHandle) -> None:
+    server = _server(kube_test_server)
+    server.set_latency("POST", TOKEN_REVIEWS, 0.3)
+    auth = _authenticator(kube_test_server)
+    start = threading.Barrier(32)
+
+    def call(_: int) -> str:
+        start.wait()
+        try:
+            auth.authenticate("the-same-bad-token")
+        except Unauthenticated:
+            return "refused"
+        return "accepted"
+
+    with ThreadPoolExecutor(32) as pool:
+        results = list(pool.map(call, range(32)))
+    assert results == ["refused"] * 32
+    assert _reviews(server) == 1
+
+
+def test_a_flood_of_unique_tokens_gets_no_more_token_reviews_in_flight_than_the_cap(
+        kube_test_server: ApiHandle) -> None:
+    server = _server(kube_test_server)
+    server.set_latency("POST", TOKEN_REVIEWS, 0.3)
+    auth = _authenticator(kube_test_server, max_reviews_in_flight=2)
+    start = threading.Barrier(20)
+
+    def call(i: int) -> tuple[str, float]:
+        start.wait()
+        began = time.monotonic()
+        try:
+            auth.authenticate(f"unique-{i}")
+        except AuthBusy:
+            return "busy", time.monotonic() - began
+        except Unauthenticated:
+            return "refused", time.monotonic() - began
+        return "accepted", time.monotonic() - began
+
+    with ThreadPoolExecutor(20) as pool:
+        results = list(pool.map(call, range(20)))
+    assert _reviews(server) <= 2
+    busy = [took for what, took in results if what == "busy"]
+    assert len(busy) >= 18
+    assert max(busy) < 0.2  # refused at once, not queued behind the slow reviews
+
+
+def test_a_flood_of_bad_tokens_does_not_evict_the_agents_cached_tokens(kube_test_server: ApiHandle) -> None:
+    server = _server(kube_test_server)
+    good = _agent_token(server, "good-token")
+    auth = _authenticator(kube_test_server, cache_size=4, negative_cache_size=4)
+    auth.authenticate(good)
+    for i in range(50):
+        with pytest.raises(Unauthenticated):
+            auth.authenticate(f"flood-{i}")
+    before = _reviews(server)
+    auth.authenticate(good)
+    assert _reviews(server) == before
+
+
+def test_calls_over_the_in_flight_cap_are_refused_as_overloaded_and_counted(kube_test_server: ApiHandle) -> None:
+    server = _server(kube_test_server)
+    server.set_latency("POST", TOKEN_REVIEWS, 0.5)
+    stats = IngestStats()
+    grpc_server, port = build_ingest_server(address="127.0.0.1:0", accept=Accepted(),
+                                            authenticator=_authenticator(kube_test_server),
+                                            max_report_bytes=1 << 20, counters=stats, max_in_flight=2, max_workers=8)
+    grpc_server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    call = channel.unary_unary(PATH)
+    try:
+        body = pb.PushReportRequest(report=eight_gpu_report("node-a")).SerializeToString()
+        futures = [call.future(body, timeout=5, metadata=(("authorization", f"Bearer t-{i}"),)) for i in range(8)]
+        codes = []
+        for future in futures:
+            try:
+                future.result()
+                codes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as err:
+                codes.append(err.code())  # type: ignore[attr-defined]
+    finally:
+        channel.close()
+        grpc_server.stop(None)
+    assert codes.count(grpc.StatusCode.UNAVAILABLE) >= 6
+    assert stats.snapshot()["overloaded"] >= 6
+    assert stats.snapshot()["accepted"] == 0
+
+
+def test_a_node_pushing_faster_than_its_rate_limit_is_refused_as_rate_limited(kube_test_server: ApiHandle) -> None:
+    token = _agent_token(_server(kube_test_server), "rate-token")
+    stats = IngestStats()
+    grpc_server, port = build_ingest_server(address="127.0.0.1:0", accept=Accepted(),
+                                            authenticator=_authenticator(kube_test_server),
+                                            max_report_bytes=1 << 20, counters=stats,
+                                            rate_limiter=RateLimiter(rate_per_s=0.01, burst=3))
+    grpc_server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stub = channel.unary_unary(PATH, request_serializer=pb.PushReportRequest.SerializeToString,
+                               response_deserializer=pb.PushReportResponse.FromString)
+    codes = []
+    try:
+        for seq in range(1, 6):
+            try:
+                stub(pb.PushReportRequest(report=eight_gpu_report("node-a", sequence=seq)), timeout=5,
+                     metadata=(("authorization", f"Bearer {token}"),))
+                codes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as err:
+                codes.append(err.code())  # type: ignore[attr-defined]
+    finally:
+        channel.close()
+        grpc_server.stop(None)
+    assert codes == [grpc.StatusCode.OK] * 3 + [grpc.StatusCode.RESOURCE_EXHAUSTED] * 2
+    assert stats.snapshot()["rate_limited"] == 2
+
+
+def test_the_rate_limiter_refills_and_keeps_a_bounded_number_of_buckets() -> None:
+    now = [0.0]
+    limiter = RateLimiter(rate_per_s=1.0, burst=2, max_keys=3, clock=lambda: now[0])
+    assert [limiter.allow("a") for _ in range(3)] == [True, True, False]
+    now[0] += 1.0
+    assert limiter.allow("a") is True
+    for i in range(100):
+        limiter.allow(f"k{i}")
+    assert len(limiter._buckets) == 3
