@@ -17,6 +17,7 @@ from accelscore.options import (
     Option,
     boolean,
     host_port,
+    positive_float,
     positive_int,
     text,
 )
@@ -53,6 +54,12 @@ SCORER_OPTIONS = (
            "accept unauthenticated reports (local tests only; never in a cluster)", is_switch=True),
     Option("--max-report-bytes", "ACCELSCORE_MAX_REPORT_BYTES", positive_int, "1048576",
            "larger reports are rejected"),
+    Option("--max-clock-skew", "ACCELSCORE_MAX_CLOCK_SKEW", positive_float, "120",
+           "reports dated further than this many seconds from the scorer's clock (either way) are refused"),
+    Option("--ingest-max-in-flight", "ACCELSCORE_INGEST_MAX_IN_FLIGHT", positive_int, "64",
+           "reports handled at once; more are refused as overloaded (the agent retries)"),
+    Option("--ingest-rate-per-node", "ACCELSCORE_INGEST_RATE_PER_NODE", positive_float, "2",
+           "reports per second one node may push (burst 20); more are refused as rate_limited"),
     *PUBLISH_OPTIONS,
     *SCORING_OPTIONS,
     LOG_LEVEL,
@@ -72,6 +79,9 @@ class ScorerConfig:
     scoring: ScoringConfig
     publish: PublishPolicy
     log_level: str
+    max_clock_skew_s: float = 120.0
+    ingest_max_in_flight: int = 64
+    ingest_rate_per_node: float = 2.0
 
 
 def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
@@ -92,4 +102,7 @@ def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
         scoring=scoring,
         publish=publish_policy_from(values, stale_after_s=scoring.stale_after_s),
         log_level=values["log_level"],
+        max_clock_skew_s=values["max_clock_skew"],
+        ingest_max_in_flight=values["ingest_max_in_flight"],
+        ingest_rate_per_node=values["ingest_rate_per_node"],
     )

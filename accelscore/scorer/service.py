@@ -11,7 +11,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 
 from accelscore.scorer.config import ScorerConfig
-from accelscore.scorer.ingest import IngestStats, build_ingest_server
+from accelscore.scorer.admission import RateLimiter
+from accelscore.scorer.ingest import DEFAULT_BURST, IngestStats, build_ingest_server
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.model import ScoreSet
 from accelscore.scorer.node_table import NodeFacts, NodeTable
@@ -86,7 +87,9 @@ class ScorerService:
         host, port = self.config.listen_address
         self.grpc_server, self.grpc_port = build_ingest_server(
             address=f"{host}:{port}", accept=self.accept, authenticator=authenticator,
-            max_report_bytes=self.config.max_report_bytes, counters=self.ingest_stats, clock=self._clock)
+            max_report_bytes=self.config.max_report_bytes, counters=self.ingest_stats, clock=self._clock,
+            max_in_flight=self.config.ingest_max_in_flight, max_clock_skew_s=self.config.max_clock_skew_s,
+            rate_limiter=RateLimiter(rate_per_s=self.config.ingest_rate_per_node, burst=DEFAULT_BURST))
         if authenticator is None:
             log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
         self.grpc_server.start()
