@@ -3,7 +3,9 @@
 `RateLimiter` is a token bucket per key (the authenticated node), kept in a bounded LRU so a flood of
 keys costs O(max_keys) memory. `InFlightCap` is a grpc server interceptor: it runs in grpc's serving
 thread on call arrival (metadata only, never the body) and refuses a call over the cap with a handler
-that aborts without reading the request, so the refusal is counted and cheap.
+that aborts without reading the request, so the refusal is counted and cheap. Calls whose metadata
+`exempt` vouches for (a token with a cached positive TokenReview: a real agent) do not take a slot, so a
+flood of unknown callers cannot crowd the agents out; they are bounded per node by the rate limit.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import grpc
@@ -49,9 +51,11 @@ class InFlightCap(grpc.ServerInterceptor):
     """At most `limit` calls of the wrapped service in progress; the rest refused at once via `on_refused`."""
 
     def __init__(self, *, limit: int, refuse: Callable[[Iterator[bytes], grpc.ServicerContext], Any],
-                 response_serializer: Callable[[Any], bytes] | None = None) -> None:
+                 response_serializer: Callable[[Any], bytes] | None = None,
+                 exempt: Callable[[Sequence[tuple[str, str | bytes]]], bool] | None = None) -> None:
         if limit < 1:
             raise ValueError("limit must be >= 1")
+        self._exempt = exempt
         self._slots = threading.BoundedSemaphore(limit)
         self._refused = grpc.stream_unary_rpc_method_handler(refuse, response_serializer=response_serializer)
 
@@ -59,6 +63,8 @@ class InFlightCap(grpc.ServerInterceptor):
                           handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         handler = continuation(handler_call_details)
         if handler is None or handler.stream_unary is None:
+            return handler
+        if self._exempt is not None and self._exempt(handler_call_details.invocation_metadata or ()):
             return handler
         if not self._slots.acquire(blocking=False):
             return self._refused

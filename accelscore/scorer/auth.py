@@ -188,6 +188,16 @@ class TokenAuthenticator:
             raise (type(err) if err is not None else AuthUnavailable)(str(err) if err else "token review failed")
         return flight.entry
 
+    def is_known(self, token: str | None) -> bool:
+        """Whether `token` has an unexpired positive answer cached (cheap: no review, no I/O)."""
+        if not token or len(token) > _MAX_TOKEN_CHARS:
+            return False
+        key = hashlib.sha256(token.encode()).digest()
+        now = self._clock()
+        with self._lock:
+            entry = self._cache.get(key)
+            return entry is not None and entry.expires_at > now
+
     def authorize(self, token: str | None, node: str) -> Identity:
         """`authenticate`, then require the token's pod to run on `node`."""
         identity = self.authenticate(token)

@@ -27,7 +27,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NoReturn
@@ -55,6 +55,9 @@ DEFAULT_WORKERS = 16
 DEFAULT_RATE_PER_S = 2.0  # per authenticated node; agents push every 15 s plus on change and retries
 DEFAULT_BURST = 20.0
 _WARN_EVERY_S = 60.0
+# HTTP/2 flow control: grant each stream only this much body before the handler asks for it (no BDP
+# growth), so a body the handler never reads (a refused call) costs at most this much in grpc core.
+BODY_WINDOW: tuple[tuple[str, int], ...] = (("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 64 * 1024))
 
 _CODES: dict[RejectReason, grpc.StatusCode] = {
     RejectReason.MALFORMED: grpc.StatusCode.INVALID_ARGUMENT,
@@ -152,6 +155,10 @@ class ReportIngest:
             log.exception("handling a report failed")
             rejection = Rejection(RejectReason.INTERNAL, "the scorer failed to handle the report")
         self._refuse(rejection, context)  # outside the try: grpc's abort raises a plain Exception
+
+    def known_caller(self, metadata: Sequence[tuple[str, str | bytes]]) -> bool:
+        """Whether the call's token has a cached positive review (a real agent; exempt from the in-flight cap)."""
+        return self._auth is not None and self._auth.is_known(bearer_token(tuple(metadata)))
 
     def overloaded(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> pb.PushReportResponse:
         """The handler of a call over the in-flight cap: refused without reading its body."""
@@ -292,13 +299,14 @@ def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAut
         METHOD: grpc.stream_unary_rpc_method_handler(ingest.push, request_deserializer=None,
                                                      response_serializer=serialize),
     })
-    cap = InFlightCap(limit=max_in_flight, refuse=ingest.overloaded, response_serializer=serialize)
+    cap = InFlightCap(limit=max_in_flight, refuse=ingest.overloaded, response_serializer=serialize,
+                      exempt=ingest.known_caller)
     server = grpc.server(
         ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="ingest"),
         handlers=(handler,), interceptors=(cap,),
         # grpc's own backstop beyond our counted cap: calls past it are refused by grpc core, uncounted
         maximum_concurrent_rpcs=4 * max_in_flight,
-        options=[("grpc.max_receive_message_length", max_report_bytes), ("grpc.so_reuseport", 0)],
+        options=[("grpc.max_receive_message_length", max_report_bytes), ("grpc.so_reuseport", 0), *BODY_WINDOW],
     )
     _probe_free(address)
     try:
