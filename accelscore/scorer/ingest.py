@@ -210,10 +210,10 @@ class ReportIngest:
         except grpc.RpcError:
             request = None
         if request is None:
-            if context.is_active():
-                raise _Refused(Rejection(RejectReason.MALFORMED, "the call carried no request message"))
-            # grpc core ended the call while receiving: a body over the receive limit (or a client gone)
-            raise _Refused(Rejection(RejectReason.OVERSIZED, f"body over {self._max_bytes} bytes or call cancelled"))
+            # A unary client always sends one message: none means grpc core ended the receive, almost
+            # always for a body over its limit (a client that sent none is counted the same).
+            raise _Refused(Rejection(RejectReason.OVERSIZED, f"no request message received: over {self._max_bytes} "
+                                                             "bytes, or none sent"))
         return request
 
     def _ordered_accept(self, report: pb.NodeReport, received_at: float) -> pb.PushReportResponse:

@@ -250,3 +250,36 @@ def test_the_rate_limiter_refills_and_keeps_a_bounded_number_of_buckets() -> Non
     for i in range(100):
         limiter.allow(f"k{i}")
     assert len(limiter._buckets) == 3
+
+
+def test_an_agent_with_a_cached_token_is_served_while_unknown_tokens_fill_the_in_flight_cap(
+        kube_test_server: ApiHandle) -> None:
+    server = _server(kube_test_server)
+    token = _agent_token(server, "cached-agent")
+    stats = IngestStats()
+    grpc_server, port = build_ingest_server(address="127.0.0.1:0", accept=Accepted(),
+                                            authenticator=_authenticator(kube_test_server),
+                                            max_report_bytes=1 << 20, counters=stats, max_in_flight=2, max_workers=8)
+    grpc_server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    call = channel.unary_unary(PATH, request_serializer=pb.PushReportRequest.SerializeToString,
+                               response_deserializer=pb.PushReportResponse.FromString)
+    try:
+        call(pb.PushReportRequest(report=eight_gpu_report("node-a", sequence=1)), timeout=5,
+             metadata=(("authorization", f"Bearer {token}"),))  # reviewed once, now cached
+        server.set_latency("POST", TOKEN_REVIEWS, 0.5)
+        body = pb.PushReportRequest(report=eight_gpu_report("node-b"))
+        flood = [call.future(body, timeout=5, metadata=(("authorization", f"Bearer unknown-{i}"),)) for i in range(6)]
+        time.sleep(0.1)  # the unknown tokens now hold both slots
+        began = time.monotonic()
+        response = call(pb.PushReportRequest(report=eight_gpu_report("node-a", sequence=2)), timeout=5,
+                        metadata=(("authorization", f"Bearer {token}"),))
+        took = time.monotonic() - began
+        for future in flood:
+            future.exception()
+    finally:
+        channel.close()
+        grpc_server.stop(None)
+    assert response.HasField("accepted_time")
+    assert took < 0.3
+    assert stats.snapshot()["overloaded"] >= 4
