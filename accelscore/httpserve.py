@@ -1,12 +1,26 @@
-"""A small HTTP server for /metrics, /healthz and /readyz, shared by the agent and the scorer."""
+"""A small HTTP server for /metrics, /healthz and /readyz, shared by the agent and the scorer.
+
+Bounded (issue 11): idle keep-alive connections wait in one selector, not in threads; a request is
+served by a fixed pool of `WORKERS` threads; a connection idle `IDLE_TIMEOUT_S` is closed, and past
+`MAX_CONNECTIONS` the longest-idle one is; a request's line and headers may take `MAX_HEADER_BYTES`
+(431 beyond) and `REQUEST_TIMEOUT_S` in all (a slow client is cut off, not waited for).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import logging
+import selectors
+import socket
+import socketserver
 import sys
 import threading
+import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -17,32 +31,90 @@ log = logging.getLogger(__name__)
 
 Check = Callable[[], tuple[bool, str]]
 
+WORKERS = 4
+IDLE_TIMEOUT_S = 60.0  # longer than common scrape intervals, so Prometheus keeps its connection
+REQUEST_TIMEOUT_S = 10.0
+MAX_HEADER_BYTES = 8192
+MAX_CONNECTIONS = 512
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], *, render: Callable[[], bytes], healthy: Check, ready: Check) -> None:
-        super().__init__(address, _Handler)
-        self.render = render
-        self.healthy = healthy
-        self.ready = ready
+class _RequestReader:
+    """The handler's `rfile`: reads the socket itself so line + headers are bounded in bytes and in time.
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hangs up or resets mid-request is routine (DEBUG); anything else is a bug (logged)."""
-        err = sys.exc_info()[1]
-        if isinstance(err, ConnectionError | TimeoutError):
-            log.debug("http: client %s went away: %s", client_address, err)
-        else:
-            log.exception("http: request from %s failed", client_address)
+    Bytes read past the end of one request (a pipelined next one) stay in `leftover`.
+    """
+
+    def __init__(self, sock: socket.socket, leftover: bytes, *, limit: int, deadline: float) -> None:
+        self._sock = sock
+        self._buf = bytearray(leftover)
+        self._limit = limit
+        self._deadline = deadline
+        self._taken = 0
+
+    def readline(self, size: int = -1) -> bytes:
+        while True:
+            end = self._buf.find(b"\n")
+            if end >= 0 or (0 <= size <= len(self._buf)):
+                n = end + 1 if end >= 0 else size
+                if 0 <= size < n:
+                    n = size
+                return self._take(n)
+            if len(self._buf) + self._taken > self._limit:
+                raise http.client.LineTooLong(f"request line and headers over {self._limit} bytes")
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("request not received in time")
+            self._sock.settimeout(remaining)
+            data = self._sock.recv(4096)
+            if not data:
+                return self._take(len(self._buf))
+            self._buf += data
+
+    def read(self, size: int = -1) -> bytes:
+        return self._take(len(self._buf) if size < 0 else min(size, len(self._buf)))
+
+    def _take(self, n: int) -> bytes:
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        self._taken += n
+        if self._taken > self._limit:
+            raise http.client.LineTooLong(f"request line and headers over {self._limit} bytes")
+        return out
+
+    @property
+    def leftover(self) -> bytes:
+        return bytes(self._buf)
+
+    def close(self) -> None:
+        pass
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """Serves exactly one request per instance; the server parks the connection between requests."""
+
     server: _Server
     protocol_version = "HTTP/1.1"
+    timeout = REQUEST_TIMEOUT_S
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle + delayed ACK stall each
     # kept-alive scrape by ~40 ms.
     disable_nagle_algorithm = True
+    leftover: bytes = b""
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the buffered file the base class made: it would hold the socket open
+        self.rfile = _RequestReader(self.connection, self.server.take_leftover(self.connection),  # type: ignore[assignment]
+                                    limit=MAX_HEADER_BYTES, deadline=time.monotonic() + REQUEST_TIMEOUT_S)
+
+    def handle(self) -> None:
+        self.close_connection = True
+        try:
+            self.handle_one_request()
+        except http.client.LineTooLong as err:  # the request line itself (headers are answered by parse_request)
+            self.request_version, self.command, self.requestline = "HTTP/1.1", "", ""
+            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Request too large", str(err))
+            self.close_connection = True
+        self.leftover = self.rfile.leftover  # type: ignore[attr-defined]
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -71,6 +143,128 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("http: " + format, *args)
 
 
+class _Server(socketserver.TCPServer):
+    """Accepts in `serve_forever`; parks idle connections in a selector; serves requests in a fixed pool."""
+
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], *, render: Callable[[], bytes], healthy: Check, ready: Check) -> None:
+        super().__init__(address, _Handler)
+        self.render = render
+        self.healthy = healthy
+        self.ready = ready
+        self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="metrics-http")
+        self._selector = selectors.DefaultSelector()
+        self._lock = threading.Lock()
+        self._idle: dict[socket.socket, float] = {}  # parked connection -> when it went idle
+        self._leftover: dict[socket.socket, bytes] = {}
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._closed = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="metrics-http-idle", daemon=True)
+        self._watcher.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._park(request, client_address)
+
+    def take_leftover(self, sock: socket.socket) -> bytes:
+        with self._lock:
+            return self._leftover.pop(sock, b"")
+
+    def open_connections(self) -> int:
+        with self._lock:
+            return len(self._idle)
+
+    def _park(self, sock: socket.socket, address: Any) -> None:
+        with self._lock:
+            if self._closed.is_set():
+                self.shutdown_request(sock)
+                return
+            self._idle[sock] = time.monotonic()
+            self._selector.register(sock, selectors.EVENT_READ, address)
+            oldest = min(self._idle, key=self._idle.__getitem__) if len(self._idle) > MAX_CONNECTIONS else None
+            if oldest is not None:
+                self._drop(oldest)
+        self._wake_w.send(b"\0")
+
+    def _drop(self, sock: socket.socket) -> None:
+        """Forget and close a parked connection (lock held)."""
+        self._idle.pop(sock, None)
+        self._leftover.pop(sock, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(sock)
+        self.shutdown_request(sock)
+
+    def _watch(self) -> None:
+        while not self._closed.is_set():
+            events = self._selector.select(timeout=1.0)
+            ready = []
+            with self._lock:
+                for key, _ in events:
+                    if key.fileobj is self._wake_r:
+                        with contextlib.suppress(BlockingIOError):
+                            self._wake_r.recv(4096)
+                        continue
+                    sock = key.fileobj
+                    assert isinstance(sock, socket.socket)
+                    self._selector.unregister(sock)
+                    self._idle.pop(sock, None)
+                    ready.append((sock, key.data))
+                cutoff = time.monotonic() - IDLE_TIMEOUT_S
+                for sock in [s for s, since in self._idle.items() if since < cutoff]:
+                    self._drop(sock)
+            for sock, address in ready:
+                self._pool.submit(self._serve_one, sock, address)
+
+    def _serve_one(self, sock: socket.socket, address: Any) -> None:
+        while True:
+            try:
+                handler = _Handler(sock, address, self)
+            except Exception:  # noqa: BLE001 - any failure of one request closes its connection, logged
+                self.handle_error(sock, address)
+                self.shutdown_request(sock)
+                return
+            if handler.close_connection:
+                self.shutdown_request(sock)
+                return
+            if not handler.leftover:
+                break
+            with self._lock:
+                self._leftover[sock] = handler.leftover  # a pipelined request: serve it now
+        try:
+            sock.settimeout(None)
+        except OSError:
+            self.shutdown_request(sock)
+            return
+        self._park(sock, address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up or resets mid-request is routine (DEBUG); anything else is a bug (logged)."""
+        err = sys.exc_info()[1]
+        if isinstance(err, ConnectionError | TimeoutError):
+            log.debug("http: client %s went away: %s", client_address, err)
+        else:
+            log.exception("http: request from %s failed", client_address)
+
+    def server_close(self) -> None:
+        if not hasattr(self, "_closed"):  # TCPServer.__init__ closes after a failed bind, before our setup
+            super().server_close()
+            return
+        self._closed.set()
+        super().server_close()
+        with self._lock:
+            for sock in list(self._idle):
+                self._drop(sock)
+        self._wake_w.send(b"\0")
+        self._watcher.join(timeout=2.0)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
 class MetricsServer:
     """Serves in a daemon thread; `port` is the bound port (useful with port 0)."""
 
@@ -85,6 +279,10 @@ class MetricsServer:
     def start(self) -> MetricsServer:
         self._thread.start()
         return self
+
+    def open_connections(self) -> int:
+        """Idle keep-alive connections parked now (for tests)."""
+        return self._server.open_connections()
 
     def stop(self) -> None:
         """Stop serving and close the socket; safe before `start()` (shutdown() would wait forever then)."""

@@ -71,11 +71,12 @@ def _unary_server(auth: object, stats: object, table: dict[str, object]) -> tupl
     from accelscore.scorer.ingest import BODY_WINDOW, ReportIngest
     from accelscore.v1 import report_pb2 as pb
 
-    ingest = ReportIngest(accept=lambda r, t: table.__setitem__(r.node_name, r), authenticator=auth,  # type: ignore[arg-type]
-                          max_report_bytes=1 << 20, stats=stats)  # type: ignore[arg-type]
+    ingest = ReportIngest(accept=lambda r, t: table.__setitem__(r.node_name, r),
+                          authenticator=auth, max_report_bytes=1 << 20, stats=stats)  # type: ignore[arg-type]
     handler = grpc.method_handlers_generic_handler("accelscore.v1.ReportService", {
         "PushReport": grpc.unary_unary_rpc_method_handler(
-            lambda req, ctx: ingest.push(iter([req]), ctx), response_serializer=pb.PushReportResponse.SerializeToString),
+            lambda req, ctx: ingest.push(iter([req]), ctx),
+            response_serializer=pb.PushReportResponse.SerializeToString),
     })
     server = grpc.server(ThreadPoolExecutor(max_workers=16), handlers=(handler,),
                          options=[("grpc.max_receive_message_length", 1 << 20), *BODY_WINDOW])

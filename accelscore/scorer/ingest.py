@@ -14,7 +14,7 @@ as `oversized`.
 Ordering: sequences are scoped to (node, agent_instance). A report whose sequence is not above that
 instance's newest, or from another instance than the node's newest with an older time, is a
 reordered or duplicated push: answered OK with `dropped_reason` set (no `accepted_time`), counted as
-`stale_sequence`. A sequence more than `MAX_SEQUENCE_STEP + elapsed_s × MAX_SEQUENCE_RATE` above the
+`stale_sequence`. A sequence more than `MAX_SEQUENCE_STEP + elapsed_s * MAX_SEQUENCE_RATE` above the
 instance's newest is refused as `sequence_jump`. Times compare as min(report time, arrival time), so
 a report dated ahead (inside the skew window) outranks nothing that arrives after it: no single
 report, whatever its sequence or time, blocks a node's later real reports.
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 SERVICE = pb.DESCRIPTOR.services_by_name["ReportService"].full_name
 METHOD = "PushReport"
-MAX_TRACKED_INSTANCES = 100_000  # ordering state is O(node × instance); bound it even with auth disabled
+MAX_TRACKED_INSTANCES = 100_000  # ordering state is O(node * instance); bound it even with auth disabled
 MAX_SEQUENCE_STEP = 1000  # a sequence may run this far ahead of the instance's newest accepted one ...
 MAX_SEQUENCE_RATE = 10.0  # ... plus this many per second since that one was accepted
 DEFAULT_MAX_IN_FLIGHT = 64
@@ -281,7 +281,7 @@ def _probe_free(address: str) -> None:
 def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAuthenticator | None,
                         max_report_bytes: int, counters: IngestStats, max_workers: int = DEFAULT_WORKERS,
                         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-                        rate_limiter: RateLimiter | None | bool = True, max_clock_skew_s: float = MAX_CLOCK_SKEW_S,
+                        rate_limiter: RateLimiter | bool | None = True, max_clock_skew_s: float = MAX_CLOCK_SKEW_S,
                         clock: Callable[[], float] = time.time) -> tuple[grpc.Server, int]:
     """A grpc server (not yet started) serving ReportService on `address`, and the port it bound.
 

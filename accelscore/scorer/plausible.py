@@ -10,7 +10,7 @@ has allocatable. Bounds per family, from the Node's `status.capacity` / `status.
   ≤ the Node's allocatable.
 
 Limit: the scorer watches Pending pods, not bound ones, so "requested" is the agent's own figure; the
-free bound is allocatable, not allocatable − requested. A resource the Node does not advertise counts 0.
+free bound is allocatable, not allocatable - requested. A resource the Node does not advertise counts 0.
 """
 
 from __future__ import annotations

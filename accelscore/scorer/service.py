@@ -10,8 +10,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.admission import RateLimiter
+from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.ingest import DEFAULT_BURST, IngestStats, build_ingest_server
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.model import ScoreSet

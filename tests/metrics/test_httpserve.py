@@ -55,3 +55,95 @@ def test_a_busy_port_is_a_startup_error_naming_the_address() -> None:
 def test_stop_before_start_returns() -> None:
     server = MetricsServer("127.0.0.1", 0, render=bytes, healthy=lambda: (True, ""), ready=lambda: (True, ""))
     server.stop()  # must not wait forever for a serve loop that never ran
+
+
+def _threads() -> int:
+    import threading
+
+    return threading.active_count()
+
+
+def test_300_idle_connections_take_no_thread_each_and_a_scrape_is_still_answered_promptly() -> None:
+    server = _server()
+    before = _threads()
+    idle = []
+    try:
+        for _ in range(300):
+            idle.append(socket.create_connection(("127.0.0.1", server.port)))
+        # half of them also finished one keep-alive request and now sit idle between requests
+        for conn in idle[:150]:
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        for conn in idle[:150]:
+            assert conn.recv(4096).startswith(b"HTTP/1.1 200")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and server.open_connections() < 300:
+            time.sleep(0.05)
+        assert server.open_connections() == 300
+        began = time.monotonic()
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as reply:
+            assert reply.read() == b"up 1\n"
+        assert time.monotonic() - began < 0.5
+        assert _threads() - before <= 8  # the pool (4) and the idle watcher, not one per connection
+    finally:
+        for conn in idle:
+            conn.close()
+        server.stop()
+
+
+def test_headers_over_the_limit_are_answered_431() -> None:
+    from accelscore.httpserve import MAX_HEADER_BYTES
+
+    server = _server()
+    try:
+        for request in (b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * MAX_HEADER_BYTES + b"\r\n\r\n",
+                        b"GET /metrics HTTP/1.1\r\n" + b"X-Many: 0123456789012345678901234567890\r\n" * 300 + b"\r\n",
+                        b"GET /" + b"m" * (2 * MAX_HEADER_BYTES) + b" HTTP/1.1\r\n\r\n"):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as conn:
+                conn.sendall(request)
+                assert conn.recv(4096).startswith(b"HTTP/1.1 431"), request[:40]
+    finally:
+        server.stop()
+
+
+def test_a_kept_alive_connection_serves_sequential_and_pipelined_requests() -> None:
+    server = _server()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as conn:
+            conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            first = b""
+            while not first.endswith(b"up 1\n"):
+                first += conn.recv(4096)
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            deadline = time.monotonic() + 5
+            while data.count(b"HTTP/1.1 200") < 2 and time.monotonic() < deadline:
+                data += conn.recv(4096)
+            assert data.count(b"HTTP/1.1 200") == 2
+    finally:
+        server.stop()
+
+
+def test_a_client_that_sends_its_request_too_slowly_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    import accelscore.httpserve as httpserve
+
+    monkeypatch.setattr(httpserve, "REQUEST_TIMEOUT_S", 0.5)
+    server = _server()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as conn:
+            began = time.monotonic()
+            conn.sendall(b"GET /metrics HTTP/1.1\r\n")
+            for _ in range(10):  # a header byte every 0.2 s: each read is quick, the request never ends
+                time.sleep(0.2)
+                try:
+                    conn.sendall(b"X")
+                except OSError:
+                    break
+            conn.settimeout(3)
+            try:
+                reply = conn.recv(4096)
+            except OSError:
+                reply = b""
+            assert b"200" not in reply
+            assert time.monotonic() - began < 4
+    finally:
+        server.stop()
