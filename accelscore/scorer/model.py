@@ -43,6 +43,10 @@ class AccelScore(enum.StrEnum):
     TPU_NODE_FREE = "tpuNodeFree"
     TPU_CLUSTER_FREE = "tpuClusterFree"
     CLUSTER_FRESHNESS = "clusterFreshness"
+    GPU_CLUSTER_BEST_FIT1 = "gpuClusterBestFit1"
+    GPU_CLUSTER_BEST_FIT2 = "gpuClusterBestFit2"
+    GPU_CLUSTER_BEST_FIT4 = "gpuClusterBestFit4"
+    GPU_CLUSTER_BEST_FIT8 = "gpuClusterBestFit8"
 
 
 def published_score_names() -> dict[str, tuple[str, ...]]:

@@ -8,7 +8,9 @@ contributes nothing: unknown and stale are never free.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
+from accelscore.scorer import best_fit
 from accelscore.scorer.model import (
     ACCELSCORE_APS,
     RESOURCE_USAGE_APS,
@@ -41,6 +43,8 @@ def accel_map(value: float, ref: float) -> int:
         return 0
     if value >= ref:
         return 100
+    if isinstance(value, Fraction):  # exact raw values map exactly (best fit's 1/(1 + leftover))
+        return min(100, max(1, math.ceil(100 * value / Fraction(ref))))
     return min(100, max(1, math.ceil(100.0 * value / ref)))
 
 
@@ -54,6 +58,7 @@ def score_cluster(snapshot: ClusterSnapshot, config: ScoringConfig, *, now: floa
     tpu_node = tpu_sum = 0
     gpu_total = gpu_healthy = 0
     mem_max = compute = 0.0
+    seen = 0  # bit f set: some counted node has f free GPUs (accelscore.scorer.best_fit)
     # One pass, locals only, no per-node allocation: 5,000 nodes must score in well under 20 ms.
     for entry in snapshot.nodes:
         if not entry.schedulable:
@@ -93,6 +98,8 @@ def score_cluster(snapshot: ClusterSnapshot, config: ScoringConfig, *, now: floa
             fit2 += f // 2
             fit4 += f // 4
             fit8 += f // 8
+            if f:
+                seen |= best_fit.free_bit(f)
             compute += s.gpu_compute_free
         v = s.gpu_mem_free_max_bytes
         if v > mem_max:
@@ -130,9 +137,11 @@ def score_cluster(snapshot: ClusterSnapshot, config: ScoringConfig, *, now: floa
         AccelScore.TPU_CLUSTER_FREE.value: float(tpu_sum),
         AccelScore.CLUSTER_FRESHNESS.value: 100.0 * fresh / schedulable if schedulable else 0.0,
     }
+    exact = {f"gpuClusterBestFit{k}": best_fit.tightness(seen, k) for k in (1, 2, 4, 8)}
+    accel_raw.update((name, float(v)) for name, v in exact.items())
     return (
         _compat_set(compat_raw, config, fresh=fresh, total=schedulable),
-        _accel_set(accel_raw, config, fresh=fresh, total=schedulable),
+        _accel_set(accel_raw, config, fresh=fresh, total=schedulable, exact=exact),
     )
 
 
@@ -155,8 +164,9 @@ def _compat_set(raw: dict[str, float], config: ScoringConfig, *, fresh: int, tot
     return ScoreSet(RESOURCE_USAGE_APS, tuple(scores), raw, fresh_nodes=fresh, total_nodes=total)
 
 
-def _accel_set(raw: dict[str, float], config: ScoringConfig, *, fresh: int, total: int) -> ScoreSet:
-    """accelscore, in AccelScore order."""
+def _accel_set(raw: dict[str, float], config: ScoringConfig, *, fresh: int, total: int,
+               exact: dict[str, Fraction]) -> ScoreSet:
+    """accelscore, in AccelScore order; `exact` raw values (where given) are mapped instead of the floats."""
     refs = config.refs
-    scores = tuple(Score(name, accel_map(value, refs[name])) for name, value in raw.items())
+    scores = tuple(Score(name, accel_map(exact.get(name, value), refs[name])) for name, value in raw.items())
     return ScoreSet(ACCELSCORE_APS, scores, raw, fresh_nodes=fresh, total_nodes=total)

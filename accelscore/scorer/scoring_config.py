@@ -30,6 +30,10 @@ DEFAULT_SCORE_REFS: Mapping[str, float] = MappingProxyType({
     AccelScore.TPU_NODE_FREE.value: 8.0,
     AccelScore.TPU_CLUSTER_FREE.value: 64.0,
     AccelScore.CLUSTER_FRESHNESS.value: 100.0,  # percent
+    AccelScore.GPU_CLUSTER_BEST_FIT1.value: 1.0,  # tightness 1/(1 + leftover): an exact fit scores 100
+    AccelScore.GPU_CLUSTER_BEST_FIT2.value: 1.0,
+    AccelScore.GPU_CLUSTER_BEST_FIT4.value: 1.0,
+    AccelScore.GPU_CLUSTER_BEST_FIT8.value: 1.0,
 })
 
 # resource-usage-score min:max per resource, upstream's bounds (memory in MiB: upstream's unit bug fixed).
