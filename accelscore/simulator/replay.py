@@ -167,7 +167,7 @@ class Replay:
         """Whether all of the job's pods fit in the cluster now (memoised until the truth changes)."""
         key = (cluster, job.shape, job.pods)
         if key not in self._fits:
-            self._fits[key] = truth.first_fit(self.u.nodes[cluster], job.shape, job.pods) is not None
+            self._fits[key] = truth.best_fit(self.u.nodes[cluster], job.shape, job.pods) is not None
         return self._fits[key]
 
     def _rerank(self, now: float) -> None:
@@ -221,7 +221,9 @@ class Replay:
             queue = self._time_out(queue, t, missent_to, out)
             if not self.oracle:  # the oracle reads the truth, not the hub
                 u.agents_send(now)
-                u.scorer_ingest(now)
+                # The hub sees this tick's changes before its dispatch: a real hub reacts within the report
+                # delay (~2 s), well inside a 15 s tick, so a job is not sent astray by the tick itself.
+                u.scorer_ingest(now + opts.report_delay_s * (1 + opts.delay_jitter))
                 pending: dict[str, float] = {}
                 for job in queue:
                     if job.name in missent_to and job.shape.resource == truth.GPU:
@@ -264,7 +266,7 @@ class Replay:
         for cluster, nodes in self.u.nodes.items():
             if not self._fits_in(cluster, job):
                 continue
-            plan = truth.first_fit(nodes, job.shape, job.pods)
+            plan = truth.best_fit(nodes, job.shape, job.pods)
             if plan is None:
                 continue
             used = {id(n): n for n, _ in plan}
@@ -280,7 +282,7 @@ class Replay:
         for job in queue:
             chosen = self._oracle_choice(job) if self.oracle else self.decisions.get(self.route[job.name], ())
             for cluster in chosen:
-                plan = truth.first_fit(self.u.nodes[cluster], job.shape, job.pods) if self._fits_in(cluster, job) \
+                plan = truth.best_fit(self.u.nodes[cluster], job.shape, job.pods) if self._fits_in(cluster, job) \
                     else None
                 if plan is not None:
                     truth.bind(plan, job.name, job.shape)
