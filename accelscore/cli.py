@@ -6,8 +6,9 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from accelscore.options import ConfigError
+from accelscore.errors import ConfigError
 
 # subcommand -> module with `add_arguments(parser)` and `run(args) -> int`
 SUBCOMMANDS = {
@@ -18,10 +19,17 @@ SUBCOMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors as one line (exit 2), like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from accelscore import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="accelscore",
         description="GPU/TPU-aware AddOnPlacementScores for Open Cluster Management. "
         "Every flag has an environment twin, shown in its help.",
@@ -44,11 +52,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
-    except ConfigError as err:
-        print(f"accelscore {args.command}: {err}", file=sys.stderr)
+    except ConfigError as err:  # StartupError too: bad input or environment, one line, exit 2
+        print(f"accelscore {args.command}: {one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def one_line(message: str) -> str:
+    """The message with every run of whitespace (newlines of YAML parser errors too) as one space."""
+    return " ".join(message.split())
 
 
 if __name__ == "__main__":

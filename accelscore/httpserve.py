@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from accelscore.errors import StartupError
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +27,14 @@ class _Server(ThreadingHTTPServer):
         self.render = render
         self.healthy = healthy
         self.ready = ready
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up or resets mid-request is routine (DEBUG); anything else is a bug (logged)."""
+        err = sys.exc_info()[1]
+        if isinstance(err, ConnectionError | TimeoutError):
+            log.debug("http: client %s went away: %s", client_address, err)
+        else:
+            log.exception("http: request from %s failed", client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -66,7 +78,7 @@ class MetricsServer:
         try:
             self._server = _Server((host, port), render=render, healthy=healthy, ready=ready)
         except OSError as err:
-            raise OSError(f"cannot listen on {host}:{port} for /metrics: {err.strerror}") from err
+            raise StartupError(f"cannot listen on {host}:{port} for /metrics: {err.strerror or err}") from err
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-http", daemon=True)
 
@@ -75,5 +87,7 @@ class MetricsServer:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        """Stop serving and close the socket; safe before `start()` (shutdown() would wait forever then)."""
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()

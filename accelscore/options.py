@@ -14,9 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-
-class ConfigError(ValueError):
-    """A bad configuration value; the message is the one line the user sees."""
+from accelscore.errors import ConfigError as ConfigError  # re-exported: callers import it from here
+from accelscore.errors import StartupError as StartupError
 
 
 @dataclass(frozen=True)
@@ -151,6 +150,18 @@ def text(raw: str) -> str:
     return raw
 
 
+def one_of_any_case(*choices: str) -> Callable[[str], str]:
+    """Like `one_of`, ignoring case and surrounding blanks; returns the choice as declared."""
+    by_key = {choice.lower(): choice for choice in choices}
+
+    def parse(raw: str) -> str:
+        choice = by_key.get(raw.strip().lower())
+        if choice is None:
+            raise ValueError(f"expected one of {', '.join(choices)} (any case)")
+        return choice
+    return parse
+
+
 def port_list(raw: str) -> tuple[int, ...]:
     """Comma-separated ports, e.g. 8431,8432."""
     ports = []
@@ -167,5 +178,5 @@ def port_list(raw: str) -> tuple[int, ...]:
     return tuple(ports)
 
 
-LOG_LEVEL = Option("--log-level", "ACCELSCORE_LOG_LEVEL", one_of("debug", "info", "warning", "error"),
+LOG_LEVEL = Option("--log-level", "ACCELSCORE_LOG_LEVEL", one_of_any_case("debug", "info", "warning", "error"),
                    "info", "log verbosity")

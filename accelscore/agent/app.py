@@ -30,8 +30,11 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 def build_collectors(host: HostConfig, *, nvml: Any = None, kube_client_factory: Callable[[], Any] | None = None,
-                     psutil_module: Any = None) -> CollectorSet:
-    """Every collector for this host, wired so GPU/TPU/kubelet consult what the node collector saw."""
+                     psutil_module: Any = None, read_gpu_processes: bool = False) -> CollectorSet:
+    """Every collector for this host, wired so GPU/TPU/kubelet consult what the node collector saw.
+
+    `read_gpu_processes` (local mode) also lists each GPU's running processes for the no-kubelet rule.
+    """
     from accelscore.agent.collectors.node import NodeCollector
 
     collectors: CollectorSet
@@ -54,7 +57,8 @@ def build_collectors(host: HostConfig, *, nvml: Any = None, kube_client_factory:
     collectors = CollectorSet([
         NodeCollector(node_name=host.node_name, api_client_factory=kube_client_factory),
         KubeletCollector(socket_path=host.pod_resources_socket, pod_phase=pod_phase),
-        NvidiaCollector(nvml=nvml, call_timeout_s=host.nvml_timeout_s, gpu_advertised=advertised("nvidia.com/gpu")),
+        NvidiaCollector(nvml=nvml, call_timeout_s=host.nvml_timeout_s, gpu_advertised=advertised("nvidia.com/gpu"),
+                        read_processes=read_gpu_processes),
         TpuCollector(sysfs_root=host.sysfs_root, metrics_ports=host.tpu_metrics_ports,
                      tpu_advertised=advertised("google.com/tpu")),
         HostCollector(psutil_module=psutil_module),

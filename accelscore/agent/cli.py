@@ -12,7 +12,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from accelscore.agent.config import AGENT_OPTIONS, AgentConfig, agent_config_from
-from accelscore.options import add_options, resolve
+from accelscore.options import StartupError, add_options, resolve
 
 log = logging.getLogger("accelscore.agent")
 
@@ -24,10 +24,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelscore.agent import app
+    from accelscore.kube.config import startup_api_client
     from accelscore.logs import setup_logging
 
     config = agent_config_from(resolve(args, AGENT_OPTIONS))
     setup_logging(config.host.log_level)
+    startup_api_client()  # a KUBECONFIG that is set must load; none at all is fine (node collector ABSENT)
+    if not args.once:
+        _check_token_file(config)
     collectors = app.build_collectors(config.host)
     try:
         if args.once:
@@ -55,10 +59,13 @@ def _serve(config: AgentConfig, collectors: Any) -> int:
     from accelscore.agent import app
     from accelscore.httpserve import MetricsServer
 
+    host, port = config.metrics_address
+    # Bind first, so a busy port is the one line a failed start prints; the runtime is made just after.
+    server = MetricsServer(host, port, render=lambda: runtime.render(), healthy=lambda: runtime.healthy(),
+                           ready=lambda: runtime.ready())
     push_loop = _push_loop(config)
     runtime = app.AgentRuntime(config=config, collectors=collectors, push_loop=push_loop)
-    host, port = config.metrics_address
-    server = MetricsServer(host, port, render=runtime.render, healthy=runtime.healthy, ready=runtime.ready).start()
+    server.start()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: runtime.stop())
     try:
@@ -69,6 +76,17 @@ def _serve(config: AgentConfig, collectors: Any) -> int:
             push_loop.stop()
     log.info("agent stopped")
     return 0
+
+
+def _check_token_file(config: AgentConfig) -> None:
+    """A token file that exists must be readable (a missing one is only warned about: it may appear later)."""
+    if not config.scorer_address or not config.token_file.exists():
+        return
+    try:
+        config.token_file.read_bytes()
+    except OSError as err:
+        raise StartupError(f"cannot read token file {config.token_file} (ACCELSCORE_TOKEN_FILE): "
+                           f"{err.strerror or err}") from err
 
 
 def _push_loop(config: AgentConfig) -> Any:

@@ -38,7 +38,7 @@ AGENT_OPTIONS = (
            "scorer gRPC HOST:PORT; empty = do not push (metrics only)"),
     Option("--token-file", "ACCELSCORE_TOKEN_FILE", text, "/var/run/secrets/accelscore/token",
            "projected ServiceAccount token (audience accelscore) sent with every push"),
-    Option("--output", "ACCELSCORE_OUTPUT", one_of("json", "text"), "json",
+    Option("--output", "ACCELSCORE_AGENT_OUTPUT", one_of("json", "text"), "json",
            "with --once: json (the proto's canonical JSON) or text"),
 )
 

@@ -1,7 +1,13 @@
-"""Builds the NodeReport from one collection cycle: joins kubelet assignments to NVML/TPU devices."""
+"""Builds the NodeReport from one collection cycle: joins kubelet assignments to NVML/TPU devices.
+
+Which rule says a device is in use is explicit (`GpuAssignmentRule`): the kubelet's PodResources when it
+answers; in local mode with no kubelet on the host at all, NVML's running processes per GPU; otherwise
+nothing, and every device's assignment is unknown (never free).
+"""
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
@@ -15,6 +21,7 @@ from accelscore.agent.runner import Cycle
 from accelscore.agent.snapshots import (
     DeviceAssignment,
     GpuSnapshot,
+    Health,
     HostSnapshot,
     KubeletSnapshot,
     NodeSnapshot,
@@ -40,9 +47,28 @@ _GPU_FIELDS = ("memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes
                "retired_pages_pending", "clock_event_reasons", "mig_enabled", "last_xid")
 
 
+class GpuAssignmentRule(enum.Enum):
+    """How a device's assignment (in use or not) is known; the value is what outputs print."""
+
+    KUBELET = "kubelet PodResources"
+    NVML_PROCESSES = "NVML running processes (no kubelet; local mode)"
+    UNKNOWN = "unknown (kubelet not readable)"
+
+
+def gpu_assignment_rule(cycle: Cycle, *, local_mode: bool) -> GpuAssignmentRule:
+    """The kubelet when it is OK; in local mode only, NVML processes when the host has no kubelet (ABSENT)."""
+    kubelet = cycle.get("kubelet")
+    if kubelet is not None and kubelet.state is State.OK:
+        return GpuAssignmentRule.KUBELET
+    if local_mode and (kubelet is None or kubelet.state is State.ABSENT):
+        return GpuAssignmentRule.NVML_PROCESSES
+    return GpuAssignmentRule.UNKNOWN
+
+
 def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, now: float,
-                 host_as_node: bool = False) -> pb.NodeReport:
-    """One NodeReport from one cycle. `host_as_node` (local mode only) takes cpu/memory from psutil."""
+                 host_as_node: bool = False, rule: GpuAssignmentRule | None = None) -> pb.NodeReport:
+    """One NodeReport from one cycle. `host_as_node` (local mode only) takes cpu/memory from psutil;
+    `rule` defaults to the agent's (kubelet, else unknown)."""
     report = pb.NodeReport(node_name=node_name, agent_version=__version__, sequence=sequence,
                            agent_instance=instance, time=_timestamp(now))
     vendors = sorted(set(cycle.readings) - set(COLLECTOR_ORDER))  # collectors this file does not name
@@ -66,16 +92,21 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
             cpu_utilization_ratio=host.cpu_utilization_ratio, load1=host.load1, load5=host.load5,
             load15=host.load15, memory_available_bytes=host.memory_available_bytes,
             memory_total_bytes=host.memory_total_bytes, cpu_count=host.cpu_count))
-    by_device = _assignments_by_device(kubelet, nvidia, tpu)
+    rule = gpu_assignment_rule(cycle, local_mode=False) if rule is None else rule
+    by_device = _assignments_by_device(kubelet if rule is GpuAssignmentRule.KUBELET else None, nvidia, tpu)
     if nvidia is not None:
         for gpu in nvidia.gpus:
-            _add_gpu(report, gpu, by_device, assignment_known=kubelet is not None)
-    if tpu is not None:
-        _add_tpus(report, tpu, by_device, assignment_known=kubelet is not None)
+            if rule is GpuAssignmentRule.NVML_PROCESSES:
+                by_device[gpu.uuid] = _process_assignments(gpu)
+            _add_gpu(report, gpu, by_device, assignment_known=rule is not GpuAssignmentRule.UNKNOWN)
+    if tpu is not None:  # NVML processes say nothing about TPUs
+        _add_tpus(report, tpu, by_device, assignment_known=rule is GpuAssignmentRule.KUBELET)
     for name in vendors:
         for accelerator in getattr(cycle.data(name), "accelerators", ()):
             add_accelerator(report, accelerator, assignments=by_device.get(accelerator.id, ()),
-                            assignment_known=kubelet is not None)
+                            assignment_known=rule is GpuAssignmentRule.KUBELET)
+    if host_as_node and node is None and nvidia is not None and rule is GpuAssignmentRule.NVML_PROCESSES:
+        _add_host_gpus(report, nvidia)
     return report
 
 
@@ -92,6 +123,20 @@ def add_accelerator(report: pb.NodeReport, accelerator: Accelerator, *, assignme
             setattr(device, name, value)
     _add_assignments(device, assignments)
     return device
+
+
+def _process_assignments(gpu: GpuSnapshot) -> list[DeviceAssignment]:
+    """Local mode without a kubelet: each process holds its GPU (pod "pid:<pid>"). A GPU whose process list
+    NVML would not give is held by "pid:unknown": unknown is never free, and the other GPUs still count."""
+    if gpu.processes is None:
+        return [_process_assignment(gpu, "pid:unknown")]
+    return [_process_assignment(gpu, f"pid:{process.pid}") for process in gpu.processes]
+
+
+def _process_assignment(gpu: GpuSnapshot, holder: str) -> DeviceAssignment:
+    """One holder of the whole GPU, shaped like a kubelet assignment so the scorer needs no second rule."""
+    return DeviceAssignment(resource_name=GPU_RESOURCE, device_id=gpu.uuid, normalized_id=gpu.uuid, namespace="",
+                            pod=holder, container="")
 
 
 def _timestamp(seconds: float) -> Timestamp:
@@ -134,6 +179,16 @@ def _add_host_resources(report: pb.NodeReport, host: HostSnapshot) -> None:
     report.resources.add(name="cpu", allocatable=float(host.cpu_count), requested=0.0, free=float(host.cpu_count))
     total = float(host.memory_total_bytes)
     report.resources.add(name="memory", allocatable=total, requested=0.0, free=total)
+
+
+def _add_host_gpus(report: pb.NodeReport, nvidia: NvidiaSnapshot) -> None:
+    """Local mode with neither Kubernetes API nor kubelet: nvidia.com/gpu as this host has it, so the
+    resource-usage-score agrees with the process rule: usable GPUs, requested = those running a process or
+    whose process list is unknown."""
+    usable = [g for g in nvidia.gpus if g.health in (Health.HEALTHY, Health.DEGRADED)]
+    held = sum(1 for g in usable if g.processes != ())
+    report.resources.add(name=GPU_RESOURCE, allocatable=float(len(usable)), requested=float(held),
+                         free=float(len(usable) - held))
 
 
 def _assignments_by_device(kubelet: KubeletSnapshot | None, nvidia: NvidiaSnapshot | None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -12,6 +13,8 @@ from typing import Any
 from accelscore.agent.collectors.base import Collector, Reading, State
 
 log = logging.getLogger(__name__)
+
+_NUMBERS = re.compile(r"\d+(?:\.\d+)?")
 
 
 @dataclass
@@ -47,8 +50,10 @@ class CollectorSet:
 
     collectors: Sequence[Collector[Any]]
     on_cycle: list[Callable[[Cycle], None]] = field(default_factory=list)
+    log_changes: bool = True  # log each collector's state and reason at start and when they change
 
     def __post_init__(self) -> None:
+        self._logged: dict[str, tuple[State, str]] = {}
         self._lock = threading.Lock()
         self._latest = Cycle(0, {})
         self.stats: dict[str, CollectorStats] = {c.name: CollectorStats() for c in self.collectors}
@@ -86,7 +91,19 @@ class CollectorSet:
         stats.last_duration_seconds = reading.duration_seconds
         if reading.state is State.UNKNOWN:
             stats.errors += 1
-            log.warning("collector %s is UNKNOWN: %s", reading.name, reading.reason)
+        if self.log_changes:
+            self._log_if_changed(reading)
+
+    def _log_if_changed(self, reading: Reading[Any]) -> None:
+        """Once per state and reason (numbers in the reason, like elapsed seconds, do not count as a change):
+        WARNING for UNKNOWN, INFO for OK and ABSENT."""
+        key = (reading.state, _NUMBERS.sub("#", reading.reason))
+        if self._logged.get(reading.name) == key:
+            return
+        self._logged[reading.name] = key
+        level = logging.WARNING if reading.state is State.UNKNOWN else logging.INFO
+        why = f": {reading.reason}" if reading.reason else ""
+        log.log(level, "collector %s is %s%s", reading.name, reading.state.value, why)
 
     def close(self) -> None:
         for collector in self.collectors:

@@ -30,6 +30,14 @@ class MigDevice:
 
 
 @dataclass(frozen=True)
+class GpuProcess:
+    """One process NVML lists on a GPU (compute or graphics)."""
+
+    pid: int
+    used_memory_bytes: int | None = None  # None when NVML cannot say (e.g. WDDM)
+
+
+@dataclass(frozen=True)
 class GpuSnapshot:
     """One physical NVIDIA GPU. `None` means NVML said NotSupported or could not read it."""
 
@@ -57,6 +65,8 @@ class GpuSnapshot:
     mig_devices: tuple[MigDevice, ...] = ()
     last_xid: int | None = None
     xid_counts: tuple[tuple[int, int], ...] = ()  # (xid, count), sorted by xid
+    # Running processes by pid, read only when asked (local mode); None = not read or NVML could not say.
+    processes: tuple[GpuProcess, ...] | None = None
 
 
 @dataclass(frozen=True)

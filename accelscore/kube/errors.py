@@ -39,6 +39,10 @@ class KubeUnavailable(KubeError):
     """No way to reach an API server: neither in-cluster config nor a kubeconfig."""
 
 
+class KubeconfigInvalid(KubeUnavailable):
+    """A kubeconfig was named (argument or KUBECONFIG) but cannot be loaded: a configuration error to fix."""
+
+
 class Unauthorized(KubeError):
     """401: the credentials are wrong or expired (reload the kubeconfig / token)."""
 

@@ -1,6 +1,8 @@
 """This host's scores with no cluster and no hub: the agent's collectors feed an in-process scorer, and
 the scores are printed instead of published (a table, or the AddOnPlacementScore objects exactly as
-they would be written to the hub). Without --once it re-prints on every change and serves /metrics."""
+they would be written to the hub, annotated with why: the GPU assignment rule and each collector's state
+and reason). With no kubelet on this host, a healthy GPU that runs no process counts free. Without --once
+it re-prints on every change and serves /metrics."""
 
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from accelscore.agent.config import HOST_OPTIONS, host_config_from
+from accelscore.agent.report import GpuAssignmentRule, gpu_assignment_rule
 from accelscore.agent.runner import Cycle
+from accelscore.local import explain
 from accelscore.options import Option, add_options, host_port, one_of, resolve, text
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.model import ScoreSet
@@ -31,8 +35,8 @@ log = logging.getLogger("accelscore.local")
 LOCAL_OPTIONS = (
     *HOST_OPTIONS,
     *SCORING_OPTIONS,
-    Option("--output", "ACCELSCORE_OUTPUT", one_of("table", "yaml", "json"), "table",
-           "table of scores, or the AddOnPlacementScore objects as YAML or one JSON list"),
+    Option("--output", "ACCELSCORE_LOCAL_OUTPUT", one_of("table", "yaml", "json"), "table",
+           "table of scores, or the AddOnPlacementScore objects (annotated with why) as YAML or one JSON list"),
     Option("--metrics-address", "ACCELSCORE_METRICS_ADDRESS", host_port, "127.0.0.1:9747",
            "HOST:PORT for /metrics (agent and scorer families); ignored with --once"),
     Option("--cluster-name", "CLUSTER_NAME", text, "local", "namespace the printed objects would be written to"),
@@ -45,13 +49,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from accelscore.kube.config import startup_api_client
     from accelscore.logs import setup_logging
 
     values = resolve(args, LOCAL_OPTIONS)
     setup_logging(values["log_level"])
+    startup_api_client()  # a KUBECONFIG that is set must load; none at all is the usual local case
     session = LocalSession(values)
     try:
         if args.once:
+            session.collectors.log_changes = False  # the printed output carries every collector's state
             session.step(settle=True)
             session.print(sys.stdout)
             return 0
@@ -72,12 +79,13 @@ class LocalSession:
         self.metrics_address: tuple[str, int] = values["metrics_address"]
         self.cluster: str = values["cluster_name"]
         self.config = scoring_config_from(values)
-        self.collectors = collectors or app.build_collectors(self.host)
+        self.collectors = collectors or app.build_collectors(self.host, read_gpu_processes=True)
         self.table = NodeTable(cluster=self.cluster, config=self.config)
         self.view = ScoringView(cluster=self.cluster)
         # No hub: the publisher only records what it would write (same objects, same validUntil rules).
         self.publisher = Publisher(hub=None, cluster=self.cluster, policy=PublishPolicy())
         self.cycle: Cycle | None = None
+        self.rule = GpuAssignmentRule.UNKNOWN
         self.score_sets: Sequence[ScoreSet] = ()
         self._sequence = 0
         self._stop = threading.Event()
@@ -90,8 +98,9 @@ class LocalSession:
         now = time.time()
         self.cycle = app.collect_settled(self.collectors) if settle else self.collectors.collect_all(now=now)
         self._sequence += 1
+        self.rule = gpu_assignment_rule(self.cycle, local_mode=True)
         report = build_report(self.cycle, node_name=self.host.node_name, sequence=self._sequence,
-                              instance="local", now=now, host_as_node=True)
+                              instance="local", now=now, host_as_node=True, rule=self.rule)
         self.table.accept(report, received_at=now)
         score_sets = scoring_pass(table=self.table, config=self.config, view=self.view, publisher=self.publisher,
                                   now=now)
@@ -100,16 +109,18 @@ class LocalSession:
         return changed
 
     def objects(self) -> list[dict[str, Any]]:
-        return self.publisher.render_objects(time.time())
+        """The APS objects as they would be written to the hub, annotated with why (see `explain`)."""
+        objects = self.publisher.render_objects(time.time())
+        return objects if self.cycle is None else explain.annotate(objects, explain.explain(self.cycle, self.rule))
 
     def print(self, out: TextIO) -> None:
         if self.output == "json":
             json.dump(self.objects(), out, indent=2)
             out.write("\n")
         elif self.output == "yaml":
-            yaml.safe_dump_all(self.objects(), out, sort_keys=False)
+            yaml.safe_dump_all(self.objects(), out, sort_keys=False, width=4096)
         else:
-            out.write(render_table(self.score_sets, self.cycle))
+            out.write(render_table(self.score_sets, self.cycle, self.rule))
         out.flush()
 
     def serve(self, out: TextIO) -> int:
@@ -142,8 +153,9 @@ class LocalSession:
         self.collectors.close()
 
 
-def render_table(score_sets: Sequence[ScoreSet], cycle: Cycle | None) -> str:
-    """Scores with their raw inputs, then each collector's state and reason (why a score is 0)."""
+def render_table(score_sets: Sequence[ScoreSet], cycle: Cycle | None,
+                 rule: GpuAssignmentRule = GpuAssignmentRule.UNKNOWN) -> str:
+    """Scores with their raw inputs, the GPU assignment rule, why accelerator scores are 0, each collector."""
     lines = [f"{'AddOnPlacementScore':<22} {'score':<24} {'value':>6}  raw"]
     for score_set in score_sets:
         for score in score_set.scores:
@@ -152,7 +164,5 @@ def render_table(score_sets: Sequence[ScoreSet], cycle: Cycle | None) -> str:
             lines.append(f"{score_set.aps_name:<22} {score.name:<24} {score.value:>6}  {raw_text}")
     if cycle is not None:
         lines.append("")
-        lines.append(f"{'collector':<10} {'state':<8} reason")
-        for name, reading in cycle.readings.items():
-            lines.append(f"{name:<10} {reading.state.value:<8} {reading.reason or '-'}")
+        lines += explain.table_lines(explain.explain(cycle, rule))
     return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ import logging
 import signal
 from typing import Any
 
-from accelscore.options import add_options, resolve
+from accelscore.options import StartupError, add_options, resolve
 from accelscore.scorer.config import SCORER_OPTIONS, ScorerConfig, scorer_config_from
 
 log = logging.getLogger("accelscore.scorer")
@@ -27,13 +27,17 @@ def run(args: argparse.Namespace) -> int:
 
     config = scorer_config_from(resolve(args, SCORER_OPTIONS))
     setup_logging(config.log_level)
-    service = ScorerService(config=config, cluster_api=_cluster_api(), hub=_hub(config))
-    service.start()
+    service = ScorerService(config=config, cluster_api=_cluster_api(config), hub=_hub(config))
     host, port = config.metrics_address
-    server = MetricsServer(host, port, render=service.render, healthy=service.healthy, ready=service.ready).start()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: service.stop())
+    # Both ports are bound before anything is logged: a busy one is the one line a failed start prints.
+    server = MetricsServer(host, port, render=service.render, healthy=service.healthy, ready=service.ready)
     try:
+        service.start()
+        server.start()
+        if config.hub_kubeconfig is None:
+            log.warning("no HUB_KUBECONFIG: scores are served on /metrics only, not published")
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: service.stop())
         service.run()
     finally:
         server.stop()
@@ -42,21 +46,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cluster_api() -> Any:
-    """The managed cluster's API (in-cluster or KUBECONFIG), or None with a warning."""
-    from accelscore.kube.config import load_api_client
-    from accelscore.kube.errors import KubeUnavailable
+def _cluster_api(config: ScorerConfig) -> Any:
+    """The managed cluster's API (in-cluster or KUBECONFIG); without one, only with --disable-auth."""
+    from accelscore.kube.config import startup_api_client
 
-    try:
-        return load_api_client()
-    except KubeUnavailable as err:
-        log.warning("no cluster API: %s", err)
-        return None
+    api = startup_api_client()
+    if api is None and not config.disable_auth:
+        raise StartupError("no cluster API (no in-cluster config and no KUBECONFIG): the scorer verifies agent "
+                           "tokens with TokenReviews; run it in a cluster or set KUBECONFIG (--disable-auth "
+                           "only for local tests)")
+    return api
 
 
 def _hub(config: ScorerConfig) -> Any:
     if config.hub_kubeconfig is None:
-        log.warning("no HUB_KUBECONFIG: scores are served on /metrics only, not published")
         return None
     from accelscore.kube.hub_scores import HubClient
 

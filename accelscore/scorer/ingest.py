@@ -18,6 +18,7 @@ push (a retry after a lost answer) is not an error.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -29,6 +30,7 @@ from typing import NoReturn
 import grpc
 from google.protobuf.message import DecodeError
 
+from accelscore.errors import StartupError
 from accelscore.scorer.auth import AuthError, TokenAuthenticator, bearer_token, check_node
 from accelscore.scorer.skew import UnknownItemCounts
 from accelscore.scorer.validate import Rejection, RejectReason, validate_report
@@ -192,6 +194,20 @@ def _is_stale(seen: _Newest, newest: _Newest) -> bool:
     return seen.time < newest.time
 
 
+def _probe_free(address: str) -> None:
+    """Bind and release `address` first: a busy port becomes one clear line, not gRPC core's own log output."""
+    host, _, port_text = address.rpartition(":")
+    host = host.strip("[]")
+    if not port_text.isdigit() or int(port_text) == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.create_server((host or "0.0.0.0", int(port_text)), family=family):
+            pass
+    except OSError as err:
+        raise StartupError(f"cannot listen on {address} for gRPC ingest: {err.strerror or err}") from err
+
+
 def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAuthenticator | None,
                         max_report_bytes: int, counters: IngestStats, max_workers: int = 8,
                         clock: Callable[[], float] = time.time) -> tuple[grpc.Server, int]:
@@ -209,10 +225,11 @@ def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAut
         handlers=(handler,),
         options=[("grpc.max_receive_message_length", 2 * max_report_bytes), ("grpc.so_reuseport", 0)],
     )
+    _probe_free(address)
     try:
         port = server.add_insecure_port(address)
     except RuntimeError as err:
-        raise OSError(f"cannot listen on {address}: {err}") from err
+        raise StartupError(f"cannot listen on {address} for gRPC ingest: {err}") from err
     if port == 0:
-        raise OSError(f"cannot listen on {address}")
+        raise StartupError(f"cannot listen on {address} for gRPC ingest (address in use or not available)")
     return server, port

@@ -82,12 +82,12 @@ class ScorerService:
                                    "pass --disable-auth only for local tests")
             authenticator = TokenAuthenticator(api_client=self._cluster_api, audience=self.config.token_audience,
                                                agent_username=self.config.agent_service_account)
-        else:
-            log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
         host, port = self.config.listen_address
         self.grpc_server, self.grpc_port = build_ingest_server(
             address=f"{host}:{port}", accept=self.accept, authenticator=authenticator,
             max_report_bytes=self.config.max_report_bytes, counters=self.ingest_stats, clock=self._clock)
+        if authenticator is None:
+            log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
         self.grpc_server.start()
         if self._cluster_api is not None:
             self._start_watches()

@@ -3,12 +3,14 @@
   accelscore simulate FLEET [--placements DIR]                 scores per cluster + one ranking per Placement
   accelscore simulate FLEET --trace TRACE [--placement NAME]   replay; compare Placements side by side
   accelscore simulate --generate-trace N --seed S > trace.yaml seeded trace of 1/2/4/8-GPU jobs
+Without --placements (and no Placement in FLEET) the repository's shipped deploy/examples are ranked.
 See docs/simulate.md for the file formats and what is (not) emulated.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
@@ -28,7 +30,7 @@ from accelscore.scorer import publish_policy as pp
 from accelscore.scorer.publish_policy import PUBLISH_OPTIONS, publish_policy_from
 from accelscore.scorer.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
 from accelscore.simulator import report, routing
-from accelscore.simulator.fleet import FleetError, load_fleet
+from accelscore.simulator.fleet import Fleet, FleetError, load_fleet, load_placements
 from accelscore.simulator.oneshot import run_oneshot
 from accelscore.simulator.plot import MISSING
 from accelscore.simulator.replay import Replay, ReplayOptions
@@ -56,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("fleet", nargs="?", type=Path, help="fleet directory: one file per managed cluster")
     parser.add_argument("--placements", action="append", type=Path, default=[], metavar="PATH",
-                        help="more Placement files or directories (repeatable; the fleet dir is always read)")
+                        help="more Placement files or directories (repeatable; the fleet dir is always read); "
+                             "default when neither has one: the repository's deploy/examples")
     parser.add_argument("--output", choices=("table", "json", "yaml"), default="table")
     parser.add_argument("--trace", type=Path, help="job trace to replay (YAML/JSON)")
     parser.add_argument("--placement", action="append", default=[], metavar="NAME",
@@ -88,14 +91,44 @@ def _progress(line: str) -> None:
     print(f"simulate: {line}", file=sys.stderr, flush=True)
 
 
-def _replay(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishPolicy) -> int:
-    if args.plot and importlib.util.find_spec("matplotlib") is None:
-        raise ConfigError(f"--plot needs matplotlib: {MISSING}")  # before minutes of replay, not after
+NO_PLACEMENTS = "no Placement to rank: pass --placements DIR (the repository's deploy/examples has examples)"
+
+
+def shipped_placements() -> Path | None:
+    """The repository's deploy/examples beside the package (a source or editable install), else None."""
+    examples = Path(__file__).resolve().parents[2] / "deploy" / "examples"
+    return examples if examples.is_dir() else None
+
+
+def _load(args: argparse.Namespace) -> Fleet:
+    """The fleet with its Placements; with none given or found in FLEET, the shipped example Placements."""
     fleet = load_fleet(args.fleet, args.placements)
+    shipped = shipped_placements()
+    if fleet.placements or args.placements or shipped is None:
+        return fleet
+    placements, notes = load_placements([shipped])
+    return dataclasses.replace(fleet, placements=placements, warnings=fleet.warnings + tuple(notes))
+
+
+def _check_plot(path: Path | None) -> None:
+    """Before minutes of replay, not after: matplotlib is there and the PNG's folder exists."""
+    if path is None:
+        return
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError(f"--plot needs matplotlib: {MISSING}")
+    if not path.parent.is_dir():
+        raise ConfigError(f"--plot {path}: folder {path.parent} does not exist")
+
+
+def _replay(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishPolicy) -> int:
+    _check_plot(args.plot)
+    fleet = _load(args)
     jobs = load_trace(args.trace)
+    if not fleet.placements:
+        raise ConfigError(NO_PLACEMENTS)
     entries = args.placement or routing.default_entries(fleet.placements, jobs)
     if not entries:
-        raise ConfigError("no Placement to compare: give --placement NAME or add Placement files")
+        raise ConfigError("no Placement to compare: every Placement is named by a job; give --placement NAME")
     if args.tick >= config.stale_after_s:
         raise ConfigError(f"--tick {args.tick:g} must be below --stale-after {config.stale_after_s:g} "
                           "(agents report once per tick)")
@@ -131,7 +164,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.trace:
             return _replay(args, config, policy)
-        fleet = load_fleet(args.fleet, args.placements)
+        fleet = _load(args)
+        if not fleet.placements:
+            print(f"warning: {NO_PLACEMENTS}; printing scores only", file=sys.stderr)
         result = run_oneshot(fleet, config, policy)
         for note in fleet.warnings + tuple(w for r in result.rankings for w in r.warnings):
             print(f"warning: {note}", file=sys.stderr)

@@ -1,8 +1,8 @@
 """Load a fleet directory: one file per managed cluster plus optional Placement files (docs/simulate.md).
 
 Cluster files are checked by hand (every error names the file and the field); NodeReports are parsed
-strictly with `json_format`; Placements are validated against the OCM Placement CRD schema from
-`shared/crds/` when it and `jsonschema` are available, else against basic structural checks.
+strictly with `json_format`; Placements are validated against the OCM Placement CRD schema vendored in
+`accelscore.crds` when `jsonschema` is installed, else against basic structural checks.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +18,11 @@ from typing import Any
 import yaml
 from google.protobuf import json_format
 
+from accelscore.crds import crd_path
 from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
 from accelscore.simulator import placement as pl
 from accelscore.v1 import report_pb2
 
-PLACEMENT_CRD = "crds/0000_02_clusters.open-cluster-management.io_placements.crd.yaml"
 _CLUSTER_KEYS = {"cluster", "labels", "claims", "reportAgeSeconds", "reports", "nodes", "unreportedNodes",
                  "pendingPods", "hub", "available", "scorerStoppedSeconds"}
 _AVAILABLE = {True: "True", False: "False", "True": "True", "False": "False", "Unknown": "Unknown"}
@@ -79,16 +78,9 @@ class Fleet:
     warnings: tuple[str, ...] = ()
 
 
-def shared_dir() -> Path:
-    """`shared/` beside the repository root; ACCELSCORE_SHARED_DIR overrides."""
-    env = os.environ.get("ACCELSCORE_SHARED_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared"
-
-
-def placement_schema() -> dict[str, Any] | None:
-    """The Placement v1beta1 openAPIV3Schema from the CRD, or None when shared/ is not there."""
-    path = shared_dir() / PLACEMENT_CRD
-    return _schema_at(str(path)) if path.is_file() else None
+def placement_schema() -> dict[str, Any]:
+    """The Placement v1beta1 openAPIV3Schema from the vendored CRD."""
+    return _schema_at(str(crd_path("placements")))
 
 
 @functools.lru_cache(maxsize=4)
@@ -113,11 +105,8 @@ def _structural_check(obj: Mapping[str, Any], where: str) -> None:
             raise FleetError(f"{where}: spec.prioritizerPolicy.configurations[{i}].weight must be an integer -10..10")
 
 
-def validate_placement(obj: Mapping[str, Any], where: str, schema: Mapping[str, Any] | None) -> list[str]:
-    """Raise FleetError when `obj` breaks the CRD schema; returns warnings (e.g. schema not available)."""
-    if schema is None:
-        _structural_check(obj, where)
-        return [f"{where}: Placement CRD not found under {shared_dir()}; only structural checks were made"]
+def validate_placement(obj: Mapping[str, Any], where: str, schema: Mapping[str, Any]) -> list[str]:
+    """Raise FleetError when `obj` breaks the CRD schema; returns warnings (jsonschema not installed)."""
     try:
         import jsonschema
     except ImportError:
@@ -131,15 +120,37 @@ def validate_placement(obj: Mapping[str, Any], where: str, schema: Mapping[str, 
     return []
 
 
+def read_input(path: Path) -> str:
+    """A fleet, trace or Placement file's text; FleetError naming the path when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FleetError(f"{path}: no such file or directory") from None
+    except IsADirectoryError:
+        raise FleetError(f"{path}: is a directory, expected a YAML or JSON file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise FleetError(f"{path}: cannot read: {getattr(err, 'strerror', None) or err}") from None
+
+
+def parse_problem(err: Exception) -> str:
+    """A YAML or JSON parse error as one short phrase with its line and column."""
+    mark = getattr(err, "problem_mark", None)
+    if isinstance(err, yaml.MarkedYAMLError) and mark is not None:
+        return f"{err.problem or err.context} at line {mark.line + 1}, column {mark.column + 1}"
+    if isinstance(err, json.JSONDecodeError):
+        return f"{err.msg} at line {err.lineno}, column {err.colno}"
+    return " ".join(str(err).split())
+
+
 def _documents(path: Path) -> list[Any]:
     """Every document in a YAML or JSON file."""
-    text = path.read_text(encoding="utf-8")
+    text = read_input(path)
     try:
         if path.suffix == ".json":
             return [json.loads(text)]
         return [d for d in yaml.load_all(text, Loader=_LOADER) if d is not None]
     except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise FleetError(f"{path}: not valid YAML/JSON: {err}") from err
+        raise FleetError(f"{path}: not valid YAML/JSON: {parse_problem(err)}") from err
 
 
 def _age(value: Any, where: str) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from accelscore.options import ConfigError
+from accelscore.errors import ConfigError
 from accelscore.simulator.replay_result import ReplayResult
 
 MISSING = "install the plot extra: pip install 'accelscore[plot]'"

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from accelscore.simulator.fleet import FleetError
+from accelscore.simulator.fleet import FleetError, parse_problem, read_input
 from accelscore.simulator.truth import GPU, TPU, Shape
 
 _KEYS = {"name", "arrivalSeconds", "pods", "gpusPerPod", "tpusPerPod", "gpuMemoryGiB", "durationSeconds",
@@ -90,11 +90,11 @@ def parse_trace(doc: Any) -> tuple[Job, ...]:
 
 def load_trace(path: Path) -> tuple[Job, ...]:
     """Read and check a trace file."""
-    text = path.read_text(encoding="utf-8")
+    text = read_input(path)
     try:
         doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise FleetError(f"{path}: not valid YAML/JSON: {err}") from err
+        raise FleetError(f"{path}: not valid YAML/JSON: {parse_problem(err)}") from err
     try:
         return parse_trace(doc)
     except FleetError as err:

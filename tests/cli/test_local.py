@@ -58,3 +58,29 @@ def test_local_yaml_is_the_same_objects_as_json(isolated_env: dict[str, str]) ->
     as_yaml = list(yaml.safe_load_all(run_cli(["local", "--once", "--output", "yaml"], isolated_env).stdout))
     assert [o["metadata"]["name"] for o in as_yaml] == [RESOURCE_USAGE_APS, ACCELSCORE_APS]
     assert all(o["status"]["scores"] for o in as_yaml)
+
+
+def test_json_and_yaml_carry_the_rule_and_every_collector_as_annotations(isolated_env: dict[str, str]) -> None:
+    as_json = _objects(run_cli(["local", "--once", "--output", "json"], isolated_env).stdout)
+    as_yaml = {o["metadata"]["name"]: o for o in
+               yaml.safe_load_all(run_cli(["local", "--once", "--output", "yaml"], isolated_env).stdout)}
+    for objects in (as_json, as_yaml):
+        for obj in objects.values():
+            notes = obj["metadata"]["annotations"]
+            assert notes["accelscore.io/gpu-assignment"] == "NVML running processes (no kubelet; local mode)"
+            for collector in ("nvidia", "tpu", "kubelet", "node"):
+                assert notes[f"collector.accelscore.io/{collector}-state"] == "ABSENT", collector
+                assert notes[f"collector.accelscore.io/{collector}-reason"], collector
+            assert notes["collector.accelscore.io/host-state"] == "OK"
+            assert notes["accelscore.io/gpu-scores-note"].startswith(
+                "gpu* scores are 0 (resource-usage-score -100): nvidia ABSENT: ")
+            assert notes["accelscore.io/tpu-scores-note"] == \
+                "tpu* scores are 0 (resource-usage-score -100): tpu ABSENT: no TPU PCI devices"
+            assert all(isinstance(v, str) for v in notes.values())
+
+
+def test_table_names_the_rule_and_why_accelerator_scores_are_0(isolated_env: dict[str, str]) -> None:
+    lines = run_cli(["local", "--once"], isolated_env).stdout.splitlines()
+    assert "GPU assignment: NVML running processes (no kubelet; local mode)" in lines
+    assert any(line.startswith("gpu* scores are 0 (resource-usage-score -100): nvidia ABSENT: ") for line in lines)
+    assert "tpu* scores are 0 (resource-usage-score -100): tpu ABSENT: no TPU PCI devices" in lines

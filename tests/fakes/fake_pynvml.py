@@ -48,9 +48,10 @@ _GPU: dict[str, Any] = {
     "retired_pages_pending": _BOOL, "clock_event_reasons": _INT, "mig_mode": {"current": _INT, "pending": _INT},
     "max_mig_devices": _INT, "errors": "errors",
     "mig_devices": [{"slot": _INT, "uuid": _STR, "profile": _STR, "memory": _MEMORY}],
-    "processes": [{"pid": _INT, "used_memory": _INT}],
+    "processes": [{"pid": _INT, "used_memory": _INT}],  # compute; used_memory left out = NVML cannot say
+    "graphics_processes": [{"pid": _INT, "used_memory": _INT}],
 }
-_NOT_ERRORS = {"uuid", "name", "pci_bus_id", "lost", "mig_devices", "processes", "errors"}
+_NOT_ERRORS = {"uuid", "name", "pci_bus_id", "lost", "mig_devices", "processes", "graphics_processes", "errors"}
 _TOP: dict[str, Any] = {
     "description": _STR, "driver_version": _STR, "init_error": _STR, "init_error_until_step": _INT,
     "missing_functions": [_STR], "gpu_defaults": "gpu", "gpus": ["gpu"],
@@ -400,9 +401,25 @@ class FakeNvml:
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
         gpu, _ = self._enter("nvmlDeviceGetComputeRunningProcesses", handle)
-        return [pynvml.nvmlFriendlyObject({"pid": p["pid"], "usedGpuMemory": p["used_memory"],
-                                           "gpuInstanceId": 0xFFFFFFFF, "computeInstanceId": 0xFFFFFFFF})
-                for p in gpu.get("processes", [])]
+        return self._processes(gpu.get("processes", []))
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any) -> list[Any]:
+        gpu, _ = self._enter("nvmlDeviceGetGraphicsRunningProcesses", handle)
+        return self._processes(gpu.get("graphics_processes", []))
+
+    @staticmethod
+    def _processes(listed: list[dict[str, Any]]) -> list[Any]:
+        """As pynvml's *_v3 wrappers build them: friendly objects from c_nvmlProcessInfo_v3_t, unknown memory None."""
+        not_available = pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
+        found = []
+        for p in listed:
+            info = pynvml.c_nvmlProcessInfo_v3_t(pid=p["pid"], usedGpuMemory=p.get("used_memory", not_available),
+                                                 gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
+            obj = pynvml.nvmlStructToFriendlyObject(info)
+            if obj.usedGpuMemory == not_available:
+                obj.usedGpuMemory = None
+            found.append(obj)
+        return found
 
     # ------------------------------------------------ pynvml: MIG
 

@@ -33,13 +33,14 @@ class NvidiaCollector:
     def __init__(self, *, nvml: Any = None, call_timeout_s: float = 2.0,
                  gpu_advertised: Callable[[], bool | None] = lambda: None,
                  degraded_temperature_c: float = nvidia_health.DEFAULT_DEGRADED_TEMPERATURE_C,
-                 xid_wait_ms: int = 500) -> None:
+                 xid_wait_ms: int = 500, read_processes: bool = False) -> None:
         if nvml is None:
             import pynvml as nvml  # the real library is only the default; tests inject a fake at this boundary
         self._nvml = nvml
         self._timeout_s = call_timeout_s
         self._gpu_advertised = gpu_advertised
         self._degraded_temperature_c = degraded_temperature_c
+        self._read_processes = read_processes  # local mode: which GPUs run something, when no kubelet can say
         self._worker = NvmlWorker(call_timeout_s=call_timeout_s)
         self._reader = GpuReader(nvml=nvml, mark=self._worker.mark)
         self._xids = XidWatcher(nvml=nvml, wait_ms=xid_wait_ms)
@@ -133,6 +134,7 @@ class NvidiaCollector:
             if identity is None:
                 identity = self._identities[index] = self._reader.identify(index)
             fields = self._reader.read(identity)
+            processes = self._reader.processes(identity) if self._read_processes else None
         except GpuGone as gone:
             return self._gone(index, identity, str(gone))
         except self._nvml.NVMLError as err:  # cannot even name this GPU: the node's GPU picture is unknown
@@ -146,7 +148,7 @@ class NvidiaCollector:
             temperature_celsius=fields["temperature_celsius"])
         health, reason = nvidia_health.derive_health(signals, degraded_temperature_c=self._degraded_temperature_c)
         return GpuSnapshot(identity.uuid, index, identity.model, identity.pci_bus_id, health, reason, **fields,
-                           last_xid=tally.last_xid, xid_counts=tally.counts)
+                           last_xid=tally.last_xid, xid_counts=tally.counts, processes=processes)
 
     def _gone(self, index: int, identity: GpuIdentity | None, reason: str) -> GpuSnapshot:
         if identity is None:  # lost before we ever read its identity: keep it counted, unjoinable

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accelscore.agent.snapshots import MigDevice
+from accelscore.agent.snapshots import GpuProcess, MigDevice
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,34 @@ class GpuReader:
         fields["mig_enabled"] = None if mode is None else mode[0] == nvml.NVML_DEVICE_MIG_ENABLE
         fields["mig_devices"] = self._mig_devices(u, h) if fields["mig_enabled"] else ()
         return fields
+
+    def processes(self, gpu: GpuIdentity) -> tuple[GpuProcess, ...] | None:
+        """Compute and graphics processes on one GPU by pid; None when NVML cannot say (raises GpuGone).
+
+        Unknown is never free: any error of the compute call makes the list unknown. The graphics call
+        only adds to it; NotSupported/FunctionNotFound there means the GPU or bindings have no such list.
+        """
+        found = self._process_list(gpu.uuid, "nvmlDeviceGetComputeRunningProcesses", gpu.handle, optional=False)
+        graphics = self._process_list(gpu.uuid, "nvmlDeviceGetGraphicsRunningProcesses", gpu.handle, optional=True)
+        if found is None or graphics is None:
+            return None
+        self._warned.discard((gpu.uuid, "processes"))
+        by_pid = {int(p.pid): GpuProcess(int(p.pid), _bytes_or_none(p.usedGpuMemory)) for p in [*found, *graphics]}
+        return tuple(by_pid[pid] for pid in sorted(by_pid))
+
+    def _process_list(self, u: str, name: str, h: Any, *, optional: bool) -> list[Any] | None:
+        """One NVML process list; [] when `optional` and NVML has no such list; None when it cannot say."""
+        try:
+            return list(self._call(name, h))
+        except GpuGone:
+            raise
+        except (self._nvml.NVMLError_NotSupported, self._nvml.NVMLError_FunctionNotFound, AttributeError) as err:
+            if optional:
+                return []
+            self._warn(u, "processes", f"{name} is not available ({err or type(err).__name__})")
+        except self._nvml.NVMLError as err:
+            self._warn(u, "processes", f"{name} failed: {err}")
+        return None
 
     def _mig_devices(self, u: str, h: Any) -> tuple[MigDevice, ...]:
         slots = self._get(u, "nvmlDeviceGetMaxMigDeviceCount", h) or 0
@@ -205,3 +233,8 @@ class GpuReader:
         if (u, field) not in self._warned:
             self._warned.add((u, field))
             log.warning("GPU %s: %s; reported as unknown", u, message)
+
+
+def _bytes_or_none(value: Any) -> int | None:
+    """A process's used memory in bytes; pynvml gives None when NVML cannot say."""
+    return int(value) if isinstance(value, int) and value >= 0 else None

@@ -1,0 +1,117 @@
+"""Every bad input or environment ends the real `accelscore` command with one line on stderr and exit 2."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+FLEET = str(REPO / "fixtures" / "fleets" / "mixed")
+TRACE = str(REPO / "fixtures" / "traces" / "small-40.yaml")
+
+
+def assert_one_line(args: list[str], env: dict[str, str], *wanted: str) -> str:
+    """Exit 2, no traceback, exactly one stderr line naming the command and every `wanted` text."""
+    result = run_cli(args, env, timeout=60)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"accelscore {args[0]}: "), lines[0]
+    for text in wanted:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A loopback port some other process already listens on."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        yield sock.getsockname()[1]
+
+
+@pytest.fixture
+def bad_kubeconfig(tmp_path: Path) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text("apiVersion: v1\nclusters: [unclosed\n", encoding="utf-8")
+    return str(path)
+
+
+def test_scorer_without_a_cluster_says_how_to_run_it(isolated_env: dict[str, str]) -> None:
+    assert_one_line(["scorer", "--listen-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0"],
+                    isolated_env, "no cluster API", "--disable-auth")
+
+
+@pytest.mark.parametrize("command", [["agent", "--once"], ["scorer"], ["local", "--once"]],
+                         ids=["agent", "scorer", "local"])
+def test_a_kubeconfig_that_does_not_load_is_named(command: list[str], isolated_env: dict[str, str],
+                                                  bad_kubeconfig: str) -> None:
+    isolated_env["KUBECONFIG"] = bad_kubeconfig
+    assert_one_line(command, isolated_env, f"cannot load kubeconfig {bad_kubeconfig}", "KUBECONFIG")
+
+
+@pytest.mark.parametrize("command", [
+    ["agent", "--metrics-address", "127.0.0.1:{port}"],
+    ["local", "--metrics-address", "127.0.0.1:{port}"],
+    ["scorer", "--disable-auth", "--listen-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:{port}"],
+    ["scorer", "--disable-auth", "--listen-address", "127.0.0.1:{port}", "--metrics-address", "127.0.0.1:0"],
+], ids=["agent-metrics", "local-metrics", "scorer-metrics", "scorer-grpc"])
+def test_a_port_in_use_is_named(command: list[str], isolated_env: dict[str, str], busy_port: int) -> None:
+    args = [part.format(port=busy_port) for part in command]
+    assert_one_line(args, isolated_env, f"cannot listen on 127.0.0.1:{busy_port}")
+
+
+def test_an_unreadable_token_file_is_named(isolated_env: dict[str, str], tmp_path: Path) -> None:
+    assert_one_line(["agent", "--scorer-address", "127.0.0.1:1", "--token-file", str(tmp_path)], isolated_env,
+                    f"cannot read token file {tmp_path}")
+
+
+@pytest.mark.parametrize(("args", "wanted"), [
+    (["simulate", FLEET, "--trace", "missing.yaml"], "missing.yaml: no such file or directory"),
+    (["simulate", FLEET, "--placements", "missing-dir"], "missing-dir: no such file or directory"),
+    (["simulate", "missing-fleet"], "missing-fleet: not a directory"),
+    (["simulate", FLEET, "--trace", FLEET], "is a directory, expected a YAML or JSON file"),
+    (["simulate", FLEET, "--trace", TRACE, "--placements", "fixtures/placements", "--plot", "no/such/dir/x.png"],
+     "--plot"),
+], ids=["missing-trace", "missing-placements", "missing-fleet", "trace-is-a-directory", "plot-folder"])
+def test_simulate_names_the_file_it_cannot_use(args: list[str], wanted: str, isolated_env: dict[str, str]) -> None:
+    assert_one_line(args, isolated_env, wanted)
+
+
+def test_malformed_fleet_and_trace_yaml_are_one_line(isolated_env: dict[str, str], tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    (fleet / "broken.yaml").write_text("cluster: [a\n  b: c\n", encoding="utf-8")
+    assert_one_line(["simulate", str(fleet)], isolated_env, "broken.yaml: not valid YAML/JSON")
+    trace = tmp_path / "trace.yaml"
+    trace.write_text("jobs: [\n  {name: x\n", encoding="utf-8")
+    assert_one_line(["simulate", FLEET, "--trace", str(trace)], isolated_env, "trace.yaml: not valid YAML/JSON")
+
+
+def test_agent_and_local_output_have_their_own_variables(isolated_env: dict[str, str]) -> None:
+    isolated_env["ACCELSCORE_LOCAL_OUTPUT"] = "yaml"
+    result = run_cli(["agent", "--once"], isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.lstrip().startswith("{")  # the agent's default json, not broken by local's yaml
+    isolated_env["ACCELSCORE_AGENT_OUTPUT"] = "yaml"
+    assert_one_line(["agent", "--once"], isolated_env, "ACCELSCORE_AGENT_OUTPUT='yaml'", "json, text")
+
+
+@pytest.mark.parametrize(("flag", "env"), [(["--log-level", "DEBUG"], {}), ([], {"ACCELSCORE_LOG_LEVEL": "Debug"})],
+                         ids=["flag", "env"])
+def test_log_level_is_accepted_in_any_case(flag: list[str], env: dict[str, str],
+                                           isolated_env: dict[str, str]) -> None:
+    result = run_cli(["local", "--once", *flag], {**isolated_env, **env})
+    assert result.returncode == 0, result.stderr
+    assert " DEBUG " in result.stderr
+
+
+def test_a_bad_log_level_names_what_is_allowed(isolated_env: dict[str, str]) -> None:
+    assert_one_line(["local", "--once", "--log-level", "loud"], isolated_env, "'loud'", "debug, info, warning, error")
