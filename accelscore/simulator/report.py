@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from accelscore.simulator.oneshot import OneShot
+from accelscore.scorer.model import ACCELSCORE_APS
+from accelscore.simulator.oneshot import ClusterScores, OneShot
 from accelscore.simulator.replay_result import ReplayResult
 
 
@@ -43,6 +44,18 @@ def _grid(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     return ["  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)) for r in cells]
 
 
+def _state(c: ClusterScores, now: float) -> str:
+    """How the hub holds the cluster's accelscore object: withdrawn, expired (a dead scorer's), or absent."""
+    aps = c.hub.get(ACCELSCORE_APS)
+    if aps is None:
+        return " no accelscore"
+    if c.withdrawn:
+        return " withdrawn"
+    if aps.valid_until is not None and now > aps.valid_until:
+        return f" expired {now - aps.valid_until:.0f}s"
+    return ""
+
+
 def oneshot_table(result: OneShot) -> str:
     """Score names down, clusters across; then one block per Placement."""
     names = [c.cluster for c in result.clusters]
@@ -53,8 +66,7 @@ def oneshot_table(result: OneShot) -> str:
                                        for c in result.clusters]
                 for s in (result.clusters[0].sets[idx].scores if result.clusters else ())]
         lines += [*_grid(["score (as on the hub)", *names], rows), ""]
-    fresh = [f"{c.sets[0].fresh_nodes}/{c.sets[0].total_nodes}" + (" withdrawn" if c.withdrawn else "")
-             for c in result.clusters]
+    fresh = [f"{c.sets[0].fresh_nodes}/{c.sets[0].total_nodes}" + _state(c, result.now) for c in result.clusters]
     lines += [*_grid(["", *names], [["fresh / schedulable nodes", *fresh]])[1:], ""]
     for r in result.rankings:
         lines.append(f"Placement {r.placement}: selected {', '.join(r.selected) or '(none)'}")
