@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
+from accelscore.cli import main
 from accelscore.simulator import cel
 from accelscore.simulator import placement as pl
 
@@ -85,3 +87,18 @@ def test_without_cel_python_a_cel_selector_is_one_clear_error(monkeypatch: pytes
     monkeypatch.setitem(sys.modules, "celpy", None)  # import celpy raises ImportError
     with pytest.raises(cel.CelError, match=r"pip install 'accelscore\[simulate\]'"):
         cel.Selector(("true",))
+
+
+def test_simulate_without_cel_python_says_so_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    pl.compiled.cache_clear()
+    monkeypatch.setitem(sys.modules, "celpy", None)
+    (tmp_path / "p.yaml").write_text(
+        "apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\nmetadata: {name: p}\n"
+        "spec:\n  predicates:\n    - requiredClusterSelector:\n        celSelector:\n"
+        "          celExpressions: ['true']\n")
+    fleet = Path(__file__).resolve().parents[2] / "fixtures" / "fleets" / "mixed"
+    assert main(["simulate", str(fleet), "--placements", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'accelscore[simulate]'" in err
+    pl.compiled.cache_clear()
