@@ -65,3 +65,20 @@ def test_the_bit_set_gives_the_same_leftover_as_a_direct_minimum(frees: list[int
     for k in SIZES:
         direct = min((f - k for f in frees if f >= k), default=None)
         assert best_fit.leftover(best_fit.seen_set(frees), k) == direct
+
+
+def test_metrics_export_best_fit_with_its_raw_value_and_ref() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from accelscore.scorer.metrics import ScorerMetrics, ScoringView
+
+    config = default_scoring_config()
+    snap = snapshot(summary("a", gpu_total=8, gpu_free=3))
+    view = ScoringView(cluster="c1")
+    view.update(score_sets=score_cluster(snap, config, now=1000.0), snapshot=snap, now=1000.0, pass_seconds=0.0)
+    registry = CollectorRegistry()
+    registry.register(ScorerMetrics(view=view, config=config))
+    labels = {"cluster": "c1", "aps": "accelscore", "score": "gpuClusterBestFit2"}
+    assert registry.get_sample_value("accelscore_score", labels) == 50  # 3 free - 2 leaves 1 idle: ceil(100 / 2)
+    assert registry.get_sample_value("accelscore_score_raw", labels) == 0.5
+    assert registry.get_sample_value("accelscore_score_reference", labels) == 1.0
