@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from accelscore.scorer.model import published_score_names
+from accelscore.scorer.score_table import published_score_names
 from tests.deploy import support
 
 _SCORES_CALL = re.compile(r'managedCluster\.scores\("([^"]+)"\)')
