@@ -128,3 +128,16 @@ def test_a_dead_absent_or_unable_cluster_never_outranks_one_that_can_start_the_j
 def test_every_shipped_example_is_checked() -> None:
     assert {p.name for p in PLACEMENTS} >= {"best-fit-1gpu", "best-fit-2gpu", "best-fit-4gpu", "training-8gpu",
                                           "gang-1gpu", "gang-2gpu", "gang-4gpu", "inference-shared-gpu"}
+
+
+def test_the_check_catches_the_negative_weight_best_fit_that_was_shipped_before() -> None:
+    """small-job-best-fit (2 x gpuClusterFit1 - gpuNodeFree): a live cluster with a free node totals below 0."""
+    old = pl.Placement("small-job-best-fit", mode=pl.Mode.EXACT, configurations=(
+        (pl.Coordinate("AddOn", resource_name=ACCELSCORE_APS, score_name="gpuClusterFit1"), 2),
+        (pl.Coordinate("AddOn", resource_name=ACCELSCORE_APS, score_name="gpuNodeFree"), -1)))
+    live = GenCluster("b-live", (GenNode(8, 7, 80, True, True, False),), "live")
+    dead = GenCluster("a-dead", (GenNode(8, 8, 80, True, True, False),), "dead")
+    hub = _hub([live, dead])
+    assert _can_start(live, hub, ("gpus", 1, 1)) and not _can_start(dead, hub, ("gpus", 1, 1))
+    ranking = pl.rank(old, (pl.ClusterInfo("a-dead"), pl.ClusterInfo("b-live")), hub, now=NOW)
+    assert [(r.cluster, r.total) for r in ranking.ranked] == [("a-dead", 0), ("b-live", 2 * 11 - 88)]
