@@ -17,15 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelscore.simulator import cel
+from accelscore.simulator.taints import NO_SELECT, UNAVAILABLE_TAINT, UNREACHABLE_TAINT, Toleration, tolerates_all
 
 BALANCE = "Balance"
 STEADY = "Steady"
 MAX_CLUSTER_SCORE = 100
 _NOT_EMULATED_BUILTINS = ("ResourceAllocatableCPU", "ResourceAllocatableMemory", "Spread")
-# OCM's taint controller: Available False -> unavailable, Unknown or absent -> unreachable; both NoSelect.
-UNAVAILABLE_TAINT = "cluster.open-cluster-management.io/unavailable"
-UNREACHABLE_TAINT = "cluster.open-cluster-management.io/unreachable"
-NO_SELECT = "NoSelect"
 
 
 class PlacementError(ValueError):
@@ -67,24 +64,6 @@ class Selector:
     label_expressions: tuple[Requirement, ...] = ()
     claim_expressions: tuple[Requirement, ...] = ()
     cel_expressions: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Toleration:
-    """One `spec.tolerations` entry (tolerationSeconds is not emulated: a match tolerates for good)."""
-
-    key: str = ""
-    operator: str = "Equal"  # Equal | Exists
-    value: str = ""
-    effect: str = ""  # empty = every effect
-
-    def tolerates(self, key: str, value: str, effect: str) -> bool:
-        """OCM's matching: effect empty or equal; Exists with an empty key matches every taint."""
-        if self.effect and self.effect != effect:
-            return False
-        if self.operator == "Exists":
-            return not self.key or self.key == key
-        return self.key == key and self.value == value
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,10 +241,11 @@ def selector_matches(selector: Selector, cluster: ClusterInfo, hub: HubView | No
     return not selector.cel_expressions or compiled(selector.cel_expressions).matches(cel_view(cluster, hub or {}))
 
 
+
+
 def tolerated(placement: Placement, cluster: ClusterInfo) -> bool:
     """Every NoSelect taint of the cluster is tolerated by the Placement."""
-    return all(any(t.tolerates(key, value, effect) for t in placement.tolerations)
-               for key, value, effect in cluster.taints() if effect == NO_SELECT)
+    return tolerates_all(placement.tolerations, cluster.taints())
 
 
 def addon_score(hub: HubView, cluster: str, coord: Coordinate, *, now: float) -> int:
