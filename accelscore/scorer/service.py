@@ -64,6 +64,7 @@ class ScorerService:
         self._stop = threading.Event()
         self.grpc_server: Any = None
         self.grpc_port = 0
+        self.tls_ca_pem = b""  # the CA agents must trust (b"" when plaintext or the certificate comes from files)
 
     # ------------------------------------------------------------------ wiring
 
@@ -85,7 +86,8 @@ class ScorerService:
         host, port = self.config.listen_address
         self.grpc_server, self.grpc_port = build_ingest_server(
             address=f"{host}:{port}", accept=self.accept, authenticator=authenticator,
-            max_report_bytes=self.config.max_report_bytes, counters=self.ingest_stats, clock=self._clock)
+            max_report_bytes=self.config.max_report_bytes, counters=self.ingest_stats, clock=self._clock,
+            credentials=self._tls_credentials())
         if authenticator is None:
             log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
         self.grpc_server.start()
@@ -95,6 +97,16 @@ class ScorerService:
             log.warning("no cluster API: every reporting node counts as schedulable and the pending backlog is 0")
         log.info("scorer for cluster %s: ingest on port %d", self.config.cluster_name, self.grpc_port)
         return self
+
+    def _tls_credentials(self) -> Any:
+        from accelscore.scorer.tls import server_credentials
+        from accelscore.scorer.tls_choice import choose_tls
+
+        source = choose_tls(self.config, self._cluster_api)
+        if source is None:
+            return None
+        self.tls_ca_pem = source.ca_pem
+        return server_credentials(source)
 
     def _start_watches(self) -> None:
         from accelscore.kube import nodes as kube_nodes
