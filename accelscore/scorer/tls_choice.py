@@ -22,8 +22,9 @@ def choose_tls(config: ScorerConfig, cluster_api: Any) -> Source | None:
                     "readable and replayable; never run a cluster like this")
         return None
     if config.tls_cert_file is not None and config.tls_key_file is not None:
+        files = FileTls(cert_file=config.tls_cert_file, key_file=config.tls_key_file)
         log.info("ingest TLS: serving %s (re-read when it changes)", config.tls_cert_file)
-        return FileTls(cert_file=config.tls_cert_file, key_file=config.tls_key_file)
+        return files
     if cluster_api is None:
         log.warning("ingest TLS: no cluster API, so an in-memory CA that no agent can trust (local runs only)")
         return EphemeralTls(dns_names=service_dns_names(config.service_name, config.namespace or "default"))
