@@ -83,11 +83,17 @@ class ScorerService:
                                    "pass --disable-auth only for local tests")
             authenticator = TokenAuthenticator(api_client=self._cluster_api, audience=self.config.token_audience,
                                                agent_username=self.config.agent_service_account)
+        from accelscore.scorer.tls import server_credentials
+        from accelscore.scorer.tls_choice import choose_tls
+
+        tls = choose_tls(self.config, self._cluster_api)
+        self.tls_ca_pem = tls.source.ca_pem if tls.source is not None else b""
         host, port = self.config.listen_address
         self.grpc_server, self.grpc_port = build_ingest_server(
             address=f"{host}:{port}", accept=self.accept, authenticator=authenticator,
             max_report_bytes=self.config.max_report_bytes, counters=self.ingest_stats, clock=self._clock,
-            credentials=self._tls_credentials())
+            credentials=server_credentials(tls.source) if tls.source is not None else None)
+        tls.log()
         if authenticator is None:
             log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
         self.grpc_server.start()
@@ -97,16 +103,6 @@ class ScorerService:
             log.warning("no cluster API: every reporting node counts as schedulable and the pending backlog is 0")
         log.info("scorer for cluster %s: ingest on port %d", self.config.cluster_name, self.grpc_port)
         return self
-
-    def _tls_credentials(self) -> Any:
-        from accelscore.scorer.tls import server_credentials
-        from accelscore.scorer.tls_choice import choose_tls
-
-        source = choose_tls(self.config, self._cluster_api)
-        if source is None:
-            return None
-        self.tls_ca_pem = source.ca_pem
-        return server_credentials(source)
 
     def _start_watches(self) -> None:
         from accelscore.kube import nodes as kube_nodes

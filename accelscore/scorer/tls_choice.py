@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from accelscore.errors import StartupError
@@ -15,19 +16,30 @@ log = logging.getLogger(__name__)
 Source = EphemeralTls | FileTls | SecretTls
 
 
-def choose_tls(config: ScorerConfig, cluster_api: Any) -> Source | None:
-    """None only with --insecure-plaintext (logged at WARNING); else files, else the Secret, else ephemeral."""
+@dataclass(frozen=True)
+class TlsChoice:
+    """The source (None = plaintext) and the line to log once the port is bound (a failed start prints one line)."""
+
+    source: Source | None
+    level: int
+    message: str
+
+    def log(self) -> None:
+        log.log(self.level, "%s", self.message)
+
+
+def choose_tls(config: ScorerConfig, cluster_api: Any) -> TlsChoice:
+    """Plaintext only with --insecure-plaintext (a WARNING); else files, else the Secret, else ephemeral."""
     if config.insecure_plaintext:
-        log.warning("ingest is PLAINTEXT (--insecure-plaintext): agent tokens and reports cross the network "
-                    "readable and replayable; never run a cluster like this")
-        return None
+        return TlsChoice(None, logging.WARNING, "ingest is PLAINTEXT (--insecure-plaintext): agent tokens and "
+                         "reports cross the network readable and replayable; never run a cluster like this")
     if config.tls_cert_file is not None and config.tls_key_file is not None:
         files = FileTls(cert_file=config.tls_cert_file, key_file=config.tls_key_file)
-        log.info("ingest TLS: serving %s (re-read when it changes)", config.tls_cert_file)
-        return files
+        return TlsChoice(files, logging.INFO, f"ingest TLS: serving {config.tls_cert_file} (re-read when it changes)")
     if cluster_api is None:
-        log.warning("ingest TLS: no cluster API, so an in-memory CA that no agent can trust (local runs only)")
-        return EphemeralTls(dns_names=service_dns_names(config.service_name, config.namespace or "default"))
+        return TlsChoice(EphemeralTls(dns_names=service_dns_names(config.service_name, config.namespace or "default")),
+                         logging.WARNING, "ingest TLS: no cluster API, so an in-memory CA that no agent can trust "
+                         "(local runs only)")
     if not config.namespace:
         raise StartupError("POD_NAMESPACE is empty: the scorer keeps its TLS Secret in its own namespace "
                            "(set it from the downward API, or pass --tls-cert-file/--tls-key-file)")
@@ -41,6 +53,5 @@ def choose_tls(config: ScorerConfig, cluster_api: Any) -> Source | None:
     except KubeError as err:
         raise StartupError(f"cannot set up ingest TLS with Secret {config.namespace}/{config.tls_secret} and "
                            f"ConfigMap {config.tls_ca_configmap}: {err}") from err
-    log.info("ingest TLS: certificate from Secret %s/%s, CA published in ConfigMap %s", config.namespace,
-             config.tls_secret, config.tls_ca_configmap)
-    return source
+    return TlsChoice(source, logging.INFO, f"ingest TLS: certificate from Secret {config.namespace}/"
+                     f"{config.tls_secret}, CA published in ConfigMap {config.tls_ca_configmap}")

@@ -121,8 +121,10 @@ def test_plaintext_is_chosen_only_when_asked_and_is_logged_at_warning(caplog: py
 
     config = scorer_config_from(resolve(argparse.Namespace(), SCORER_OPTIONS,
                                         environ={"ACCELSCORE_INSECURE_PLAINTEXT": "true"}))
+    choice = choose_tls(config, None)
     with caplog.at_level("WARNING"):
-        assert choose_tls(config, None) is None
+        choice.log()
+    assert choice.source is None
     assert any(r.levelname == "WARNING" and "PLAINTEXT" in r.getMessage() for r in caplog.records)
     default = scorer_config_from(resolve(argparse.Namespace(), SCORER_OPTIONS, environ={}))
-    assert choose_tls(default, None) is not None
+    assert choose_tls(default, None).source is not None
