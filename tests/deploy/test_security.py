@@ -62,7 +62,26 @@ def test_managed_cluster_roles_grant_exactly_what_each_process_needs(
                         for v in rule["verbs"]}
     read = {("", r, v) for r in ("nodes", "pods") for v in READ_VERBS}
     assert sorted(grants.values(), key=len) == [read, read | {("authentication.k8s.io", "tokenreviews", "create")}]
-    assert not [o for o in objs if o["kind"] in ("Role", "RoleBinding")]
+    roles_in_namespace = [o for o in objs if o["kind"] == "Role"]
+    assert [r["metadata"]["name"] for r in roles_in_namespace] == ["accelscore-scorer-tls"]
+    assert _scorer_tls_grants(roles_in_namespace[0]["rules"]) == SCORER_TLS_GRANTS
+    bindings = [o for o in objs if o["kind"] == "RoleBinding"]
+    assert [(b["roleRef"]["name"], [s["name"] for s in b["subjects"]]) for b in bindings] == [
+        ("accelscore-scorer-tls", ["accelscore-scorer"])]
+
+
+# The scorer's TLS Secret and CA ConfigMap: get/update by name; create cannot be narrowed by name in RBAC.
+SCORER_TLS_GRANTS = {
+    ("secrets", "accelscore-scorer-tls", "get"), ("secrets", "accelscore-scorer-tls", "update"),
+    ("configmaps", "accelscore-ca", "get"), ("configmaps", "accelscore-ca", "update"),
+    ("secrets", "*any*", "create"), ("configmaps", "*any*", "create"),
+}
+
+
+def _scorer_tls_grants(rules: list[dict]) -> set[tuple[str, str, str]]:
+    assert all(rule["apiGroups"] == [""] for rule in rules)
+    return {(r, n, v) for rule in rules for r in rule["resources"] for n in rule.get("resourceNames", ["*any*"])
+            for v in rule["verbs"]}
 
 
 def test_hub_role_is_limited_to_addon_placement_scores() -> None:
