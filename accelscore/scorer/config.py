@@ -66,6 +66,8 @@ SCORER_OPTIONS = (
     Option("--tls-cert-file", "ACCELSCORE_TLS_CERT_FILE", text, "",
            "serving certificate PEM (e.g. a cert-manager Secret); empty = the scorer issues its own"),
     Option("--tls-key-file", "ACCELSCORE_TLS_KEY_FILE", text, "", "private key PEM for --tls-cert-file"),
+    Option("--tls-ca-file", "ACCELSCORE_TLS_CA_FILE", text, "",
+           "with --tls-cert-file: the issuer's CA (PEM), published to the CA ConfigMap for the agents"),
     Option("--tls-secret", "ACCELSCORE_TLS_SECRET", _dns_name, "accelscore-scorer-tls",
            "Secret (in POD_NAMESPACE) holding the scorer's own CA and serving certificate"),
     Option("--tls-ca-configmap", "ACCELSCORE_TLS_CA_CONFIGMAP", _dns_name, "accelscore-ca",
@@ -97,6 +99,7 @@ class ScorerConfig:
     insecure_plaintext: bool = False
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+    tls_ca_file: Path | None = None
     tls_secret: str = "accelscore-scorer-tls"
     tls_ca_configmap: str = "accelscore-ca"
     service_name: str = "accelscore-scorer"
@@ -111,6 +114,8 @@ def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
     cert, key = values["tls_cert_file"], values["tls_key_file"]
     if bool(cert) != bool(key):
         raise ConfigError("ACCELSCORE_TLS_CERT_FILE and ACCELSCORE_TLS_KEY_FILE go together: set both or neither")
+    if values["tls_ca_file"] and not cert:
+        raise ConfigError("ACCELSCORE_TLS_CA_FILE needs ACCELSCORE_TLS_CERT_FILE and ACCELSCORE_TLS_KEY_FILE")
     if values["insecure_plaintext"] and cert:
         raise ConfigError("ACCELSCORE_INSECURE_PLAINTEXT contradicts ACCELSCORE_TLS_CERT_FILE: choose one")
     scoring = scoring_config_from(values)
@@ -129,6 +134,7 @@ def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
         insecure_plaintext=values["insecure_plaintext"],
         tls_cert_file=Path(cert) if cert else None,
         tls_key_file=Path(key) if key else None,
+        tls_ca_file=Path(values["tls_ca_file"]) if values["tls_ca_file"] else None,
         tls_secret=values["tls_secret"],
         tls_ca_configmap=values["tls_ca_configmap"],
         service_name=values["service_name"],

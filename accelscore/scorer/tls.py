@@ -66,20 +66,47 @@ class EphemeralTls:
 
 
 class FileTls:
-    """A serving pair read from PEM files (cert-manager or any other issuer), re-read when a file changes."""
+    """A serving pair read from PEM files (cert-manager or any other issuer), re-read when a file changes.
 
-    def __init__(self, *, cert_file: Path, key_file: Path) -> None:
-        self._cert_file, self._key_file = cert_file, key_file
+    With `ca_file` and `publish`, the CA bundle is published (the CA ConfigMap) at start and on each change,
+    so agents trust a cert-manager issuer without reading its Secret.
+    """
+
+    def __init__(self, *, cert_file: Path, key_file: Path, ca_file: Path | None = None,
+                 publish: Callable[[bytes], None] | None = None) -> None:
+        self._cert_file, self._key_file, self._ca_file = cert_file, key_file, ca_file
+        self._publish = publish
         self._stamp: tuple[float, float] | None = None
-        self._pair = self._read(at_start=True)
         self.ca_pem = b""
+        self._pair = self._read(at_start=True)
+        self._publish_ca(at_start=True)
 
     def current(self) -> KeyPair:
         try:
-            return self._read(at_start=False)
+            pair = self._read(at_start=False)
         except StartupError as err:  # mid-rotation (files swapped one by one): keep serving the last pair
             log.warning("keeping the current serving certificate: %s", err)
             return self._pair
+        try:
+            self._publish_ca(at_start=False)
+        except (StartupError, KubeError) as err:
+            log.warning("publishing the CA bundle failed (agents keep the previous one): %s", err)
+        return pair
+
+    def _publish_ca(self, *, at_start: bool) -> None:
+        if self._ca_file is None:
+            return
+        try:
+            ca = self._ca_file.read_bytes()
+        except OSError as err:
+            raise StartupError(f"cannot read TLS CA file ({err.filename}): {err.strerror}") from None
+        if b"-----BEGIN CERTIFICATE-----" not in ca:
+            raise StartupError(f"{self._ca_file} holds no PEM certificate")
+        if ca == self.ca_pem:
+            return
+        if self._publish is not None:
+            self._publish(ca)
+        self.ca_pem = ca
 
     def _read(self, *, at_start: bool) -> KeyPair:
         try:

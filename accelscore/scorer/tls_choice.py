@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from accelscore.errors import StartupError
+from accelscore.kube.errors import KubeError
+from accelscore.kube.tls_objects import TlsObjects
 from accelscore.scorer.certs import service_dns_names
 from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.tls import EphemeralTls, FileTls, SecretTls
@@ -34,20 +37,21 @@ def choose_tls(config: ScorerConfig, cluster_api: Any) -> TlsChoice:
         return TlsChoice(None, logging.WARNING, "ingest is PLAINTEXT (--insecure-plaintext): agent tokens and "
                          "reports cross the network readable and replayable; never run a cluster like this")
     if config.tls_cert_file is not None and config.tls_key_file is not None:
-        files = FileTls(cert_file=config.tls_cert_file, key_file=config.tls_key_file)
+        publish = None
+        if config.tls_ca_file is not None and cluster_api is not None:
+            publish = _ca_publisher(config, cluster_api)
+        try:
+            files = FileTls(cert_file=config.tls_cert_file, key_file=config.tls_key_file,
+                            ca_file=config.tls_ca_file, publish=publish)
+        except KubeError as err:
+            raise StartupError(f"cannot publish the CA bundle to ConfigMap {config.namespace}/"
+                               f"{config.tls_ca_configmap}: {err}") from err
         return TlsChoice(files, logging.INFO, f"ingest TLS: serving {config.tls_cert_file} (re-read when it changes)")
     if cluster_api is None:
         return TlsChoice(EphemeralTls(dns_names=service_dns_names(config.service_name, config.namespace or "default")),
                          logging.WARNING, "ingest TLS: no cluster API, so an in-memory CA that no agent can trust "
                          "(local runs only)")
-    if not config.namespace:
-        raise StartupError("POD_NAMESPACE is empty: the scorer keeps its TLS Secret in its own namespace "
-                           "(set it from the downward API, or pass --tls-cert-file/--tls-key-file)")
-    from accelscore.kube.errors import KubeError
-    from accelscore.kube.tls_objects import TlsObjects
-
-    store = TlsObjects(cluster_api, namespace=config.namespace, secret=config.tls_secret,
-                       configmap=config.tls_ca_configmap)
+    store = _objects(config, cluster_api)
     try:
         source = SecretTls(store=store, dns_names=service_dns_names(config.service_name, config.namespace))
     except KubeError as err:
@@ -55,3 +59,16 @@ def choose_tls(config: ScorerConfig, cluster_api: Any) -> TlsChoice:
                            f"ConfigMap {config.tls_ca_configmap}: {err}") from err
     return TlsChoice(source, logging.INFO, f"ingest TLS: certificate from Secret {config.namespace}/"
                      f"{config.tls_secret}, CA published in ConfigMap {config.tls_ca_configmap}")
+
+
+def _objects(config: ScorerConfig, cluster_api: Any) -> TlsObjects:
+    if not config.namespace:
+        raise StartupError("POD_NAMESPACE is empty: the scorer keeps its TLS Secret and CA ConfigMap in its own "
+                           "namespace (set it from the downward API)")
+    return TlsObjects(cluster_api, namespace=config.namespace, secret=config.tls_secret,
+                      configmap=config.tls_ca_configmap)
+
+
+def _ca_publisher(config: ScorerConfig, cluster_api: Any) -> Callable[[bytes], None]:
+    store = _objects(config, cluster_api)
+    return lambda ca: store.put_configmap({"ca.crt": ca.decode()})

@@ -25,7 +25,7 @@ from tests.deploy import support
 from tests.kubeapi import ApiHandle, objectmeta
 
 # Not built into Kubernetes: created where its CRD is served, else only its ObjectMeta is checked here.
-_OPTIONAL_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+_OPTIONAL_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("cert-manager.io/v1", "Certificate")}
 _ADDON_NS = "open-cluster-management-agent-addon"
 
 

@@ -109,3 +109,23 @@ def test_the_networkpolicy_component_lets_only_agents_reach_ingest_and_prometheu
 
 def installs_default() -> list[support.Obj]:
     return support.render_addon(support.kustomize(support.ADDON))[0]
+
+
+def test_the_cert_manager_component_makes_the_scorer_serve_the_certificates_secret(tmp_path: Path) -> None:
+    objs = support.kustomize_with_components(tmp_path, support.DAEMONSET,
+                                             [support.DAEMONSET / "components" / "cert-manager"])
+    certificate = support.one(objs, "Certificate", "accelscore-scorer")
+    service = support.one(objs, "Service", "accelscore-scorer")
+    assert certificate["spec"]["dnsNames"] == list(service_dns_names("accelscore-scorer",
+                                                                     service["metadata"]["namespace"]))
+    pod = support.one(objs, "Deployment", "accelscore-scorer")["spec"]["template"]["spec"]
+    scorer = _scorer(objs)
+    env = _env(scorer)
+    mount = next(m for m in scorer["volumeMounts"] if env["ACCELSCORE_TLS_CERT_FILE"].startswith(m["mountPath"]))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == certificate["spec"]["secretName"]
+    assert {env["ACCELSCORE_TLS_KEY_FILE"], env["ACCELSCORE_TLS_CA_FILE"]} == {
+        f"{mount['mountPath']}/tls.key", f"{mount['mountPath']}/ca.crt"}
+    _, agent = support.agent_container(objs)  # the agents still mount only the published CA ConfigMap
+    assert not [v for v in support.agent_container(objs)[0]["volumes"] if "secret" in v]
+    assert _env(agent)["ACCELSCORE_CA_FILE"].endswith("/ca.crt")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import time
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -13,7 +16,7 @@ from accelscore.kube.tls_objects import TlsObjects
 from accelscore.scorer import certs
 from accelscore.scorer.certs import service_dns_names
 from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
-from accelscore.scorer.tls import SecretTls
+from accelscore.scorer.tls import FileTls, SecretTls
 from accelscore.scorer.tls_choice import choose_tls
 from tests.kubeapi import ApiHandle
 
@@ -128,3 +131,22 @@ def test_plaintext_is_chosen_only_when_asked_and_is_logged_at_warning(caplog: py
     assert any(r.levelname == "WARNING" and "PLAINTEXT" in r.getMessage() for r in caplog.records)
     default = scorer_config_from(resolve(argparse.Namespace(), SCORER_OPTIONS, environ={}))
     assert choose_tls(default, None).source is not None
+
+
+def test_certificate_files_are_served_and_their_ca_is_published_for_the_agents(
+        store: TlsObjects, tmp_path: Path) -> None:
+    issued = certs.issue_material(dns_names=NAMES, now=NOW)  # stands in for cert-manager's Secret, mounted
+    for name, data in (("tls.crt", issued.serving.cert_pem), ("tls.key", issued.serving.key_pem),
+                       ("ca.crt", issued.ca.cert_pem)):
+        (tmp_path / name).write_bytes(data)
+    files = FileTls(cert_file=tmp_path / "tls.crt", key_file=tmp_path / "tls.key", ca_file=tmp_path / "ca.crt",
+                    publish=lambda ca: store.put_configmap({"ca.crt": ca.decode()}))
+    assert files.current() == issued.serving
+    assert store.read_configmap().data["ca.crt"] == issued.ca.cert_pem  # type: ignore[union-attr]
+    assert store.read_secret() is None  # nothing issued by the scorer
+
+    renewed = certs.issue_serving(issued.ca, dns_names=NAMES, now=NOW + dt.timedelta(days=60))
+    (tmp_path / "tls.crt").write_bytes(renewed.cert_pem)
+    (tmp_path / "tls.key").write_bytes(renewed.key_pem)
+    os.utime(tmp_path / "tls.crt", (time.time() + 5, time.time() + 5))  # a new mtime even on coarse clocks
+    assert files.current() == renewed
