@@ -155,9 +155,9 @@ class SecretTls:
         for _ in range(attempts):
             try:
                 material = self._ensure_once()
+                self._store.put_configmap({CA_CERT: material.ca.cert_pem.decode()})
             except (AlreadyExists, Conflict):  # another replica wrote first: read what it wrote
                 continue
-            self._store.put_configmap({CA_CERT: material.ca.cert_pem.decode()})
             with self._lock:
                 self._material = material
             return material
