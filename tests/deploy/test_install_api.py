@@ -112,7 +112,7 @@ def test_what_the_addon_manager_applies_on_a_managed_cluster_is_accepted(kube_ap
 
 
 def _template(hub_objs: list[support.Obj]) -> support.Obj:
-    template = copy.deepcopy(support.one(hub_objs, "AddOnTemplate"))
+    template = copy.deepcopy(support.agent_template(hub_objs))
     template["metadata"]["name"] += f"-{uuid.uuid4().hex[:8]}"
     return template
 

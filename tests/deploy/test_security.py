@@ -86,7 +86,7 @@ def _scorer_tls_grants(rules: list[dict]) -> set[tuple[str, str, str]]:
 
 def test_hub_role_is_limited_to_addon_placement_scores() -> None:
     hub = support.kustomize(support.ADDON)
-    template = support.one(hub, "AddOnTemplate")
+    template = support.scorer_template(hub)
     role_names = {p["currentCluster"]["clusterRoleName"] for reg in template["spec"]["registration"]
                   for p in reg["kubeClient"]["hubPermissions"]}
     roles = [o for o in hub if o["kind"] == "ClusterRole"]
