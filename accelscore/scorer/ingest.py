@@ -282,10 +282,13 @@ def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAut
                         max_report_bytes: int, counters: IngestStats, max_workers: int = DEFAULT_WORKERS,
                         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
                         rate_limiter: RateLimiter | bool | None = True, max_clock_skew_s: float = MAX_CLOCK_SKEW_S,
-                        clock: Callable[[], float] = time.time) -> tuple[grpc.Server, int]:
+                        clock: Callable[[], float] = time.time,
+                        credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
     """A grpc server (not yet started) serving ReportService on `address`, and the port it bound.
 
     `rate_limiter`: True = the default per-node bucket, False/None = none, or one to use.
+    `credentials` (from `scorer.tls.server_credentials`) makes it a TLS port; None is plaintext, which only
+    an explicit `--insecure-plaintext` asks for in the product (`ScorerService`).
     """
     if max_report_bytes <= 0:
         raise ValueError("max_report_bytes must be > 0")
@@ -310,7 +313,8 @@ def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAut
     )
     _probe_free(address)
     try:
-        port = server.add_insecure_port(address)
+        port = (server.add_insecure_port(address) if credentials is None
+                else server.add_secure_port(address, credentials))
     except RuntimeError as err:
         raise StartupError(f"cannot listen on {address} for gRPC ingest: {err}") from err
     if port == 0:
