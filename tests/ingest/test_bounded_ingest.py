@@ -85,7 +85,7 @@ class _Body:
 
 def test_a_body_over_the_report_limit_is_refused_by_grpc_before_the_handler_parses_it() -> None:
     limit = 64 * 1024
-    with IngestServer(max_report_bytes=limit) as srv:
+    with IngestServer(max_report_bytes=limit, plaintext=True) as srv:
         channel = grpc.insecure_channel(srv.address)
         call = channel.unary_unary(PATH)
         with pytest.raises(grpc.RpcError) as caught:

@@ -179,8 +179,8 @@ def test_gpus_of_a_report_whose_kubelet_collector_is_unknown_never_count_free() 
 
 
 def test_the_agent_tells_a_dropped_report_from_an_accepted_one(tmp_path: Path) -> None:
-    with IngestServer() as srv:
-        sender = ReportSender(address=srv.address, token_file=None)
+    with IngestServer(plaintext=True) as srv:
+        sender = ReportSender(address=srv.address, token_file=None, insecure_plaintext=True)
         try:
             kept = sender.send(eight_gpu_report("node-a", sequence=5))
             dropped = sender.send(eight_gpu_report("node-a", sequence=3))
