@@ -7,6 +7,7 @@ Scoring and publishing options are the shared definitions (`SCORING_OPTIONS`, `P
 from __future__ import annotations
 
 import re
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,13 @@ from accelscore.options import (
     Option,
     boolean,
     host_port,
+    non_negative_float,
     positive_int,
     text,
 )
 from accelscore.scorer.publish_policy import PUBLISH_OPTIONS, PublishPolicy, publish_policy_from
 from accelscore.scorer.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
+from accelscore.scorer.startup import DEFAULT_GRACE_S
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -53,6 +56,14 @@ SCORER_OPTIONS = (
            "accept unauthenticated reports (local tests only; never in a cluster)", is_switch=True),
     Option("--max-report-bytes", "ACCELSCORE_MAX_REPORT_BYTES", positive_int, "1048576",
            "larger reports are rejected"),
+    Option("--startup-grace", "ACCELSCORE_STARTUP_GRACE", non_negative_float, f"{DEFAULT_GRACE_S:g}",
+           "after a start or a leader change, publish once every schedulable node reported or after this many "
+           "seconds, whichever comes first (agent interval + margin)"),
+    Option("--leader-elect", "ACCELSCORE_LEADER_ELECT", boolean, "false",
+           "run as one of several replicas: only the holder of the Lease publishes", is_switch=True),
+    Option("--lease-name", "ACCELSCORE_LEASE_NAME", text, "accelscore-scorer", "the leader election Lease"),
+    Option("--lease-namespace", "POD_NAMESPACE", text, "", "namespace of the Lease (the scorer's own)"),
+    Option("--leader-identity", "POD_NAME", text, "", "this replica's name in the Lease; default: the hostname"),
     *PUBLISH_OPTIONS,
     *SCORING_OPTIONS,
     LOG_LEVEL,
@@ -72,6 +83,11 @@ class ScorerConfig:
     scoring: ScoringConfig
     publish: PublishPolicy
     log_level: str
+    startup_grace_s: float = DEFAULT_GRACE_S
+    leader_elect: bool = False
+    lease_name: str = "accelscore-scorer"
+    lease_namespace: str = ""
+    leader_identity: str = ""
 
 
 def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
@@ -79,6 +95,8 @@ def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
     hub = Path(values["hub_kubeconfig"]) if values["hub_kubeconfig"] else None
     if hub is not None and not values["cluster_name"]:
         raise ConfigError("CLUSTER_NAME is empty but HUB_KUBECONFIG is set: the scores need the cluster's namespace")
+    if values["leader_elect"] and not values["lease_namespace"]:
+        raise ConfigError("ACCELSCORE_LEADER_ELECT is set but POD_NAMESPACE is empty: the Lease needs a namespace")
     scoring = scoring_config_from(values)
     return ScorerConfig(
         cluster_name=values["cluster_name"] or "local",
@@ -92,4 +110,9 @@ def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
         scoring=scoring,
         publish=publish_policy_from(values, stale_after_s=scoring.stale_after_s),
         log_level=values["log_level"],
+        startup_grace_s=values["startup_grace"],
+        leader_elect=values["leader_elect"],
+        lease_name=values["lease_name"],
+        lease_namespace=values["lease_namespace"],
+        leader_identity=values["leader_identity"] or socket.gethostname(),
     )

@@ -46,6 +46,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     ResourceType("", ("v1",), "nodes", "Node", False, True, create_status="keep", short_names=("no",)),
     ResourceType("", ("v1",), "pods", "Pod", True, True, create_status={"phase": "Pending"}, short_names=("po",)),
     ResourceType("", ("v1",), "namespaces", "Namespace", False, True, create_status={"phase": "Active"}),
+    # Leader election's store: no status; an update with a stale resourceVersion gets 409, like any kind.
+    ResourceType("coordination.k8s.io", ("v1",), "leases", "Lease", True, False),
 )
 TOKEN_REVIEW_GROUP = "authentication.k8s.io"
 
