@@ -66,7 +66,8 @@ class PublishWorker:
     def active(self) -> bool:
         return self._active
 
-    def stop(self, timeout_s: float = 5.0) -> None:
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop the thread; a hub call still in flight after `timeout_s` is abandoned (the thread is a daemon)."""
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():
