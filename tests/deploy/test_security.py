@@ -62,7 +62,15 @@ def test_managed_cluster_roles_grant_exactly_what_each_process_needs(
                         for v in rule["verbs"]}
     read = {("", r, v) for r in ("nodes", "pods") for v in READ_VERBS}
     assert sorted(grants.values(), key=len) == [read, read | {("authentication.k8s.io", "tokenreviews", "create")}]
-    assert not [o for o in objs if o["kind"] in ("Role", "RoleBinding")]
+    # The one namespaced grant: the scorer's leader-election Lease, in its own namespace (docs/publishing.md).
+    [role] = [o for o in objs if o["kind"] == "Role"]
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "verbs": ["get", "create", "update"]}]
+    [binding] = [o for o in objs if o["kind"] == "RoleBinding"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["metadata"]["namespace"] == role["metadata"]["namespace"]
+    assert [(s["kind"], s["name"], s["namespace"]) for s in binding["subjects"]] == [
+        ("ServiceAccount", "accelscore-scorer", role["metadata"]["namespace"])]
 
 
 def test_hub_role_is_limited_to_addon_placement_scores() -> None:

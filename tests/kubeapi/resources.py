@@ -65,6 +65,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     ResourceType("node.k8s.io", ("v1",), "runtimeclasses", "RuntimeClass", False, False),
     # Leader election's store: no status; an update with a stale resourceVersion gets 409, like any kind.
     ResourceType("coordination.k8s.io", ("v1",), "leases", "Lease", True, False),
+    ResourceType("policy", ("v1",), "poddisruptionbudgets", "PodDisruptionBudget", True, True, short_names=("pdb",)),
 )
 TOKEN_REVIEW_GROUP = "authentication.k8s.io"
 
