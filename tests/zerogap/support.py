@@ -115,10 +115,10 @@ class Rig:
         return api
 
     def start_scorer(self, *, identity: str | None = None, timing: Timing = FAST, grace_s: float = 20.0,
-                     rescore_every_s: float = 0.1) -> ScorerService:
+                     rescore_every_s: float = 0.1, listen_port: int = 0) -> ScorerService:
         """A scorer (auth off, real Node watch, real hub client), running; with an identity it elects."""
         config = ScorerConfig(
-            cluster_name=self.cluster, hub_kubeconfig=self.hub_kubeconfig, listen_address=("127.0.0.1", 0),
+            cluster_name=self.cluster, hub_kubeconfig=self.hub_kubeconfig, listen_address=("127.0.0.1", listen_port),
             metrics_address=("127.0.0.1", 0), agent_service_account="system:serviceaccount:a:b",
             token_audience="accelscore", disable_auth=True, max_report_bytes=1 << 20,
             scoring=ScoringConfig(), publish=self.policy, log_level="info", startup_grace_s=grace_s)
