@@ -27,10 +27,12 @@ def test_a_hub_answering_after_30s_leaves_ingest_and_scoring_at_their_normal_rat
             time.sleep(0.1)
         elapsed = time.monotonic() - started
         passes = scorer.passes - passes_before
-        assert passes >= elapsed / 0.1 * 0.5, f"{passes} scoring passes in {elapsed:.1f}s"
-        assert max(latencies) < 1.0, f"a push took {max(latencies):.2f}s"
+        # Nominal: a pass every 0.1 s and one per report; inline publishing would allow none for 15 s (the read
+        # timeout). At least 2 a second leaves room for a loaded machine.
+        assert passes >= 2 * elapsed, f"{passes} scoring passes in {elapsed:.1f}s"
+        assert max(latencies) < 2.0, f"a push took {max(latencies):.2f}s"
         assert scorer.ingest_stats.snapshot()["accepted"] == 30
         assert scorer.worker.handed == 1 and scorer.worker.replaced > 0  # one call in flight, the newest waits
-        assert elapsed < 10
+        assert elapsed < 15, f"30 pushes took {elapsed:.1f}s"
     finally:
         sender.close()
