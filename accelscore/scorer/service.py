@@ -11,6 +11,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 
 from accelscore.scorer.config import ScorerConfig
+from accelscore.scorer.ha_metrics import HaMetrics, HaState
 from accelscore.scorer.ingest import IngestStats, build_ingest_server
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.model import ScoreSet
@@ -66,6 +67,7 @@ class ScorerService:
                                              ingest_stats=self.ingest_stats.snapshot,
                                              publish_stats=self.publisher.stats))
         self.registry.register(UnknownItemsMetrics(self.ingest_stats.unknown))
+        self.registry.register(HaMetrics(cluster=config.cluster_name, read=self.ha_state))
         self._cluster_api = cluster_api
         self._watches: list[Any] = []
         self._node_watch: Any = None
@@ -175,6 +177,12 @@ class ScorerService:
         log.info("publishing: %s", verdict.reason)
         self.worker.set_active(True)
         return True
+
+    def ha_state(self) -> HaState:
+        """Leader, publishing, and the worker's counters, for /metrics."""
+        leader = self.elector is None or self.elector.is_leader()
+        return HaState(leader=leader, publishing=leader and self.worker.active, offers=self.worker.offered,
+                       replaced=self.worker.replaced)
 
     def _leadership_changed(self, leading: bool) -> None:
         """A new term: as leader, read the hub back and apply the startup rule again; as standby, hold."""

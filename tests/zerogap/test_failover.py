@@ -89,3 +89,15 @@ def test_a_leader_that_stops_cleanly_hands_over_within_a_retry_period(rig: Rig, 
     wait_for(lambda: standby.elector.is_leader(), timeout_s=FAST.takeover_bound_s)
     assert time.monotonic() - stopped <= FAST.retry_period_s + 2.0
     assert not any(withdrawn(s) for s in rig.recorder.seen)
+
+
+def test_metrics_say_which_replica_leads_and_publishes(rig: Rig, pair) -> None:
+    a, b, _ = pair
+    leader, standby = wait_for(lambda: _leader(a, b))
+    wait_for(lambda: leader.worker.active)
+    lead_text, standby_text = leader.render().decode(), standby.render().decode()
+    assert f'accelscore_scorer_leader{{cluster="{rig.cluster}"}} 1.0' in lead_text
+    assert f'accelscore_scorer_publishing{{cluster="{rig.cluster}"}} 1.0' in lead_text
+    assert f'accelscore_scorer_leader{{cluster="{rig.cluster}"}} 0.0' in standby_text
+    assert f'accelscore_scorer_publishing{{cluster="{rig.cluster}"}} 0.0' in standby_text
+    assert "accelscore_scorer_publish_offers_replaced_total" in lead_text
