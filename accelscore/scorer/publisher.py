@@ -63,8 +63,10 @@ class Publisher:
     """Decides and performs the hub writes for one managed cluster's AddOnPlacementScores."""
 
     def __init__(self, *, hub: HubWriter | None, cluster: str, policy: PublishPolicy,
-                 clock: Callable[[], float] = time.time, rng: random.Random | None = None) -> None:
+                 clock: Callable[[], float] = time.time, rng: random.Random | None = None,
+                 may_write: Callable[[], bool] = lambda: True) -> None:
         self._hub = hub
+        self._may_write = may_write  # asked right before each write: a deposed leader stops mid-cycle
         self._cluster = cluster
         self._policy = policy
         self._clock = clock
@@ -101,7 +103,7 @@ class Publisher:
             if ready and due and now >= self._last_cycle + self._policy.min_interval_s:
                 self._last_cycle = now
                 for aps, decision in due:
-                    if not self._write(aps, decision, now):
+                    if not self._may_write() or not self._write(aps, decision, now):
                         break  # the rest waits for the retry: the hub is failing for all of them alike
                     written.add(aps)
             self._pending = {aps: d.reason for aps, d in decisions.items()

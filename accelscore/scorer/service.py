@@ -53,7 +53,8 @@ class ScorerService:
         self.table = NodeTable(cluster=config.cluster_name, config=config.scoring)
         self.view = ScoringView(cluster=config.cluster_name)
         self.ingest_stats = IngestStats()
-        self.publisher = Publisher(hub=hub, cluster=config.cluster_name, policy=config.publish, clock=clock)
+        self.publisher = Publisher(hub=hub, cluster=config.cluster_name, policy=config.publish, clock=clock,
+                                   may_write=lambda: self.elector is None or self.elector.is_leader())
         self.worker = PublishWorker(publisher=self.publisher, clock=clock)
         self.worker.set_active(False)  # until this scorer leads and its view is trustworthy (startup.py)
         self._term_started = clock()  # process start, or when this replica last became the leader

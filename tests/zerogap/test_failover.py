@@ -9,8 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from accelscore.kube.hub_scores import HubClient
 from accelscore.scorer.model import ACCELSCORE_APS
+from accelscore.scorer.publisher import Publisher
 from accelscore.scorer.service import ScorerService
+from tests.publisher.helpers import score_sets
 from tests.zerogap.support import FAST, Rig, wait_for, withdrawn
 
 
@@ -101,3 +104,11 @@ def test_metrics_say_which_replica_leads_and_publishes(rig: Rig, pair) -> None:
     assert f'accelscore_scorer_leader{{cluster="{rig.cluster}"}} 0.0' in standby_text
     assert f'accelscore_scorer_publishing{{cluster="{rig.cluster}"}} 0.0' in standby_text
     assert "accelscore_scorer_publish_offers_replaced_total" in lead_text
+
+
+def test_a_leader_deposed_between_two_writes_does_not_make_the_second(rig: Rig) -> None:
+    answers = iter([True, False])  # leader for the first APS, deposed before the second
+    publisher = Publisher(hub=HubClient(kubeconfig=rig.hub_kubeconfig, namespace=rig.cluster), cluster=rig.cluster,
+                          policy=rig.policy, may_write=lambda: next(answers, False))
+    assert publisher.offer(score_sets(40), time.time()) == 1
+    assert len([w for w in rig.hub_writes() if w[1].endswith("/status")]) == 1
