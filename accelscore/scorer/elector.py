@@ -118,16 +118,20 @@ class LeaderElector:
                      self.identity, record.transitions)
 
     def _set_leading(self, now_leading: bool) -> None:
+        """Flip the role. The callback runs while `is_leader()` is False on both edges: after a loss, and before
+        a gain, so a new term is prepared (hub read back, startup rule reset) before anything may publish."""
         if now_leading == self._leading:
             return
-        self._leading = now_leading
-        if now_leading:
-            self.transitions += 1
+        if not now_leading:
+            self._leading = False
         log.info("%s is %s", self.identity, "the leader" if now_leading else "a standby")
         try:
             self._on_change(now_leading)
         except Exception:  # a consumer bug must not stop the election
             log.exception("leader change callback failed")
+        if now_leading:
+            self.transitions += 1
+            self._leading = True
 
     def _note(self, key: str, message: str) -> None:
         if key not in self._logged:

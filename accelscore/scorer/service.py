@@ -164,7 +164,9 @@ class ScorerService:
         """Leader (or no election), and the startup rule passed in this term (then latched until the term ends)."""
         if self.elector is not None and not self.elector.is_leader():
             return False
-        with self._term_lock:
+        with self._term_lock:  # the role is re-checked and the worker switched under the lock the role change takes
+            if self.elector is not None and not self.elector.is_leader():
+                return False
             if self._gate_open:
                 return True
             watch = "none" if self._node_watch is None else "synced" if self._applied_once else "pending"
@@ -175,8 +177,8 @@ class ScorerService:
             if not verdict.publish:
                 return False
             self._gate_open = True
+            self.worker.set_active(True)
         log.info("publishing: %s", verdict.reason)
-        self.worker.set_active(True)
         return True
 
     def ha_state(self) -> HaState:
@@ -190,7 +192,7 @@ class ScorerService:
         with self._term_lock:
             self._gate_open = False
             self._term_started = self._clock()
-        self.worker.set_active(False)
+            self.worker.set_active(False)
         if leading:
             self.publisher.resync()
         self._wake.set()
