@@ -3,8 +3,14 @@ seconds; objects that are refreshed, not ours, or written meanwhile by a live sc
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import socket
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -160,3 +166,35 @@ def test_a_scorer_that_comes_back_replaces_the_stale_form_at_once(hub: Hub) -> N
                           policy=policy, rng=random.Random(0))
     assert publisher.offer(score_sets(40), time.time()) == 2  # read back as withdrawn: "recovered", written
     assert hub.status("cluster-back", ACCELSCORE_APS)["scores"]
+
+
+def test_the_hub_guard_command_rewrites_an_expired_object_and_counts_it(hub: Hub, tmp_path: Path) -> None:
+    dead = hub.namespace("cluster-gone")
+    assert dead.write_status(ACCELSCORE_APS, status_body(OURS, FRESH, time.time() + 1)).error is None
+    port = _free_port()
+    env = dict(os.environ, KUBECONFIG=str(hub.kubeconfig), ACCELSCORE_GUARD_GRACE="0.5",
+               ACCELSCORE_METRICS_ADDRESS=f"127.0.0.1:{port}")
+    with (tmp_path / "guard.log").open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-c", "from accelscore.cli import main; main()", "hub-guard"],
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: hub.status("cluster-gone", ACCELSCORE_APS).get("scores") == [], timeout_s=20)
+            metrics = wait_for(lambda: _get(f"http://127.0.0.1:{port}/metrics"), timeout_s=10)
+            assert 'accelscore_hubguard_rewrites_total{result="ok"} 1' in metrics
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(15) == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.read().decode()
+    except OSError:
+        return None
