@@ -10,6 +10,7 @@ from typing import Any
 from accelscore.options import (
     LOG_LEVEL,
     Option,
+    boolean,
     host_port,
     one_of,
     port_list,
@@ -38,6 +39,12 @@ AGENT_OPTIONS = (
            "scorer gRPC HOST:PORT; empty = do not push (metrics only)"),
     Option("--token-file", "ACCELSCORE_TOKEN_FILE", text, "/var/run/secrets/accelscore/token",
            "projected ServiceAccount token (audience accelscore) sent with every push"),
+    Option("--ca-file", "ACCELSCORE_CA_FILE", text, "/var/run/accelscore/ca/ca.crt",
+           "the scorer's CA bundle (PEM; its ConfigMap mounted), re-read on every reconnect"),
+    Option("--tls-server-name", "ACCELSCORE_TLS_SERVER_NAME", text, "",
+           "name the scorer's certificate must carry; empty = the host of --scorer-address"),
+    Option("--insecure-plaintext", "ACCELSCORE_INSECURE_PLAINTEXT", boolean, "false",
+           "push without TLS: the token crosses the network readable (tests only)", is_switch=True),
     Option("--output", "ACCELSCORE_AGENT_OUTPUT", one_of("json", "text"), "json",
            "with --once: json (the proto's canonical JSON) or text"),
 )
@@ -63,6 +70,9 @@ class AgentConfig:
     scorer_address: str  # "" = no push
     token_file: Path
     output: str
+    ca_file: Path = Path("/var/run/accelscore/ca/ca.crt")
+    tls_server_name: str = ""
+    insecure_plaintext: bool = False
 
 
 def host_config_from(values: dict[str, Any]) -> HostConfig:
@@ -84,4 +94,7 @@ def agent_config_from(values: dict[str, Any]) -> AgentConfig:
         scorer_address=values["scorer_address"].strip(),
         token_file=Path(values["token_file"]),
         output=values["output"],
+        ca_file=Path(values["ca_file"]),
+        tls_server_name=values["tls_server_name"].strip(),
+        insecure_plaintext=values["insecure_plaintext"],
     )

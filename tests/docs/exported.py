@@ -156,7 +156,10 @@ def scorer_families(report: pb.NodeReport) -> dict[str, Family]:
     # --startup-grace 0: with no cluster API only the grace period lets a fresh scorer publish (docs/publishing.md)
     args = ["--cluster-name", "cluster-a", "--disable-auth", "--listen-address", "127.0.0.1:0", "--startup-grace", "0"]
     service = ScorerService(config=scorer_config_from(_config(SCORER_OPTIONS, args))).start()
-    sender = ReportSender(address=f"127.0.0.1:{service.grpc_port}", token_file=None)
+    ca_dir = Path(tempfile.mkdtemp(prefix="md-ca-"))
+    (ca_dir / "ca.crt").write_bytes(service.tls_ca_pem)  # no cluster: the scorer's in-memory CA
+    sender = ReportSender(address=f"127.0.0.1:{service.grpc_port}", token_file=None, ca_file=ca_dir / "ca.crt",
+                          server_name="accelscore-scorer.default.svc")
     try:
         for sent in (report, _newer_agent(report)):
             outcome = sender.send(sent)
@@ -169,6 +172,7 @@ def scorer_families(report: pb.NodeReport) -> dict[str, Family]:
     finally:
         sender.close()
         service.stop()
+        shutil.rmtree(ca_dir, ignore_errors=True)
 
 
 def both() -> Iterator[tuple[str, dict[str, Family]]]:

@@ -66,6 +66,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     # Leader election's store: no status; an update with a stale resourceVersion gets 409, like any kind.
     ResourceType("coordination.k8s.io", ("v1",), "leases", "Lease", True, False),
     ResourceType("policy", ("v1",), "poddisruptionbudgets", "PodDisruptionBudget", True, True, short_names=("pdb",)),
+    ResourceType("networking.k8s.io", ("v1",), "networkpolicies", "NetworkPolicy", True, False,
+                 short_names=("netpol",)),
 )
 TOKEN_REVIEW_GROUP = "authentication.k8s.io"
 

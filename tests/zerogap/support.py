@@ -121,7 +121,8 @@ class Rig:
             cluster_name=self.cluster, hub_kubeconfig=self.hub_kubeconfig, listen_address=("127.0.0.1", listen_port),
             metrics_address=("127.0.0.1", 0), agent_service_account="system:serviceaccount:a:b",
             token_audience="accelscore", disable_auth=True, max_report_bytes=1 << 20,
-            scoring=ScoringConfig(), publish=self.policy, log_level="info", startup_grace_s=grace_s)
+            scoring=ScoringConfig(), publish=self.policy, log_level="info", startup_grace_s=grace_s,
+            insecure_plaintext=True)
         factory: Callable[..., Any] | None = None
         if identity is not None:
             store = LeaseClient(self._client(self.kubeconfig), namespace=LEASE_NAMESPACE, name="accelscore-scorer")

@@ -25,7 +25,8 @@ def _free_port() -> int:
 
 def test_an_agent_started_before_its_scorer_delivers_once_the_scorer_is_up(rig: Rig) -> None:
     port = _free_port()
-    loop = PushLoop(sender=ReportSender(address=f"127.0.0.1:{port}", token_file=None, timeout_s=1.0),
+    loop = PushLoop(sender=ReportSender(address=f"127.0.0.1:{port}", token_file=None,
+                                        insecure_plaintext=True, timeout_s=1.0),
                     interval_s=30.0, change_key=change_key, backoff_initial_s=0.1, backoff_max_s=0.5)
     loop.start()
     try:
@@ -44,7 +45,8 @@ def test_an_older_scorer_without_the_method_is_a_rejection_logged_once_and_the_n
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))  # serves nothing: UNIMPLEMENTED
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    sender = ReportSender(address=f"127.0.0.1:{port}", token_file=None, timeout_s=2.0)
+    sender = ReportSender(address=f"127.0.0.1:{port}", token_file=None,
+                                        insecure_plaintext=True, timeout_s=2.0)
     loop = PushLoop(sender=sender, interval_s=30.0, change_key=change_key)
     loop.start()
     try:

@@ -8,16 +8,14 @@ from pathlib import Path
 import pytest
 
 from tests.deploy import support
-from tests.deploy.test_admission_policy import Policy
+from tests.deploy.test_admission_policy import Hub
 
 GUARD = "system:serviceaccount:accelscore-hub:accelscore-hub-guard"
 COMPONENT = support.ADDON / "components" / "hub-guard"
 
 
-def _policy(objs: list[support.Obj]) -> Policy:
-    binding = support.one(objs, "ValidatingAdmissionPolicyBinding")
-    params = support.one(objs, "ConfigMap", binding["spec"]["paramRef"]["name"])
-    return Policy(support.one(objs, "ValidatingAdmissionPolicy", binding["spec"]["policyName"]), params)
+def _policy(objs: list[support.Obj]) -> Hub:
+    return Hub(objs)
 
 
 @pytest.fixture(scope="module")
@@ -25,18 +23,16 @@ def with_guard(tmp_path_factory: pytest.TempPathFactory) -> list[support.Obj]:
     return support.kustomize_with_components(tmp_path_factory.mktemp("overlay"), support.ADDON, [COMPONENT])
 
 
-@pytest.mark.parametrize(("name", "operation", "sub_resource", "expected"), [
-    ("accelscore", "UPDATE", "status", "allowed"),
-    ("resource-usage-score", "UPDATE", "status", "allowed"),
-    ("accelscore", "UPDATE", "", "denied"),  # the object itself: no
-    ("accelscore", "CREATE", "", "denied"),
-    ("accelscore", "DELETE", "", "denied"),
+@pytest.mark.parametrize(("name", "verb", "expected"), [
+    ("accelscore", "UPDATE-status", "allowed"),
+    ("resource-usage-score", "UPDATE-status", "allowed"),
+    ("accelscore", "UPDATE", "denied"),  # the object itself: no
+    ("accelscore", "CREATE", "denied"),
+    ("accelscore", "DELETE", "denied"),
 ])
 def test_the_guard_may_only_update_the_status_of_accelscores_objects(
-        with_guard: list[support.Obj], name: str, operation: str, sub_resource: str, expected: str) -> None:
-    decision = _policy(with_guard).admit(user=GUARD, namespace="c1", name=name, operation=operation,
-                                         sub_resource=sub_resource)
-    assert decision == expected
+        with_guard: list[support.Obj], name: str, verb: str, expected: str) -> None:
+    assert _policy(with_guard).admit(user=GUARD, namespace="c1", name=name, verb=verb) == expected
 
 
 def test_without_the_component_the_guard_identity_is_denied() -> None:

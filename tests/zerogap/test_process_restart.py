@@ -32,7 +32,7 @@ class ScorerProcess:
     def __init__(self, rig: Rig, workdir: Path) -> None:
         self.port = _port()
         self.env = dict(os.environ, KUBECONFIG=str(rig.kubeconfig), HUB_KUBECONFIG=str(rig.hub_kubeconfig),
-                        CLUSTER_NAME=rig.cluster, ACCELSCORE_DISABLE_AUTH="true",
+                        CLUSTER_NAME=rig.cluster, ACCELSCORE_DISABLE_AUTH="true", ACCELSCORE_INSECURE_PLAINTEXT="true",
                         ACCELSCORE_LISTEN_ADDRESS=f"127.0.0.1:{self.port}",
                         ACCELSCORE_METRICS_ADDRESS=f"127.0.0.1:{_port()}", ACCELSCORE_MIN_PUBLISH_INTERVAL="1",
                         ACCELSCORE_VALID_FOR="60", ACCELSCORE_STARTUP_GRACE="60")
@@ -50,7 +50,7 @@ class ScorerProcess:
 
     def push(self, nodes: list[str], *, busy: int) -> None:
         """Each node's agent pushes once (retrying while the process starts)."""
-        sender = ReportSender(address=f"127.0.0.1:{self.port}", token_file=None, timeout_s=2.0)
+        sender = ReportSender(address=f"127.0.0.1:{self.port}", token_file=None, insecure_plaintext=True, timeout_s=2.0)
         try:
             for node in nodes:
                 wait_for(lambda n=node: sender.send(eight_gpu_report(n, busy=busy, sequence=int(time.time() * 1000)))

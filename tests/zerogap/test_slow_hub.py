@@ -12,7 +12,8 @@ from tests.zerogap.support import Rig, wait_for
 def test_a_hub_answering_after_30s_leaves_ingest_and_scoring_at_their_normal_rate(rig: Rig) -> None:
     rig.hub_server.delay("*", f"/namespaces/{rig.cluster}/addonplacementscores", 30.0, times=1000)
     scorer = rig.start_scorer(rescore_every_s=0.1)
-    sender = ReportSender(address=f"127.0.0.1:{scorer.grpc_port}", token_file=None, timeout_s=2.0)
+    sender = ReportSender(address=f"127.0.0.1:{scorer.grpc_port}", token_file=None,
+                                        insecure_plaintext=True, timeout_s=2.0)
     try:
         rig.report([scorer])  # the view is whole: the worker starts its first (30 s) hub call
         wait_for(lambda: scorer.worker.handed >= 1)
