@@ -87,7 +87,9 @@ class KubeHandler(BaseHTTPRequestHandler):
             if delay:
                 time.sleep(delay)
             fault = self.state.take_fault(method, path)
-            if fault:
+            if fault and fault.delay_s:
+                time.sleep(fault.delay_s)  # a slow apiserver (or a slow link to it)
+            if fault and fault.status:
                 raise ApiError(fault.status, fault.message or f"injected {fault.status} for {method} {path}",
                                reason=fault.reason)
             self._dispatch(method, path, query, body)
