@@ -38,6 +38,8 @@ AGENT_OPTIONS = (
            "scorer gRPC HOST:PORT; empty = do not push (metrics only)"),
     Option("--token-file", "ACCELSCORE_TOKEN_FILE", text, "/var/run/secrets/accelscore/token",
            "projected ServiceAccount token (audience accelscore) sent with every push"),
+    Option("--cluster-name", "CLUSTER_NAME", text, "local",
+           "the `cluster` label on every series (the OCM addon sets CLUSTER_NAME; match the scorer's)"),
     Option("--output", "ACCELSCORE_AGENT_OUTPUT", one_of("json", "text"), "json",
            "with --once: json (the proto's canonical JSON) or text"),
 )
@@ -63,6 +65,7 @@ class AgentConfig:
     scorer_address: str  # "" = no push
     token_file: Path
     output: str
+    cluster_name: str = "local"
 
 
 def host_config_from(values: dict[str, Any]) -> HostConfig:
@@ -84,4 +87,5 @@ def agent_config_from(values: dict[str, Any]) -> AgentConfig:
         scorer_address=values["scorer_address"].strip(),
         token_file=Path(values["token_file"]),
         output=values["output"],
+        cluster_name=values["cluster_name"].strip() or "local",
     )

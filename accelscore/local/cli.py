@@ -126,10 +126,13 @@ class LocalSession:
     def serve(self, out: TextIO) -> int:
         from accelscore.agent.metrics import AgentMetrics
         from accelscore.httpserve import MetricsServer
+        from accelscore.promlabels import ConstantLabels
 
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(AgentMetrics(collectors=self.collectors, node_name=self.host.node_name))
-        registry.register(ScorerMetrics(view=self.view, config=self.config))
+        cluster_label = {"cluster": self.view.cluster}
+        registry.register(ConstantLabels(AgentMetrics(collectors=self.collectors, node_name=self.host.node_name),
+                                         cluster_label))
+        registry.register(ConstantLabels(ScorerMetrics(view=self.view, config=self.config), cluster_label))
         host, port = self.metrics_address
         server = MetricsServer(host, port, render=lambda: generate_latest(registry),
                                healthy=lambda: (True, "local"),

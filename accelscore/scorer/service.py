@@ -10,6 +10,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from accelscore.promlabels import ConstantLabels
 from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.ingest import IngestStats, build_ingest_server
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
@@ -50,10 +51,11 @@ class ScorerService:
         self.ingest_stats = IngestStats()
         self.publisher = Publisher(hub=hub, cluster=config.cluster_name, policy=config.publish, clock=clock)
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(ScorerMetrics(view=self.view, config=config.scoring,
-                                             ingest_stats=self.ingest_stats.snapshot,
-                                             publish_stats=self.publisher.stats))
-        self.registry.register(UnknownItemsMetrics(self.ingest_stats.unknown))
+        cluster_label = {"cluster": config.cluster_name}  # every series, not only the per-cluster ones
+        self.registry.register(ConstantLabels(ScorerMetrics(view=self.view, config=config.scoring,
+                                                            ingest_stats=self.ingest_stats.snapshot,
+                                                            publish_stats=self.publisher.stats), cluster_label))
+        self.registry.register(ConstantLabels(UnknownItemsMetrics(self.ingest_stats.unknown), cluster_label))
         self._cluster_api = cluster_api
         self._watches: list[Any] = []
         self._node_watch: Any = None
