@@ -98,8 +98,10 @@ def test_agent_never_refers_to_the_hub_kubeconfig_it_is_given(hub: list[support.
     agent = next(m for m in _manifests(hub) if m["kind"] == "DaemonSet")
     text = " ".join(support.strings(agent)).lower()
     assert "hub_kubeconfig" not in text and "hub-kubeconfig" not in text
-    # OCM still injects HUB_KUBECONFIG and the Secret into every container; the agent reads no such setting.
-    assert not {o.env for o in AGENT_OPTIONS} & {"HUB_KUBECONFIG", "CLUSTER_NAME"}
+    # OCM still injects HUB_KUBECONFIG and the Secret into every container; the agent reads no hub setting,
+    # only CLUSTER_NAME, for the `cluster` label of its metrics (docs/monitoring.md).
+    assert not {o.env for o in AGENT_OPTIONS} & {"HUB_KUBECONFIG"}
+    assert "CLUSTER_NAME" in {o.env for o in AGENT_OPTIONS}
 
 
 def _container(objs: list[support.Obj], kind: str, name: str) -> support.Obj:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import re
 import runpy
 from pathlib import Path
 
@@ -108,3 +110,25 @@ def test_every_alert_links_a_runbook_section_in_docs_alerts() -> None:
         assert rule["annotations"]["runbook"] == f"docs/alerts.md#{name.lower()}"
         assert name.lower() in anchors, f"docs/alerts.md has no section '## {name}'"
         assert rule["labels"]["severity"] in ("warning", "critical")
+
+
+def _doc_patches() -> list[str]:
+    """The ```yaml blocks of docs/monitoring.md that hold a `patches:` list changing the release label."""
+    text = (support.REPO / "docs" / "monitoring.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+    return [b for b in blocks if b.startswith("patches:") and "my-release" in b]
+
+
+@pytest.mark.parametrize("install_name", ["daemonset", "addon-template"])
+def test_the_documented_release_label_patches_work(tmp_path: Path, install_name: str) -> None:
+    single, addon = _doc_patches()
+    base, component, patch = ((deploy.DAEMONSET, support.COMPONENT, single) if install_name == "daemonset"
+                              else (deploy.ADDON, support.ADDON_COMPONENT, addon))
+    rel = lambda p: os.path.relpath(p, tmp_path)  # noqa: E731
+    (tmp_path / "kustomization.yaml").write_text(f"resources: [{rel(base)}]\ncomponents: [{rel(component)}]\n{patch}")
+    objs = deploy.kustomize(tmp_path)
+    if install_name == "addon-template":
+        objs, _ = deploy.render_addon(objs)
+    monitoring = _monitoring(objs)
+    assert len(monitoring) == 3
+    assert {o["metadata"]["labels"]["release"] for o in monitoring} == {"my-release"}
