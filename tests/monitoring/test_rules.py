@@ -151,6 +151,18 @@ def _healthy_group(agent: tuple[str, int | None]) -> dict[str, Any]:
     return _test_group(case)
 
 
+def _dcgm_group() -> dict[str, Any]:
+    """The DCGM recording rules on the xid-79 recording: last XID per GPU, 0 where none (as dcgm-exporter)."""
+    group = _test_group(Case("dcgm-xid", {}, [], agent=("xid-79", 1)))
+    model = "NVIDIA A100-SXM4-40GB"
+    xids = {0: 0, 1: 13, 2: 79, 3: 0}
+    group["promql_expr_test"] = [{
+        "expr": "max by (Hostname, gpu, UUID, modelName) (DCGM_FI_DEV_XID_ERRORS)", "eval_time": "5m",
+        "exp_samples": [{"labels": f'{{Hostname="{NODE}",UUID="GPU-e5000000-0000-4000-8000-00000000000{i}",'
+                                   f'gpu="{i}",modelName="{model}"}}', "value": xid} for i, xid in xids.items()]}]
+    return group
+
+
 def _promtool() -> str:
     path = shutil.which("promtool")
     assert path, "promtool missing: `apt-get install prometheus` (.ci/run does)"
@@ -178,7 +190,7 @@ def test_every_alert_has_a_case_that_fires_it() -> None:
 
 def test_promtool_unit_tests_fire_each_alert_on_the_recorded_exposition(rule_file: Path, tmp_path: Path) -> None:
     groups = [_healthy_group(("h100x8-idle", None)), _healthy_group(("xid-79", 1))]
-    groups += [_test_group(case) for case in CASES]
+    groups += [_test_group(case) for case in CASES] + [_dcgm_group()]
     tests = tmp_path / "accelscore.test.yaml"
     tests.write_text(yaml.safe_dump({"rule_files": [str(rule_file)], "evaluation_interval": "1m",
                                      "tests": groups}, sort_keys=False, width=4096))
