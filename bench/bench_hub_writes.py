@@ -11,12 +11,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from accelscore.crds import ocm_crd_paths
 from accelscore.kube import hub_scores as scorer_hub
 from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
 from accelscore.scorer.publisher import Publisher, PublishPolicy
 from accelscore.scorer.scoring import accel_map, compat_map
 from bench.common import Row
-from tests.kubeapi.fixtures import ocm_crd_files
 from tests.kubeapi.server import KubeApiServer
 
 NODES, GPUS_PER_NODE, STEP_S, HOUR_S = 8, 8, 3, 3600
@@ -47,7 +47,7 @@ def score_sets(free: list[int]) -> list[ScoreSet]:
 
 def measure(policy: PublishPolicy, steps: list[list[int]], workdir: Path) -> tuple[dict[str, int], float, float]:
     """(status writes in the hour per APS, mean |published - true| gpuClusterFree points, wall seconds)."""
-    with KubeApiServer(crd_files=ocm_crd_files()) as server:
+    with KubeApiServer(crd_files=ocm_crd_paths()) as server:
         kubeconfig = server.write_kubeconfig(workdir / "hub.yaml")
         hub = scorer_hub.HubClient(kubeconfig=kubeconfig, namespace="default")
         pub = Publisher(hub=hub, cluster="default", policy=policy)

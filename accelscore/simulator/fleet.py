@@ -1,8 +1,8 @@
 """Load a fleet directory: one file per managed cluster plus optional Placement files (docs/simulate.md).
 
 Cluster files are checked by hand (every error names the file and the field); NodeReports are parsed
-strictly with `json_format`; Placements are validated against the OCM Placement CRD schema from
-`shared/crds/` when it and `jsonschema` are available, else against basic structural checks.
+strictly with `json_format`; Placements are validated against the OCM Placement CRD schema vendored in
+`accelscore.crds` when `jsonschema` is installed, else against basic structural checks.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +18,11 @@ from typing import Any
 import yaml
 from google.protobuf import json_format
 
+from accelscore.crds import crd_path
 from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
 from accelscore.simulator import placement as pl
 from accelscore.v1 import report_pb2
 
-PLACEMENT_CRD = "crds/0000_02_clusters.open-cluster-management.io_placements.crd.yaml"
 _CLUSTER_KEYS = {"cluster", "labels", "claims", "reportAgeSeconds", "reports", "nodes", "unreportedNodes",
                  "pendingPods", "hub"}
 _NODE_KEYS = {"schedulable", "reportAgeSeconds"}
@@ -76,16 +75,9 @@ class Fleet:
     warnings: tuple[str, ...] = ()
 
 
-def shared_dir() -> Path:
-    """`shared/` beside the repository root; ACCELSCORE_SHARED_DIR overrides."""
-    env = os.environ.get("ACCELSCORE_SHARED_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared"
-
-
-def placement_schema() -> dict[str, Any] | None:
-    """The Placement v1beta1 openAPIV3Schema from the CRD, or None when shared/ is not there."""
-    path = shared_dir() / PLACEMENT_CRD
-    return _schema_at(str(path)) if path.is_file() else None
+def placement_schema() -> dict[str, Any]:
+    """The Placement v1beta1 openAPIV3Schema from the vendored CRD."""
+    return _schema_at(str(crd_path("placements")))
 
 
 @functools.lru_cache(maxsize=4)
@@ -110,11 +102,8 @@ def _structural_check(obj: Mapping[str, Any], where: str) -> None:
             raise FleetError(f"{where}: spec.prioritizerPolicy.configurations[{i}].weight must be an integer -10..10")
 
 
-def validate_placement(obj: Mapping[str, Any], where: str, schema: Mapping[str, Any] | None) -> list[str]:
-    """Raise FleetError when `obj` breaks the CRD schema; returns warnings (e.g. schema not available)."""
-    if schema is None:
-        _structural_check(obj, where)
-        return [f"{where}: Placement CRD not found under {shared_dir()}; only structural checks were made"]
+def validate_placement(obj: Mapping[str, Any], where: str, schema: Mapping[str, Any]) -> list[str]:
+    """Raise FleetError when `obj` breaks the CRD schema; returns warnings (jsonschema not installed)."""
     try:
         import jsonschema
     except ImportError:

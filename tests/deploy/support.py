@@ -17,6 +17,8 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
+from accelscore.crds import ocm_crd_paths
+
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 DAEMONSET = DEPLOY / "daemonset"
@@ -29,11 +31,6 @@ K8S_VERSION = kubernetes_validate.latest_version()
 Obj = dict[str, Any]
 
 # --------------------------------------------------------------------------------------------- render
-
-
-def shared_dir() -> Path:
-    """The shared reference folder: $ACCELSCORE_SHARED_DIR, else `shared/` beside the repository root."""
-    return Path(os.environ.get("ACCELSCORE_SHARED_DIR") or REPO.parent / "shared")
 
 
 def kubectl() -> str:
@@ -171,11 +168,9 @@ def _strict(schema: Any) -> Any:
 
 @functools.cache
 def crd_schemas() -> dict[tuple[str, str], Any]:
-    """(apiVersion, kind) -> strict openAPIV3Schema, from the OCM CRDs in shared/crds."""
-    crds = shared_dir() / "crds"
-    assert crds.is_dir(), f"OCM CRDs not found at {crds} (set ACCELSCORE_SHARED_DIR)"
+    """(apiVersion, kind) -> strict openAPIV3Schema, from the OCM CRDs vendored in accelscore/crds/ocm."""
     schemas: dict[tuple[str, str], Any] = {}
-    for path in sorted(crds.glob("*.yaml")):
+    for path in ocm_crd_paths():
         crd = yaml.safe_load(path.read_text())
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:
@@ -214,3 +209,23 @@ def pod_specs(objs: list[Obj]) -> Iterator[tuple[Obj, Obj]]:
     for obj in objs:
         if obj["kind"] in ("Deployment", "DaemonSet"):
             yield obj, obj["spec"]["template"]["spec"]
+
+
+_IDENTITY_KEYS = ("runAsUser", "runAsGroup", "runAsNonRoot", "seccompProfile")
+
+
+def identity(pod: Obj, container: Obj) -> dict[str, Any]:
+    """The container's effective securityContext: pod-level identity fields, overridden by the container's
+    own, plus the pod's supplementalGroups (pod-level only in Kubernetes)."""
+    pod_ctx, ctx = pod.get("securityContext") or {}, container.get("securityContext") or {}
+    out = {k: pod_ctx[k] for k in _IDENTITY_KEYS if k in pod_ctx}
+    out.update(ctx)
+    out["supplementalGroups"] = list(pod_ctx.get("supplementalGroups") or [])
+    return out
+
+
+def agent_container(objs: list[Obj]) -> tuple[Obj, Obj]:
+    """(pod spec, agent container) of the agent DaemonSet."""
+    pod = one(objs, "DaemonSet", "accelscore-agent")["spec"]["template"]["spec"]
+    [container] = [c for c in pod["containers"] if c["name"] == "agent"]
+    return pod, container

@@ -50,6 +50,30 @@ def test_install_namespace_is_set_so_its_placeholder_exists(hub: list[support.Ob
     assert namespaces == {"open-cluster-management-agent-addon"}
 
 
+def test_manifest_metadata_holds_no_placeholder_and_a_literal_namespace(hub: list[support.Obj]) -> None:
+    """A real hub validates each manifest's metadata as ObjectMeta: a placeholder namespace was refused with 422."""
+    for i, manifest in enumerate(_manifests(hub)):
+        meta = manifest["metadata"]
+        for key in ("namespace", "labels", "annotations"):
+            assert not [s for s in support.strings(meta.get(key)) if "{{" in s], f"manifests[{i}].metadata.{key}"
+        if "namespace" in meta:
+            assert meta["namespace"] == "open-cluster-management-agent-addon", f"manifests[{i}]"
+
+
+def test_the_addon_manager_moves_namespaced_objects_to_another_install_namespace(hub: list[support.Obj]) -> None:
+    objs = [dict(o) for o in hub]
+    adc = support.one(objs, "AddOnDeploymentConfig")
+    adc["spec"] = {**adc["spec"], "agentInstallNamespace": "gpu-addons"}
+    rendered, empty = support.render_addon(objs)
+    assert empty == []
+    namespaces = {o["metadata"]["namespace"] for o in rendered if "namespace" in o["metadata"]}
+    subjects = {s["namespace"] for o in rendered for s in o.get("subjects", [])}
+    assert namespaces == subjects == {"gpu-addons"}
+    scorer = support.one(rendered, "Deployment", "accelscore-scorer")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in scorer["env"]}
+    assert env["INSTALL_NAMESPACE"] == "gpu-addons"
+
+
 def test_cluster_management_addon_installs_by_placement_with_our_defaults(hub: list[support.Obj]) -> None:
     cma = support.one(hub, "ClusterManagementAddOn")
     template = support.one(hub, "AddOnTemplate")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,14 @@ def sets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[support.Obj
     sets = {"daemonset": support.kustomize(support.DAEMONSET), "hub": hub,
             "addon-rendered": support.render_addon(hub)[0]}
     for component in support.COMPONENTS:
-        if component.name != "agent-root":  # runs as root on purpose; see its own test
-            overlay = tmp_path / component.name
-            overlay.mkdir()
-            sets[f"daemonset+{component.name}"] = support.kustomize_with_components(
-                overlay, support.DAEMONSET, [component])
+        overlay = tmp_path / component.name
+        overlay.mkdir()
+        sets[f"daemonset+{component.name}"] = support.kustomize_with_components(overlay, support.DAEMONSET, [component])
+    for component in support.ADDON_COMPONENTS:
+        overlay = tmp_path / f"addon-{component.name}"
+        overlay.mkdir()
+        with_component = support.kustomize_with_components(overlay, support.ADDON, [component])
+        sets[f"addon-rendered+{component.name}"] = support.render_addon(with_component)[0]
     return sets
 
 
@@ -81,21 +85,47 @@ def _containers(pod: support.Obj) -> list[support.Obj]:
     return pod["containers"] + pod.get("initContainers", [])
 
 
-def test_every_container_is_non_root_read_only_and_without_capabilities(sets: dict[str, list[support.Obj]]) -> None:
+def _is_agent(workload: support.Obj, container: support.Obj) -> bool:
+    return (workload["kind"], workload["metadata"]["name"], container["name"]) == (
+        "DaemonSet", "accelscore-agent", "agent")
+
+
+def test_every_container_is_read_only_without_capabilities_and_only_the_agent_may_be_root(
+    sets: dict[str, list[support.Obj]],
+) -> None:
     for label, objs in sets.items():
         for workload, pod in support.pod_specs(objs):
             where = f"{label} {workload['kind']}/{workload['metadata']['name']}"
-            assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", where
             assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC"), where
+            assert pod["securityContext"].get("runAsUser") != 0, f"{where}: root for the whole pod"
             for container in _containers(pod):
-                ctx = container["securityContext"]
-                assert ctx.get("runAsNonRoot", pod["securityContext"].get("runAsNonRoot")) is True, where
-                assert pod["securityContext"].get("runAsUser", 1) != 0, where
+                ctx, who = container["securityContext"], support.identity(pod, container)
+                assert who["seccompProfile"]["type"] == "RuntimeDefault", where
                 assert ctx["readOnlyRootFilesystem"] is True, where
                 assert ctx["allowPrivilegeEscalation"] is False, where
-                assert not ctx.get("privileged"), where
-                assert ctx["capabilities"]["drop"] == ["ALL"], where
-                assert not ctx["capabilities"].get("add"), where
+                assert ctx["privileged"] is False, where
+                assert ctx["capabilities"] == {"drop": ["ALL"]}, where
+                if who.get("runAsUser") == 0:
+                    assert _is_agent(workload, container), f"{where} {container['name']}: only the agent is root"
+                    assert who["runAsNonRoot"] is False and who["runAsGroup"] == 0, where
+                else:
+                    assert (who["runAsUser"], who["runAsGroup"], who["runAsNonRoot"]) == (65532, 65532, True), where
+
+
+@pytest.mark.parametrize("label", ["daemonset", "addon-rendered"])
+def test_default_agent_runs_as_uid_0_with_every_other_privilege_off(
+    sets: dict[str, list[support.Obj]], label: str
+) -> None:
+    pod, agent = support.agent_container(sets[label])
+    assert support.identity(pod, agent) == {
+        "runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False, "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False, "privileged": False, "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"}, "supplementalGroups": [],
+    }
+    scorer = support.one(sets[label], "Deployment", "accelscore-scorer")["spec"]["template"]["spec"]
+    assert support.identity(scorer, scorer["containers"][0])["runAsUser"] == 65532
+    host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    assert host == {"pod-resources": "/var/lib/kubelet/pod-resources", "sys": "/sys"}
 
 
 def test_host_paths_are_mounted_read_only(sets: dict[str, list[support.Obj]]) -> None:
@@ -108,23 +138,34 @@ def test_host_paths_are_mounted_read_only(sets: dict[str, list[support.Obj]]) ->
                         assert mount.get("readOnly") is True, f"{label} {container['name']} {mount}"
 
 
-def _agent_root(tmp_path: Path, base: Path) -> list[support.Obj]:
-    objs = support.kustomize_with_components(tmp_path, base, [base / "components" / "agent-root"])
-    return support.render_addon(objs)[0] if base == support.ADDON else objs
+@pytest.mark.parametrize("label", ["daemonset+agent-nonroot", "addon-rendered+agent-nonroot"])
+def test_agent_nonroot_component_runs_as_65532_with_the_socket_group(
+    sets: dict[str, list[support.Obj]], label: str
+) -> None:
+    pod, agent = support.agent_container(sets[label])
+    who = support.identity(pod, agent)
+    assert (who["runAsUser"], who["runAsGroup"], who["runAsNonRoot"]) == (65532, 65532, True)
+    assert who["supplementalGroups"] == [65533]
+    assert who["capabilities"] == {"drop": ["ALL"]} and who["allowPrivilegeEscalation"] is False
 
 
 @pytest.mark.parametrize("base", [support.DAEMONSET, support.ADDON], ids=["daemonset", "addon-template"])
-def test_agent_root_component_keeps_everything_but_the_user_locked_down(tmp_path: Path, base: Path) -> None:
-    objs = _agent_root(tmp_path, base)
-    for obj in objs:
-        support.validate(obj)
-    agent = support.one(objs, "DaemonSet", "accelscore-agent")["spec"]["template"]["spec"]
-    assert agent["securityContext"]["runAsUser"] == 0
-    ctx = agent["containers"][0]["securityContext"]
-    assert ctx["capabilities"] == {"drop": ["ALL"]} and ctx["allowPrivilegeEscalation"] is False
-    assert ctx["readOnlyRootFilesystem"] is True and ctx["privileged"] is False
-    scorer = support.one(objs, "Deployment", "accelscore-scorer")["spec"]["template"]["spec"]
-    assert scorer["securityContext"]["runAsNonRoot"] is True
+def test_agent_nonroot_gid_is_set_from_an_overlay_as_documented(tmp_path: Path, base: Path) -> None:
+    """The patch shown in the component's header, applied in an overlay after the component."""
+    component = base / "components" / "agent-nonroot"
+    lines = component.joinpath("kustomization.yaml").read_text().splitlines()
+    start = lines.index("#   patches:")
+    block = [line[4:] for line in lines[start:] if line.startswith("#   ")]
+    block = block[:next((i for i, line in enumerate(block[1:], 1) if not line.startswith(" ")), len(block))]
+    patch = "\n".join(block).replace("value: 1234", "value: 4321")
+    assert "value: 4321" in patch, patch
+    (tmp_path / "kustomization.yaml").write_text(
+        f"resources:\n  - {os.path.relpath(base, tmp_path)}\ncomponents:\n  - {os.path.relpath(component, tmp_path)}\n"
+        + patch + "\n")
+    objs = support.kustomize(tmp_path)
+    objs = support.render_addon(objs)[0] if base == support.ADDON else objs
+    pod, agent = support.agent_container(objs)
+    assert support.identity(pod, agent)["supplementalGroups"] == [4321]
 
 
 @pytest.mark.parametrize("label", ["daemonset", "addon-rendered"])

@@ -11,25 +11,13 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from accelscore.crds import ocm_crd_paths
 from tests.kubeapi.server import KubeApiServer
-
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def shared_dir() -> Path:
-    """The project's shared/ directory: $ACCELSCORE_SHARED_DIR, else ../shared, else ./shared."""
-    env = os.environ.get("ACCELSCORE_SHARED_DIR")
-    candidates = [Path(env)] if env else []
-    candidates += [(_REPO_ROOT / ".." / "shared").resolve(), _REPO_ROOT / "shared"]
-    for candidate in candidates:
-        if (candidate / "crds").is_dir():
-            return candidate
-    raise FileNotFoundError(f"shared/ with crds/ not found; tried {[str(c) for c in candidates]}")
 
 
 def ocm_crd_files() -> list[Path]:
-    """The real OCM CRDs the hub serves."""
-    return sorted((shared_dir() / "crds").glob("*.yaml"))
+    """The real OCM CRDs the hub serves (vendored in accelscore/crds/ocm)."""
+    return ocm_crd_paths()
 
 
 def unique(prefix: str) -> str:

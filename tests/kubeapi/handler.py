@@ -20,6 +20,15 @@ _OPEN_PATHS = ("/version", "/healthz", "/readyz", "/livez")
 _NOT_FOUND = "the server could not find the requested resource"
 
 
+def _dry_run(query: dict[str, list[str]]) -> bool:
+    """`dryRun=All`: validate and answer as if written, store nothing; any other value is a 400."""
+    values = query.get("dryRun") or []
+    for value in values:
+        if value != "All":
+            raise ApiError.bad_request(f'Invalid value: "{value}": supported values: "All"')
+    return bool(values)
+
+
 class _Route:
     """A parsed resource URL."""
 
@@ -185,7 +194,8 @@ class KubeHandler(BaseHTTPRequestHandler):
         if method == "POST":
             if rt.namespaced and route.ns is None:
                 raise ApiError(405, "the server does not allow this method on the requested resource")
-            self._send_json(201, self.state.store.create(rt, route.version, route.ns or "", body or {}))
+            created = self.state.store.create(rt, route.version, route.ns or "", body or {}, dry_run=_dry_run(query))
+            self._send_json(201, created)
             return
         if method != "GET":
             raise ApiError(405, "the server does not allow this method on the requested resource")
@@ -233,18 +243,20 @@ class KubeHandler(BaseHTTPRequestHandler):
         if method == "GET":
             self._send_json(200, store.get(rt, ns, name))
         elif method == "PUT":
-            self._send_json(200, store.update(rt, route.version, ns, name, body or {}, status_only=route.status))
+            self._send_json(200, store.update(rt, route.version, ns, name, body or {}, status_only=route.status,
+                                              dry_run=_dry_run(query)))
         elif method == "PATCH":
             with store.cond:  # read-patch-write is atomic, as in the apiserver's retry loop
                 current = store.get(rt, ns, name)
                 patched = apply_patch(current, self.headers.get("Content-Type") or "", body, custom=rt.custom)
-                result = store.update(rt, route.version, ns, name, patched, status_only=route.status)
+                result = store.update(rt, route.version, ns, name, patched, status_only=route.status,
+                                      dry_run=_dry_run(query))
             self._send_json(200, result)
         elif method == "DELETE" and not route.status:
             options = dict(body or {})
             if "gracePeriodSeconds" in query:
                 options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"][-1])
-            self._send_json(200, store.delete(rt, ns, name, options))
+            self._send_json(200, store.delete(rt, ns, name, options, dry_run=_dry_run(query)))
         else:
             raise ApiError(405, "the server does not allow this method on the requested resource")
 

@@ -42,10 +42,27 @@ class ResourceType:
         return f"{self.group}/{version}" if self.group else version
 
 
+RBAC_GROUP = "rbac.authorization.k8s.io"
+ADMISSION_GROUP = "admissionregistration.k8s.io"
 BUILTINS: tuple[ResourceType, ...] = (
     ResourceType("", ("v1",), "nodes", "Node", False, True, create_status="keep", short_names=("no",)),
     ResourceType("", ("v1",), "pods", "Pod", True, True, create_status={"phase": "Pending"}, short_names=("po",)),
     ResourceType("", ("v1",), "namespaces", "Namespace", False, True, create_status={"phase": "Active"}),
+    # Kinds kept as generic storage (ObjectMeta validated, no schema), so rendered installs can be created.
+    ResourceType("", ("v1",), "serviceaccounts", "ServiceAccount", True, False, short_names=("sa",)),
+    ResourceType("", ("v1",), "services", "Service", True, True, short_names=("svc",)),
+    ResourceType("", ("v1",), "configmaps", "ConfigMap", True, False, short_names=("cm",)),
+    ResourceType("", ("v1",), "secrets", "Secret", True, False),
+    ResourceType("apps", ("v1",), "deployments", "Deployment", True, True, short_names=("deploy",)),
+    ResourceType("apps", ("v1",), "daemonsets", "DaemonSet", True, True, short_names=("ds",)),
+    ResourceType(RBAC_GROUP, ("v1",), "clusterroles", "ClusterRole", False, False),
+    ResourceType(RBAC_GROUP, ("v1",), "clusterrolebindings", "ClusterRoleBinding", False, False),
+    ResourceType(RBAC_GROUP, ("v1",), "roles", "Role", True, False),
+    ResourceType(RBAC_GROUP, ("v1",), "rolebindings", "RoleBinding", True, False),
+    ResourceType(ADMISSION_GROUP, ("v1",), "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False, True),
+    ResourceType(ADMISSION_GROUP, ("v1",), "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding",
+                 False, False),
+    ResourceType("node.k8s.io", ("v1",), "runtimeclasses", "RuntimeClass", False, False),
 )
 TOKEN_REVIEW_GROUP = "authentication.k8s.io"
 

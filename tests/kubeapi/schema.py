@@ -126,11 +126,17 @@ def _type_name(value: Any) -> str:
     return {str: "string", list: "array", dict: "object", type(None): "null"}.get(type(value), "unknown")
 
 
-def _causes(err: ValidationError) -> Iterator[dict[str, str]]:
-    """Turn one jsonschema error into apiserver-style causes."""
+def _causes(err: ValidationError, root: str) -> Iterator[dict[str, str]]:
+    """Turn one jsonschema error into apiserver-style causes.
+
+    `root` is the part validated on its own (`status` for a /status write): the apiserver validates it
+    with its sub-schema, so the "in body" path in the message is relative to it while `field` is not
+    (`status.scores[0].value: Invalid value: 150: scores[0].value in body should be ...`).
+    """
     field = _path(err.absolute_path)
+    body = field[len(root):].lstrip(".") if root and field.startswith(root) else field
     kw, value, limit = err.validator, err.instance, err.validator_value
-    invalid = f"Invalid value: {_render(value)}: {field} in body"
+    invalid = f"Invalid value: {_render(value)}: {body} in body"
     if kw == "required":
         for name in limit:
             if isinstance(value, dict) and name not in value:
@@ -139,7 +145,16 @@ def _causes(err: ValidationError) -> Iterator[dict[str, str]]:
         return
     if kw == "type":
         tn = _type_name(value)
-        msg = f'Invalid value: "{tn}": {field} in body must be of type {limit}: "{tn}"'
+        fmt = err.schema.get("format") if isinstance(err.schema, dict) else None
+        if limit == "integer" and fmt in ("int32", "int64") and isinstance(value, float):
+            # What kube-openapi says for 50.5 against {type: integer, format: int32} (seen on v1.36).
+            yield {"reason": "FieldValueInvalid", "field": field,
+                   "message": f'{invalid} must be of type {fmt}: "float64"'}
+            checked = f"Checked value must be of type integer with format {fmt}"
+            yield {"reason": "FieldValueInvalid", "field": field,
+                   "message": f"Invalid value: {_render(value)}: {checked}"}
+            return
+        msg = f'Invalid value: "{tn}": {body} in body must be of type {limit}: "{tn}"'
         yield {"reason": "FieldValueTypeInvalid", "message": msg, "field": field}
         return
     if kw == "x-kubernetes-list-type":
@@ -164,11 +179,11 @@ def _causes(err: ValidationError) -> Iterator[dict[str, str]]:
     yield {"reason": reason, "message": messages.get(kw, f"{invalid} {err.message}"), "field": field}
 
 
-def validate(obj: dict[str, Any], schema: dict[str, Any]) -> list[dict[str, str]]:
-    """All validation causes for `obj` against a CRD's openAPIV3Schema (empty = valid)."""
+def validate(obj: dict[str, Any], schema: dict[str, Any], *, root: str = "") -> list[dict[str, str]]:
+    """All validation causes for `obj` against a CRD's openAPIV3Schema (empty = valid); `root` as in `_causes`."""
     validator = _Validator(schema, format_checker=_FORMATS)
     errors = sorted(validator.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path])
     causes: list[dict[str, str]] = []
     for err in errors:
-        causes.extend(_causes(err))
+        causes.extend(_causes(err, root))
     return causes

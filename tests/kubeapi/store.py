@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import re
 import threading
 import time
 import uuid
@@ -13,14 +12,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.kubeapi import schema
+from tests.kubeapi import objectmeta, schema
 from tests.kubeapi.errors import ApiError
 from tests.kubeapi.resources import ResourceType
 from tests.kubeapi.selectors import Predicate
 
 Obj = dict[str, Any]
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _TERMINAL = ("Succeeded", "Failed")
 
 
@@ -73,22 +70,18 @@ class Store:
             raise ApiError.not_found(rt.plural, rt.group, name)
         return obj
 
-    def _admit(self, rt: ResourceType, version: str, obj: Obj) -> Obj:
-        """Prune and validate a CR against its schema; check names for every kind."""
-        name = obj["metadata"].get("name", "")
-        pattern = _LABEL if rt.kind == "Namespace" else _SUBDOMAIN
-        if not pattern.match(name) or len(name) > 253:
-            cause = {"reason": "FieldValueInvalid", "field": "metadata.name",
-                     "message": f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
-                                "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
-                                "character"}
-            raise ApiError.invalid(f"{rt.kind}{'.' + rt.group if rt.group else ''}", name, rt.kind, rt.group, [cause])
+    def _admit(self, rt: ResourceType, version: str, obj: Obj, *, status_only: bool = False) -> Obj:
+        """ObjectMeta of every kind; for CRs prune, then the schema and the objects embedded in it."""
+        meta = obj["metadata"]
+        causes = objectmeta.object_meta_causes(meta, namespaced=rt.namespaced, check=objectmeta.name_check(rt.kind))
         if rt.custom:
             spec = rt.schemas.get(version) or {}
             obj = schema.prune(obj, spec, root=True)
-            causes = schema.validate(obj, spec)
-            if causes:
-                raise ApiError.invalid(f"{rt.kind}.{rt.group}", name, rt.kind, rt.group, causes)
+            causes += schema.validate(obj, spec, root="status" if status_only else "")
+            causes += objectmeta.embedded_causes(obj, spec)
+        if causes:
+            kind_group = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+            raise ApiError.invalid(kind_group, meta.get("name", ""), rt.kind, rt.group, causes)
         return obj
 
     def _bump(self) -> str:
@@ -97,10 +90,12 @@ class Store:
 
     # ------------------------------------------------------------ verbs
 
-    def create(self, rt: ResourceType, version: str, ns: str, body: Obj) -> Obj:
-        """POST: fill server-owned metadata, apply the kind's status-on-create rule, store."""
+    def create(self, rt: ResourceType, version: str, ns: str, body: Obj, *, dry_run: bool = False) -> Obj:
+        """POST: fill server-owned metadata, apply the kind's status-on-create rule, store (not when dry_run)."""
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise ApiError.bad_request("metadata must be an object")
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         if not meta.get("name"):
@@ -109,9 +104,14 @@ class Store:
             raise ApiError.invalid(rt.kind, "", rt.kind, rt.group, [cause])
         with self.cond:
             if rt.namespaced:
+                if meta.get("namespace") and meta["namespace"] != ns:
+                    raise ApiError.bad_request("the namespace of the provided object does not match the namespace "
+                                               "sent on the request")
                 meta["namespace"] = ns
                 if ("", ns) not in self.objects.get(("", "namespaces"), {}):
                     raise ApiError.not_found("namespaces", "", ns)
+            else:
+                meta.pop("namespace", None)  # cluster-scoped: the apiserver clears it
             if (ns, meta["name"]) in self._bucket(rt):
                 raise ApiError.already_exists(rt.plural, rt.group, meta["name"])
             if rt.has_status and rt.create_status != "keep":
@@ -124,6 +124,8 @@ class Store:
             for key in ("deletionTimestamp", "deletionGracePeriodSeconds"):
                 meta.pop(key, None)
             meta.update(uid=str(uuid.uuid4()), creationTimestamp=now_rfc3339(), generation=1)
+            if dry_run:
+                return copy.deepcopy(obj)  # validated and defaulted, never stored; no resourceVersion
             meta["resourceVersion"] = self._bump()
             self._bucket(rt)[(ns, meta["name"])] = obj
             self._record(rt, "ADDED", obj, None)
@@ -141,7 +143,8 @@ class Store:
                      if (ns is None or ons == ns) and pred(o)]
             return items, str(self.rv)
 
-    def update(self, rt: ResourceType, version: str, ns: str, name: str, body: Obj, *, status_only: bool) -> Obj:
+    def update(self, rt: ResourceType, version: str, ns: str, name: str, body: Obj, *, status_only: bool,
+               dry_run: bool = False) -> Obj:
         """PUT (or the result of a PATCH): optimistic concurrency, status/main split, generation."""
         with self.cond:
             old = self._existing(rt, ns, name)
@@ -177,7 +180,9 @@ class Store:
                     else:
                         new_meta.pop(key, None)
             new["apiVersion"], new["kind"] = rt.api_version(version), rt.kind
-            new = self._admit(rt, version, new)
+            new = self._admit(rt, version, new, status_only=status_only)
+            if dry_run:
+                return copy.deepcopy(new)
             if new == old or (_strip_rv(new) == _strip_rv(old)):
                 return copy.deepcopy(old)  # a no-op write does not bump resourceVersion
             if _spec_part(new) != _spec_part(old):
@@ -187,8 +192,13 @@ class Store:
             self._record(rt, "MODIFIED", new, old)
             return copy.deepcopy(new)
 
-    def delete(self, rt: ResourceType, ns: str, name: str, options: Obj) -> Obj:
-        """DELETE: preconditions, graceful deletion of bound running pods, otherwise immediate."""
+    def delete(self, rt: ResourceType, ns: str, name: str, options: Obj, *, dry_run: bool = False) -> Obj:
+        """DELETE: preconditions, then graceful deletion for pods (as the apiserver's pod strategy), else immediate.
+
+        Every pod delete goes through the graceful path: deletionTimestamp and deletionGracePeriodSeconds
+        are written first (a MODIFIED event); when the effective grace period is 0 (asked for, or the pod
+        is unbound or terminal) the pod is then removed at once (DELETED), as on a real apiserver.
+        """
         with self.cond:
             old = self._existing(rt, ns, name)
             pre = options.get("preconditions") or {}
@@ -196,22 +206,25 @@ class Store:
                 raise ApiError.conflict(rt.plural, rt.group, name)
             if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
                 raise ApiError.conflict(rt.plural, rt.group, name)
-            grace = options.get("gracePeriodSeconds")
-            if rt.kind == "Pod" and _graceful(old, grace):
-                if "deletionTimestamp" in old["metadata"]:
-                    return copy.deepcopy(old)
-                new = copy.deepcopy(old)
-                spec = old.get("spec") or {}
-                period = grace if grace is not None else spec.get("terminationGracePeriodSeconds", 30)
-                new["metadata"].update(deletionTimestamp=now_rfc3339(), deletionGracePeriodSeconds=period)
-                new["metadata"]["resourceVersion"] = self._bump()
-                self._bucket(rt)[(ns, name)] = new
-                self._record(rt, "MODIFIED", new, old)
-                return copy.deepcopy(new)
+            if dry_run:
+                return copy.deepcopy(old)
+            current = old
+            if rt.kind == "Pod":
+                period = _grace_period(old, options.get("gracePeriodSeconds"))
+                meta = old["metadata"]
+                if "deletionTimestamp" in meta and period != 0:
+                    return copy.deepcopy(old)  # already terminating: only a delete with grace 0 changes it
+                current = copy.deepcopy(old)
+                current["metadata"].update(deletionTimestamp=now_rfc3339(), deletionGracePeriodSeconds=period)
+                current["metadata"]["resourceVersion"] = self._bump()
+                self._bucket(rt)[(ns, name)] = current
+                self._record(rt, "MODIFIED", current, old)
+                if period > 0:
+                    return copy.deepcopy(current)
             del self._bucket(rt)[(ns, name)]
-            gone = copy.deepcopy(old)
+            gone = copy.deepcopy(current)
             gone["metadata"]["resourceVersion"] = self._bump()
-            self._record(rt, "DELETED", gone, old)
+            self._record(rt, "DELETED", gone, current)
             return gone
 
     def compact(self) -> None:
@@ -305,10 +318,13 @@ def _strip_rv(obj: Obj) -> Obj:
     return out
 
 
-def _graceful(pod: Obj, grace: int | None) -> bool:
-    bound = bool((pod.get("spec") or {}).get("nodeName"))
-    terminal = (pod.get("status") or {}).get("phase") in _TERMINAL
-    return bound and not terminal and grace != 0
+def _grace_period(pod: Obj, asked: int | None) -> int:
+    """The pod strategy's CheckGracefulDelete: unbound or terminal pods go at once; negative means 1."""
+    spec = pod.get("spec") or {}
+    period = asked if asked is not None else spec.get("terminationGracePeriodSeconds", 30)
+    if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in _TERMINAL:
+        period = 0
+    return 1 if period < 0 else period
 
 
 def _translate(ev: Event, ns: str | None, pred: Predicate) -> tuple[str, Obj] | None:

@@ -27,8 +27,13 @@ def _pod(name: str, node: str, **labels: str) -> dict[str, Any]:
             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}}
 
 
-def _message(err: pytest.ExceptionInfo[ApiException]) -> str:
-    return json.loads(err.value.body)["message"]
+def _status(err: pytest.ExceptionInfo[ApiException]) -> dict[str, Any]:
+    """The Status body of a failed call (assert on code, reason, details, cause fields: never on wording)."""
+    return json.loads(err.value.body)
+
+
+def _cause_fields(err: pytest.ExceptionInfo[ApiException]) -> list[str]:
+    return [c.get("field", "") for c in (_status(err).get("details") or {}).get("causes", [])]
 
 
 def _namespace(core: client.CoreV1Api, name: str) -> str:
@@ -62,12 +67,13 @@ def test_node_create_get_list_keeps_status_and_metadata(core: client.CoreV1Api) 
         assert name not in [n.metadata.name for n in core.list_node(label_selector="zone notin (a,b)").items]
         with pytest.raises(ApiException) as err:
             core.create_node(_node(name))
-        assert err.value.status == 409 and "AlreadyExists" in err.value.body
+        assert err.value.status == 409 and _status(err)["reason"] == "AlreadyExists"
     finally:
         core.delete_node(name)
     with pytest.raises(ApiException) as err:
         core.read_node(name)
-    assert err.value.status == 404 and f'nodes "{name}" not found' in _message(err)
+    assert err.value.status == 404 and _status(err)["reason"] == "NotFound"
+    assert _status(err)["details"] == {"name": name, "kind": "nodes"}
 
 
 def test_stale_resource_version_update_is_a_conflict(core: client.CoreV1Api) -> None:
@@ -78,8 +84,7 @@ def test_stale_resource_version_update_is_a_conflict(core: client.CoreV1Api) -> 
         first.metadata.labels = {"x": "2"}
         with pytest.raises(ApiException) as err:
             core.replace_node(name, first)
-        assert err.value.status == 409
-        assert "the object has been modified; please apply your changes to the latest version" in err.value.body
+        assert err.value.status == 409 and _status(err)["reason"] == "Conflict"
         fresh = core.read_node(name)
         fresh.metadata.labels = {"x": "3"}
         assert core.replace_node(name, fresh).metadata.labels == {"x": "3"}
@@ -111,7 +116,7 @@ def test_pod_field_selectors_and_status_subresource(core: client.CoreV1Api, ns: 
 def test_unsupported_field_selector_is_rejected(core: client.CoreV1Api) -> None:
     with pytest.raises(ApiException) as err:
         core.list_pod_for_all_namespaces(field_selector="spec.bogus=1")
-    assert err.value.status == 400 and "field label not supported" in err.value.body
+    assert err.value.status == 400 and _status(err)["reason"] == "BadRequest"
 
 
 def test_watch_streams_events_bookmarks_and_selector_moves(kube_api: ApiHandle, core: client.CoreV1Api,
@@ -121,6 +126,7 @@ def test_watch_streams_events_bookmarks_and_selector_moves(kube_api: ApiHandle, 
     node = unique("node")
     rv = core.list_namespaced_pod(ns).metadata.resource_version
     events: list[tuple[str, str]] = []
+    deleting: list[Any] = []
 
     def run() -> None:
         w = watch.Watch()
@@ -128,6 +134,8 @@ def test_watch_streams_events_bookmarks_and_selector_moves(kube_api: ApiHandle, 
                            resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=1):
             name = ev["object"].metadata.name if ev["type"] != "BOOKMARK" else ""
             events.append((ev["type"], name))
+            if ev["type"] == "MODIFIED" and ev["object"].metadata.deletion_timestamp:
+                deleting.append(ev["object"].metadata)
 
     thread = threading.Thread(target=run)
     thread.start()
@@ -137,7 +145,9 @@ def test_watch_streams_events_bookmarks_and_selector_moves(kube_api: ApiHandle, 
     core.delete_namespaced_pod("a", ns, grace_period_seconds=0)
     thread.join(timeout=10)
     changes = [e for e in events if e[0] != "BOOKMARK"]
-    assert changes == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
+    # A bound pod deleted with grace period 0: MODIFIED (deletionTimestamp set, grace 0), then DELETED.
+    assert changes == [("ADDED", "a"), ("MODIFIED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
+    assert len(deleting) == 1 and deleting[0].deletion_grace_period_seconds == 0
     if kube_api.server:
         assert ("BOOKMARK", "") in events
     core.delete_namespaced_pod("b", ns, grace_period_seconds=0)
@@ -182,7 +192,7 @@ def test_injected_fault_returns_status_and_is_logged(kube_test_server: ApiHandle
     server.inject("GET", r"^/api/v1/nodes$", 503, times=1)
     with pytest.raises(ApiException) as err:
         core.list_node()
-    assert err.value.status == 503 and "ServiceUnavailable" in err.value.body
+    assert err.value.status == 503 and _status(err)["reason"] == "ServiceUnavailable"
     core.list_node()
     statuses = [r.status for r in server.requests if r.path == "/api/v1/nodes"]
     assert statuses == [503, 200]
@@ -222,28 +232,28 @@ def test_aps_status_accepts_bounds(hub: Any, value: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "needle"),
+    ("status", "field"),
     [
-        ({"scores": [{"name": "a", "value": 150}]},
-         "status.scores[0].value: Invalid value: 150: "
-         "status.scores[0].value in body should be less than or equal to 100"),
-        ({"scores": [{"name": "a", "value": -101}]}, "should be greater than or equal to -100"),
-        ({"scores": [{"name": "a", "value": 50.5}]}, "status.scores[0].value in body must be of type integer"),
-        ({"scores": [{"name": "a", "value": "50"}]}, "must be of type integer"),
-        ({"scores": [{"name": "a", "value": 1}, {"name": "a", "value": 2}]}, "status.scores[1]: Duplicate value"),
-        ({"scores": [{"value": 1}]}, "status.scores[0].name: Required value"),
+        ({"scores": [{"name": "a", "value": 150}]}, "status.scores[0].value"),
+        ({"scores": [{"name": "a", "value": -101}]}, "status.scores[0].value"),
+        ({"scores": [{"name": "a", "value": 50.5}]}, "status.scores[0].value"),
+        ({"scores": [{"name": "a", "value": "50"}]}, "status.scores[0].value"),
+        ({"scores": [{"name": "a", "value": 1}, {"name": "a", "value": 2}]}, "status.scores[1]"),
+        ({"scores": [{"value": 1}]}, "status.scores[0].name"),
         ({"scores": [{"name": "a", "value": 1}], "validUntil": "tomorrow"}, "status.validUntil"),
     ],
     ids=["150", "-101", "50.5", "string", "duplicate", "missing-name", "bad-date"],
 )
-def test_aps_status_rejects_invalid_with_422(hub: Any, status: dict[str, Any], needle: str) -> None:
+def test_aps_status_rejects_invalid_with_422(hub: Any, status: dict[str, Any], field: str) -> None:
     custom, ns = hub
     name = _aps(custom, ns)
     with pytest.raises(ApiException) as err:
         _write_status(custom, ns, name, status)
     assert err.value.status == 422, err.value.body
-    assert needle in _message(err)
-    assert _message(err).startswith(f'AddOnPlacementScore.cluster.open-cluster-management.io "{name}" is invalid: ')
+    body = _status(err)
+    assert body["reason"] == "Invalid" and body["details"]["name"] == name
+    assert body["details"]["kind"] == "AddOnPlacementScore"
+    assert field in _cause_fields(err), body
 
 
 def test_aps_main_resource_patch_drops_status(hub: Any) -> None:
@@ -301,3 +311,33 @@ def test_list_pages_with_limit_and_continue_and_expires(kube_test_server: ApiHan
     with pytest.raises(ApiException) as err:
         core.list_node(limit=2, _continue=first.metadata._continue)
     assert err.value.status == 410 and json.loads(err.value.body)["reason"] == "Expired"
+
+
+@pytest.mark.parametrize(
+    ("kind", "body", "field"),
+    [
+        ("Namespace", {"metadata": {"name": "Not_A_Label"}}, "metadata.name"),
+        ("Service", {"metadata": {"name": "1-starts-with-a-digit"},
+                     "spec": {"ports": [{"port": 80}], "selector": {"a": "b"}}}, "metadata.name"),
+        ("ConfigMap", {"metadata": {"name": "cm", "labels": {"k": "{{CLUSTER_NAME}}"}}}, "metadata.labels"),
+        ("ConfigMap", {"metadata": {"name": "cm", "annotations": {"a/b/c": "x"}}}, "metadata.annotations"),
+    ],
+    ids=["namespace-name", "service-name-dns1035", "label-value", "annotation-key"],
+)
+def test_object_meta_is_validated_on_create(core: client.CoreV1Api, ns: str, kind: str, body: dict[str, Any],
+                                            field: str) -> None:
+    create = {"Namespace": lambda: core.create_namespace(body, dry_run="All"),
+              "Service": lambda: core.create_namespaced_service(ns, body, dry_run="All"),
+              "ConfigMap": lambda: core.create_namespaced_config_map(ns, body, dry_run="All")}[kind]
+    with pytest.raises(ApiException) as err:
+        create()
+    assert err.value.status == 422 and _status(err)["reason"] == "Invalid", err.value.body
+    assert field in _cause_fields(err)
+
+
+def test_dry_run_validates_and_stores_nothing(core: client.CoreV1Api, ns: str) -> None:
+    out = core.create_namespaced_config_map(ns, {"metadata": {"name": "dry"}, "data": {"k": "v"}}, dry_run="All")
+    assert out.metadata.name == "dry" and out.data == {"k": "v"}
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_config_map("dry", ns)
+    assert err.value.status == 404

@@ -1,0 +1,33 @@
+"""The OCM CustomResourceDefinitions accelscore works with, vendored in `ocm/` (see `ocm/SOURCE.md`).
+
+They ship inside the package, so the installed simulator validates Placements against the real schema
+and the tests serve the real hub kinds without anything outside the repository.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+_OCM = "ocm"
+
+
+def ocm_dir() -> Path:
+    """The folder holding the vendored OCM CRD YAML files."""
+    path = Path(str(resources.files(__package__).joinpath(_OCM)))
+    if not path.is_dir():
+        raise FileNotFoundError(f"vendored OCM CRDs missing: {path} (a broken install of accelscore?)")
+    return path
+
+
+def ocm_crd_paths() -> list[Path]:
+    """Every vendored OCM CRD file, sorted by name (the `0000_NN_` prefixes order them as upstream does)."""
+    return sorted(ocm_dir().glob("*.crd.yaml"))
+
+
+def crd_path(name: str) -> Path:
+    """One vendored CRD by file name or by its plural (e.g. `placements`, `addonplacementscores`)."""
+    for path in ocm_crd_paths():
+        if path.name in (name, f"{name}.crd.yaml") or path.name.endswith(f"_{name}.crd.yaml"):
+            return path
+    raise FileNotFoundError(f"no vendored OCM CRD named {name!r} in {ocm_dir()}")

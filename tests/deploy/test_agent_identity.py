@@ -1,0 +1,138 @@
+"""The agent identity the shipped manifests give can open a kubelet-style PodResources socket; the stricter one cannot.
+
+A real grpcio PodResourcesLister serves a root-owned unix socket in a root-owned 0755 directory, as a
+kubelet creates it. The agent's KubeletCollector then runs in a child process under exactly the identity
+read from the rendered manifests (UID, GID, supplementary groups) with every capability gone
+(`setpriv --inh-caps=-all --bounding-set=-all --no-new-privs`, like `capabilities: {drop: [ALL]}` and
+`allowPrivilegeEscalation: false`). Needs root to set that up; root is available here and in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.deploy import support
+from tests.fakes.kubelet_server import KubeletServer
+
+REPO = Path(__file__).resolve().parents[2]
+SETPRIV = shutil.which("setpriv")
+
+_CHILD = """
+import json, os, sys
+from pathlib import Path
+from accelscore.agent.collectors.kubelet import KubeletCollector
+status = dict(line.split(":\\t", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":\\t" in line)
+collector = KubeletCollector(socket_path=Path(sys.argv[1]), rpc_timeout_s=5.0)
+reading = collector.collect()
+collector.close()
+print(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "groups": sorted(os.getgroups()),
+                  "cap_eff": status["CapEff"].strip(), "cap_prm": status["CapPrm"].strip(),
+                  "state": reading.state.name, "reason": reading.reason,
+                  "assigned": len(reading.data.assignments) if reading.data else 0}))
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _needs_root_and_setpriv() -> None:
+    assert os.geteuid() == 0, "this test creates root-owned sockets and drops to other users: run it as root"
+    assert SETPRIV, "setpriv (util-linux) is needed to run the agent's identity with all capabilities dropped"
+
+
+@pytest.fixture
+def kubelet() -> Iterator[KubeletServer]:
+    """PodResources on <dir>/kubelet.sock; dir root:root 0755 (short path: sockaddr_un holds ~107 bytes)."""
+    directory = Path(tempfile.mkdtemp(prefix="pr-", dir="/tmp"))
+    os.chown(directory, 0, 0)
+    directory.chmod(0o755)
+    server = KubeletServer.from_fixture(directory / "kubelet.sock", "gpus-8").start()
+    socket_mode(server, 0o755, gid=0)
+    yield server
+    server.stop()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def socket_mode(server: KubeletServer, mode: int, *, gid: int) -> None:
+    """Give the socket the kubelet's owner (root), the given group and mode."""
+    os.chown(server.socket_path, 0, gid)
+    server.socket_path.chmod(mode)
+
+
+def _run_as(who: dict[str, Any], socket: Path) -> dict[str, Any]:
+    """The agent's collector under `who` (an effective securityContext), with no capabilities at all."""
+    groups = who["supplementalGroups"]
+    cmd = [SETPRIV, f"--reuid={who['runAsUser']}", f"--regid={who['runAsGroup']}",
+           f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups",
+           "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
+           sys.executable, "-c", _CHILD, str(socket)]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, cwd="/")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    # Exactly the identity asked for, and not one capability (no CAP_DAC_OVERRIDE to bypass the mode bits).
+    assert (result["uid"], result["euid"], result["gid"]) == (who["runAsUser"],) * 2 + (who["runAsGroup"],)
+    assert set(result["groups"]) <= {who["runAsGroup"], *groups} and set(groups) <= set(result["groups"])
+    assert int(result["cap_eff"], 16) == 0 and int(result["cap_prm"], 16) == 0, result
+    return result
+
+
+def _agent_identity(objs: list[support.Obj]) -> dict[str, Any]:
+    pod, container = support.agent_container(objs)
+    who = support.identity(pod, container)
+    assert who["capabilities"] == {"drop": ["ALL"]} and who["allowPrivilegeEscalation"] is False
+    return who
+
+
+def _nonroot(tmp_path: Path, base: Path) -> list[support.Obj]:
+    objs = support.kustomize_with_components(tmp_path, base, [base / "components" / "agent-nonroot"])
+    return support.render_addon(objs)[0] if base == support.ADDON else objs
+
+
+def _default(base: Path) -> list[support.Obj]:
+    objs = support.kustomize(base)
+    return support.render_addon(objs)[0] if base == support.ADDON else objs
+
+
+BASES = pytest.mark.parametrize("base", [support.DAEMONSET, support.ADDON], ids=["daemonset", "addon-template"])
+
+
+@BASES
+def test_the_default_agent_identity_reads_a_root_owned_0755_socket(kubelet: KubeletServer, base: Path) -> None:
+    who = _agent_identity(_default(base))
+    result = _run_as(who, kubelet.socket_path)
+    assert (result["state"], result["reason"]) == ("OK", ""), result
+    assert result["assigned"] > 0 and "List" in kubelet.calls
+
+
+@BASES
+def test_the_agent_nonroot_identity_is_refused_on_a_0755_socket(
+    kubelet: KubeletServer, tmp_path: Path, base: Path
+) -> None:
+    who = _agent_identity(_nonroot(tmp_path, base))
+    assert who["runAsUser"] == 65532 and who["runAsNonRoot"] is True
+    result = _run_as(who, kubelet.socket_path)
+    assert result["state"] == "UNKNOWN" and "UNAVAILABLE" in result["reason"], result
+    assert "Permission denied" in result["reason"], result  # EACCES from connect(), not a missing socket
+    assert "List" not in kubelet.calls  # refused at connect(): the server never saw a call
+
+
+@BASES
+@pytest.mark.parametrize("mode", [0o775, 0o770], ids=["0775", "0770"])
+def test_the_agent_nonroot_identity_reads_a_socket_of_its_supplementary_group(
+    kubelet: KubeletServer, tmp_path: Path, base: Path, mode: int
+) -> None:
+    who = _agent_identity(_nonroot(tmp_path, base))
+    [gid] = who["supplementalGroups"]
+    socket_mode(kubelet, mode, gid=gid)
+    result = _run_as(who, kubelet.socket_path)
+    assert (result["state"], result["reason"]) == ("OK", ""), result
+    assert result["assigned"] > 0
