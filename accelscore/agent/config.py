@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from accelscore.options import (
+    LOG_FORMAT,
     LOG_LEVEL,
     Option,
     host_port,
@@ -28,7 +29,8 @@ NVML_TIMEOUT = Option("--nvml-timeout", "ACCELSCORE_NVML_TIMEOUT", positive_floa
 INTERVAL = Option("--interval", "ACCELSCORE_INTERVAL", positive_float, "15", "seconds between collection cycles")
 
 # What local mode shares with the agent: everything about reading this host.
-HOST_OPTIONS = (NODE_NAME, SYSFS_ROOT, POD_RESOURCES_SOCKET, TPU_METRICS_PORTS, NVML_TIMEOUT, INTERVAL, LOG_LEVEL)
+HOST_OPTIONS = (NODE_NAME, SYSFS_ROOT, POD_RESOURCES_SOCKET, TPU_METRICS_PORTS, NVML_TIMEOUT, INTERVAL, LOG_LEVEL,
+                LOG_FORMAT)
 
 AGENT_OPTIONS = (
     *HOST_OPTIONS,
@@ -56,6 +58,7 @@ class HostConfig:
     nvml_timeout_s: float
     interval_s: float
     log_level: str
+    log_format: str = "text"
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ def host_config_from(values: dict[str, Any]) -> HostConfig:
         nvml_timeout_s=values["nvml_timeout"],
         interval_s=values["interval"],
         log_level=values["log_level"],
+        log_format=values["log_format"],
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from accelscore.options import (
+    LOG_FORMAT,
     LOG_LEVEL,
     ConfigError,
     Option,
@@ -56,6 +57,7 @@ SCORER_OPTIONS = (
     *PUBLISH_OPTIONS,
     *SCORING_OPTIONS,
     LOG_LEVEL,
+    LOG_FORMAT,
 )
 
 
@@ -72,6 +74,7 @@ class ScorerConfig:
     scoring: ScoringConfig
     publish: PublishPolicy
     log_level: str
+    log_format: str = "text"
 
 
 def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
@@ -92,4 +95,5 @@ def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
         scoring=scoring,
         publish=publish_policy_from(values, stale_after_s=scoring.stale_after_s),
         log_level=values["log_level"],
+        log_format=values["log_format"],
     )
