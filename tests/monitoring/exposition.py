@@ -3,18 +3,27 @@ Prometheus would store from them (target labels of a ServiceMonitor scrape added
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from accelscore.agent.collectors.base import Reading, State
 from accelscore.agent.collectors.host import HostCollector
 from accelscore.agent.collectors.nvidia import NvidiaCollector
 from accelscore.agent.metrics import AgentMetrics
 from accelscore.agent.push import PushStats
 from accelscore.agent.report import build_report
 from accelscore.agent.runner import CollectorSet
+from accelscore.agent.snapshots import (
+    DeviceAssignment,
+    KubeletSnapshot,
+    NodeSnapshot,
+    TpuChipSnapshot,
+    TpuSnapshot,
+)
 from accelscore.promlabels import ConstantLabels
 from accelscore.scorer.ingest import IngestStats
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
@@ -107,3 +116,48 @@ def stored_series(exposition: bytes, target: dict[str, str]) -> list[Series]:
             labels.update(target)
             out.append(Series(sample.name, {k: v for k, v in labels.items() if v != ""}, sample.value))
     return out
+
+
+class _Fixed:
+    """A collector that always reads the same snapshot (for sources with no fake server here)."""
+
+    def __init__(self, name: str, data: object) -> None:
+        self.name, self._data = name, data
+
+    def collect(self) -> Reading:
+        return Reading(self.name, State.OK, "", self._data, 0.001, time.time())
+
+    def close(self) -> None:
+        pass
+
+
+def full_agent_exposition() -> bytes:
+    """Every agent family: NVML (with MIG) through the fake, TPU/node/kubelet from fixed snapshots."""
+    fake = FakeNvml(load_scenario("a100-mig-mixed"))
+    tpu = TpuSnapshot(chips=(TpuChipSnapshot("0000:00:04.0", 0, "v5e", 1, 17179869184, 1073741824, 0.5),),
+                      runtime_serving=True)
+    node = NodeSnapshot(name=NODE, allocatable={"cpu": 8.0, "nvidia.com/gpu": 8.0}, capacity={"cpu": 8.0},
+                        requested={"cpu": 1.5}, unschedulable=False, ready=True)
+    kubelet = KubeletSnapshot(assignments=(DeviceAssignment("nvidia.com/gpu", "GPU-x", "GPU-x", "ml", "train-0",
+                                                            "main"),), allocatable=())
+    collectors = CollectorSet([NvidiaCollector(nvml=fake, call_timeout_s=1.0, gpu_advertised=lambda: True),
+                               HostCollector(), _Fixed("tpu", tpu), _Fixed("node", node), _Fixed("kubelet", kubelet)])
+    try:
+        collectors.collect_all(now=time.time())
+        registry = CollectorRegistry(auto_describe=False)
+        stats = PushStats(pushes_ok=1)
+        registry.register(ConstantLabels(AgentMetrics(collectors=collectors, node_name=NODE,
+                                                      push_stats=lambda: stats), {"cluster": CLUSTER}))
+        return generate_latest(registry)
+    finally:
+        collectors.close()
+
+
+@functools.cache
+def exported_names() -> frozenset[str]:
+    """Every sample name the agent and the scorer expose (as Prometheus stores them)."""
+    names = set()
+    for body in (full_agent_exposition(), agent_exposition("xid-79", xid_step=1), scorer_exposition()):
+        names |= {s.name for s in stored_series(body, {})}
+        names |= {line.split()[2] for line in body.decode().splitlines() if line.startswith("# TYPE ")}
+    return frozenset(names)
