@@ -16,8 +16,8 @@ METRICS = {
     "accelscore_gpu_info", "accelscore_gpu_utilization_ratio", "accelscore_gpu_memory_used_bytes",
     "accelscore_gpu_memory_total_bytes", "accelscore_gpu_temperature_celsius", "accelscore_gpu_power_watts",
     "accelscore_gpu_health", "accelscore_gpu_xid_errors_total", "accelscore_tpu_hbm_used_bytes",
-    "accelscore_tpu_duty_cycle_ratio", "accelscore_node_resource_free", "accelscore_node_resource_allocatable",
-    "accelscore_node_resource_requested", "accelscore_collector_up", "accelscore_collector_duration_seconds",
+    "accelscore_tpu_duty_cycle_ratio", "accelscore_node_free", "accelscore_node_allocatable",
+    "accelscore_node_requests", "accelscore_collector_up", "accelscore_collector_duration_seconds",
     "accelscore_score", "accelscore_score_raw", "accelscore_cluster_nodes", "accelscore_reports_total",
     "accelscore_hub_writes_total",
 }
