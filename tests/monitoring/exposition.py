@@ -136,8 +136,8 @@ def full_agent_exposition() -> bytes:
     fake = FakeNvml(load_scenario("a100-mig-mixed"))
     tpu = TpuSnapshot(chips=(TpuChipSnapshot("0000:00:04.0", 0, "v5e", 1, 17179869184, 1073741824, 0.5),),
                       runtime_serving=True)
-    node = NodeSnapshot(name=NODE, allocatable={"cpu": 8.0, "memory": 68719476736.0, "nvidia.com/gpu": 8.0}, capacity={"cpu": 8.0},
-                        requested={"cpu": 1.5}, unschedulable=False, ready=True)
+    node = NodeSnapshot(name=NODE, allocatable={"cpu": 8.0, "memory": 68719476736.0, "nvidia.com/gpu": 8.0},
+                        capacity={"cpu": 8.0}, requested={"cpu": 1.5}, unschedulable=False, ready=True)
     kubelet = KubeletSnapshot(assignments=(DeviceAssignment("nvidia.com/gpu", "GPU-x", "GPU-x", "ml", "train-0",
                                                             "main"),), allocatable=())
     collectors = CollectorSet([NvidiaCollector(nvml=fake, call_timeout_s=1.0, gpu_advertised=lambda: True),
