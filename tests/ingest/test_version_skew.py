@@ -115,7 +115,7 @@ def test_unknown_items_are_exported_as_a_counter_with_item_and_name() -> None:
     registry = CollectorRegistry()
     registry.register(UnknownItemsMetrics(counts))
     text = generate_latest(registry).decode()
-    assert 'accelscore_scorer_report_unknown_items_total{cluster="local",item="collector",name="amd"} 1.0' in text
+    assert 'accelscore_scorer_report_unknown_items_total{item="collector",name="amd"} 1.0' in text
     assert 'accelscore_scorer_report_unknown_items_total{item="device_kind",name="7"} 2.0' in text
 
 
