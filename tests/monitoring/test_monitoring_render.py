@@ -132,3 +132,17 @@ def test_the_documented_release_label_patches_work(tmp_path: Path, install_name:
     monitoring = _monitoring(objs)
     assert len(monitoring) == 3
     assert {o["metadata"]["labels"]["release"] for o in monitoring} == {"my-release"}
+
+
+def test_the_addon_grants_the_work_agent_each_shipped_kind_before_the_objects(tmp_path: Path) -> None:
+    """The work agent holds `admin` (no monitoring.coreos.com unless aggregated): an aggregate-to-work role first."""
+    rendered = _addon(tmp_path)
+    kinds = [o["kind"] for o in rendered]
+    [role] = [o for o in rendered if o["kind"] == "ClusterRole"
+              and o["metadata"].get("labels", {}).get("open-cluster-management.io/aggregate-to-work") == "true"]
+    assert rendered.index(role) < min(kinds.index("ServiceMonitor"), kinds.index("PrometheusRule"))
+    [rule] = role["rules"]
+    assert rule["apiGroups"] == [support.GROUP]
+    assert set(rule["resources"]) == {"servicemonitors", "prometheusrules"}
+    assert {"get", "create", "update", "patch", "delete"} <= set(rule["verbs"])
+    deploy.validate(role)
