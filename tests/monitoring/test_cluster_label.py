@@ -58,3 +58,31 @@ def test_every_scorer_series_has_the_cluster_label(environ: dict[str, str], clus
     service.score_once()
     count, clusters = _clusters(service.render())
     assert count > 50 and clusters == {cluster}
+
+
+def _literal_env(container: dict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+
+def test_in_the_addon_install_the_agent_labels_with_the_managed_cluster_name() -> None:
+    """The addon-manager's CLUSTER_NAME reaches the agent container, and the agent's config takes it."""
+    from tests.deploy import support as deploy
+
+    rendered, _ = deploy.render_addon(deploy.kustomize(deploy.ADDON), cluster="gpu-east")
+    [agent] = deploy.one(rendered, "DaemonSet", "accelscore-agent")["spec"]["template"]["spec"]["containers"]
+    environ = {k: v for k, v in _literal_env(agent).items() if k == "CLUSTER_NAME"}
+    assert agent_config_from(_values(AGENT_OPTIONS, environ)).cluster_name == "gpu-east"
+
+
+def test_hub_publishing_gives_agent_and_scorer_the_same_cluster_name(tmp_path) -> None:
+    from tests.deploy import support as deploy
+
+    component = deploy.DAEMONSET / "components" / "hub-publishing"
+    objs = deploy.kustomize_with_components(tmp_path, deploy.DAEMONSET, [component])
+    refs = []
+    for kind, name in (("DaemonSet", "accelscore-agent"), ("Deployment", "accelscore-scorer")):
+        workload = deploy.one(objs, kind, name)
+        [container] = workload["spec"]["template"]["spec"]["containers"]
+        [env] = [e for e in container["env"] if e["name"] == "CLUSTER_NAME"]
+        refs.append(env["valueFrom"]["secretKeyRef"])
+    assert refs[0] == refs[1] == {"name": "accelscore-hub-kubeconfig", "key": "cluster-name"}
