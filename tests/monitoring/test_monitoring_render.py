@@ -39,7 +39,7 @@ def _monitoring(objs: list[deploy.Obj]) -> list[deploy.Obj]:
     return [o for o in objs if o["apiVersion"].startswith(f"{support.GROUP}/")]
 
 
-def test_the_vendored_crds_are_the_three_kinds_we_use() -> None:
+def test_the_vendored_crds_are_the_prometheus_operator_kinds_of_source_md() -> None:
     assert {kind for _, kind in support.crd_schemas()} == {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 
 
