@@ -146,3 +146,15 @@ def test_the_addon_grants_the_work_agent_each_shipped_kind_before_the_objects(tm
     assert set(rule["resources"]) == {"servicemonitors", "prometheusrules"}
     assert {"get", "create", "update", "patch", "delete"} <= set(rule["verbs"])
     deploy.validate(role)
+
+
+def test_the_documented_cluster_name_patch_sets_both_workloads(tmp_path: Path) -> None:
+    text = (support.REPO / "docs" / "monitoring.md").read_text()
+    [patch] = [b for b in re.findall(r"```yaml\n(.*?)```", text, flags=re.S) if "CLUSTER_NAME" in b]
+    rel = os.path.relpath(deploy.DAEMONSET, tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(f"resources: [{rel}]\n{patch}")
+    objs = deploy.kustomize(tmp_path)
+    for workload, pod in deploy.pod_specs(objs):
+        [container] = pod["containers"]
+        assert {"name": "CLUSTER_NAME", "value": "prod-east"} in container["env"], workload["metadata"]["name"]
+        deploy.validate(workload)
