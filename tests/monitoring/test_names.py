@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -57,3 +59,13 @@ def test_old_and_new_node_resource_series_carry_the_same_values() -> None:
         assert olds and olds == news
     units = {r: s.labels["unit"] for (n, r), s in by.items() if n == "accelscore_node_free"}
     assert units == {"cpu": "core", "memory": "byte", "nvidia.com/gpu": "integer"}
+
+
+def test_promtool_lints_every_family_clean() -> None:
+    """`promtool check metrics` (naming lint) on expositions holding every agent and scorer family."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool missing: `apt-get install prometheus`"
+    for body in (exposition.full_agent_exposition(), exposition.agent_exposition("xid-79", xid_step=1),
+                 exposition.scorer_exposition()):
+        out = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, check=False)
+        assert out.returncode == 0 and not out.stdout.strip(), out.stdout.decode() + out.stderr.decode()
