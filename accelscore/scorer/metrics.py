@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from accelscore.scorer import node_state, score_table
 from accelscore.scorer.model import ClusterSnapshot, ScoreSet
 from accelscore.scorer.scoring_config import ScoringConfig
 
@@ -71,16 +72,19 @@ class ScorerMetrics(Collector):
         value = GaugeMetricFamily("accelscore_score", "score as computed (what is or would be published)",
                                   labels=labels)
         raw = GaugeMetricFamily("accelscore_score_raw",
-                                "raw input of each score (free devices, fits, GiB, cores, MiB, percent)", labels=labels)
-        ref = GaugeMetricFamily("accelscore_score_reference", "the raw value that maps to 100 (accelscore)",
+                                "raw input of each score, in its unit (docs/scores.md)", labels=labels)
+        ref = GaugeMetricFamily("accelscore_score_reference",
+                                "the raw value that maps to 100 (accelscore ref, resource-usage-score max)",
                                 labels=labels)
         for score_set in score_sets:
             for score in score_set.scores:
-                value.add_metric([cluster, score_set.aps_name, score.name], score.value)
+                key = [cluster, score_set.aps_name, score.name]
+                value.add_metric(key, score.value)
                 if score.name in score_set.raw:
-                    raw.add_metric([cluster, score_set.aps_name, score.name], score_set.raw[score.name])
-                if score.name in self._config.refs:
-                    ref.add_metric([cluster, score_set.aps_name, score.name], self._config.refs[score.name])
+                    raw.add_metric(key, score_set.raw[score.name])
+                spec = score_table.BY_NAME.get(score.name)
+                if spec is not None:
+                    ref.add_metric(key, _reference(spec, self._config))
         weights = GaugeMetricFamily("accelscore_gpu_model_weight", "throughput weight per GPU model pattern",
                                     labels=["pattern"])
         for pattern, weight in self._config.gpu_model_weights:
@@ -88,24 +92,17 @@ class ScorerMetrics(Collector):
         yield from (value, raw, ref, weights)
 
     def _nodes(self, cluster: str, snapshot: ClusterSnapshot, now: float) -> Iterator[Metric]:
-        counts = {"fresh": 0, "stale": 0, "never_reported": 0, "unschedulable": 0}
+        # The scoring pass's own rule at the pass's own time, so these counts are its fresh_nodes/total_nodes.
+        counts = node_state.census(snapshot.nodes, now=now, stale_after_s=self._config.stale_after_s).counts
         age = GaugeMetricFamily("accelscore_node_report_age_seconds", "age of each node's newest report",
                                 labels=["cluster", "node"])
         for entry in snapshot.nodes:
-            summary = entry.summary
-            if not entry.schedulable or (summary is not None and summary.unschedulable):
-                counts["unschedulable"] += 1
-            elif summary is None:
-                counts["never_reported"] += 1
-            elif now - summary.received_at <= self._config.stale_after_s:
-                counts["fresh"] += 1
-            else:
-                counts["stale"] += 1
-            if summary is not None:
-                age.add_metric([cluster, entry.name], max(0.0, now - summary.received_at))
-        nodes = GaugeMetricFamily("accelscore_cluster_nodes", "nodes by report freshness", labels=["cluster", "state"])
+            if entry.summary is not None:
+                age.add_metric([cluster, entry.name], max(0.0, now - entry.summary.received_at))
+        nodes = GaugeMetricFamily("accelscore_cluster_nodes", "nodes by report state (docs/scores.md: freshness)",
+                                  labels=["cluster", "state"])
         for state, n in counts.items():
-            nodes.add_metric([cluster, state], n)
+            nodes.add_metric([cluster, state.value], n)
         pending = GaugeMetricFamily("accelscore_pending_gpu_requests", "GPUs requested by unscheduled Pending pods",
                                     labels=["cluster"])
         pending.add_metric([cluster], snapshot.pending_gpu_requests)
@@ -138,3 +135,10 @@ class ScorerMetrics(Collector):
         for aps, flag in sorted(stats.get("withdrawn", {}).items()):
             withdrawn.add_metric([cluster, aps], 1.0 if flag else 0.0)
         yield from (published, withdrawn)
+
+
+def _reference(spec: score_table.ScoreSpec, config: ScoringConfig) -> float:
+    """The configured raw value at which a score reaches 100."""
+    if spec.scale is score_table.Scale.CEIL:
+        return config.refs[spec.config_key]
+    return config.compat_bounds[spec.config_key][1]

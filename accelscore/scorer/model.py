@@ -1,56 +1,28 @@
 """Plain data the scorer works on: per-node summaries, a cluster snapshot, and published scores.
 
 A `NodeSummary` is computed once per accepted NodeReport (`accelscore.scorer.summarize`), so a scoring pass
-touches a handful of numbers per node instead of every device: that keeps a pass over 5,000 nodes
+touches a handful of numbers per node instead of every device: that keeps a pass over 50,000 nodes
 within budget and memory O(nodes).
 """
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from accelscore.scorer import lanes as _lanes
 
 RESOURCE_USAGE_APS = "resource-usage-score"
 ACCELSCORE_APS = "accelscore"
 
 
-class CompatScore(enum.StrEnum):
-    """`resource-usage-score` names, identical to the upstream Go addon's."""
-
-    CPU_NODE = "cpuNodeAvailable"
-    CPU_CLUSTER = "cpuClusterAvailable"
-    MEM_NODE = "memNodeAvailable"
-    MEM_CLUSTER = "memClusterAvailable"
-    GPU_NODE = "gpuNodeAvailable"
-    GPU_CLUSTER = "gpuClusterAvailable"
-    TPU_NODE = "tpuNodeAvailable"
-    TPU_CLUSTER = "tpuClusterAvailable"
-
-
-class AccelScore(enum.StrEnum):
-    """`accelscore` names (DESIGN §3.1). Names may be added; these never change meaning."""
-
-    GPU_NODE_FREE = "gpuNodeFree"
-    GPU_CLUSTER_FREE = "gpuClusterFree"
-    GPU_CLUSTER_FIT1 = "gpuClusterFit1"
-    GPU_CLUSTER_FIT2 = "gpuClusterFit2"
-    GPU_CLUSTER_FIT4 = "gpuClusterFit4"
-    GPU_CLUSTER_FIT8 = "gpuClusterFit8"
-    GPU_NODE_MEM_FREE = "gpuNodeMemFree"
-    GPU_CLUSTER_COMPUTE_FREE = "gpuClusterComputeFree"
-    GPU_CLUSTER_HEADROOM = "gpuClusterHeadroom"
-    GPU_CLUSTER_HEALTHY = "gpuClusterHealthy"
-    TPU_NODE_FREE = "tpuNodeFree"
-    TPU_CLUSTER_FREE = "tpuClusterFree"
-    CLUSTER_FRESHNESS = "clusterFreshness"
-
-
-def published_score_names() -> dict[str, tuple[str, ...]]:
-    """Every score name the scorer publishes, per AddOnPlacementScore name (the one list to check against)."""
-    return {
-        RESOURCE_USAGE_APS: tuple(s.value for s in CompatScore),
-        ACCELSCORE_APS: tuple(s.value for s in AccelScore),
-    }
+# Pod sizes (whole GPUs) whose fit counts every node summary carries (`gpuClusterFit<k>`).
+FIT_SIZES = (1, 2, 4, 8)
+# Compute units per newest-part equivalent (the `compute_units` lane): weights are exact to 9 decimal places.
+COMPUTE_SCALE = 10**9
+# Lanes of the packed int in `NodeSummary.scan`: what a scoring pass only sums (accelscore.scorer.lanes).
+# compute_units last: the top lane is the one that may exceed 2**32.
+SUMMARY_LANES = (*(f"gpu_fit{k}" for k in FIT_SIZES), "gpu_total", "gpu_healthy", "tpu_free", "tpu_total",
+                 "compute_units")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +44,28 @@ class NodeSummary:
     gpu_free: int  # healthy and with nothing assigned (0 when assignment is unknown)
     gpu_free_known: bool  # False when NVML or kubelet could not be read: gpu_free counts as unknown
     gpu_mem_free_max_bytes: float  # most free memory on one healthy GPU or MIG instance
-    gpu_compute_free: float  # Σ model weight over free GPUs
+    gpu_compute_free: float  # Σ model weight over free GPUs (a whole number of 1/COMPUTE_SCALE units)
     tpu_total: int
     tpu_free: int
     tpu_free_known: bool
+    # Derived once here, so a scoring pass reads one ready tuple per node (accelscore.scorer.totals):
+    # (cpu cores, memory bytes, nvidia.com/gpu, google.com/tpu free; most GPU memory free; free GPUs;
+    #  free TPU chips; SUMMARY_LANES packed).
+    scan: tuple[float, float, float, float, float, int, int, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        gpu_free = max(0, self.gpu_free) if self.gpu_free_known else 0
+        tpu_free = max(0, self.tpu_free) if self.tpu_free_known else 0
+        # summarize() stores units / COMPUTE_SCALE, so rounding recovers the exact units (< 2**51 of them).
+        units = max(0, round(self.gpu_compute_free * COMPUTE_SCALE)) if self.gpu_free_known else 0
+        packed = _lanes.pack([*(gpu_free // k for k in FIT_SIZES), max(0, self.gpu_total), max(0, self.gpu_healthy),
+                              tpu_free, max(0, self.tpu_total), units])
+        # Unknown API amounts are 0, which no sum or node maximum sees. `+ 0.0` makes fresh float objects
+        # allocated together, so a pass over 50,000 nodes touches one or two cache lines per node for them.
+        object.__setattr__(self, "scan", (
+            (self.cpu_free_cores or 0.0) + 0.0, (self.memory_free_bytes or 0.0) + 0.0,
+            (self.gpu_free_api or 0.0) + 0.0, (self.tpu_free_api or 0.0) + 0.0,
+            self.gpu_mem_free_max_bytes + 0.0, gpu_free, tpu_free, packed))
 
 
 @dataclass(frozen=True, slots=True)

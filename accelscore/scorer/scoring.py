@@ -1,27 +1,19 @@
 """One scoring pass: a ClusterSnapshot and a ScoringConfig -> the two published ScoreSets. Pure (no I/O, no clock).
 
-A node counts when the cluster's Node watch says it is schedulable, its newest summary is fresh
-(now - received_at <= stale_after_s) and the agent did not see it cordoned. A node that does not count
-contributes nothing: unknown and stale are never free.
+The pass is `cluster_totals` (one loop over the counted nodes, `accelscore.scorer.totals`) followed by the
+score table (`accelscore.scorer.score_table`): each entry's raw value from the totals, mapped by its scale
+with its reference or bounds from the config. Which nodes count is `accelscore.scorer.node_state`:
+unknown and stale are never free.
 """
 
 from __future__ import annotations
 
-import math
+from fractions import Fraction
 
-from accelscore.scorer.model import (
-    ACCELSCORE_APS,
-    RESOURCE_USAGE_APS,
-    AccelScore,
-    ClusterSnapshot,
-    CompatScore,
-    Score,
-    ScoreSet,
-)
+from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, Score, ScoreSet
+from accelscore.scorer.score_table import Raw, Scale, ScoreSpec, specs_of
 from accelscore.scorer.scoring_config import ScoringConfig
-
-_MIB = 1048576.0
-_GIB = 1073741824.0
+from accelscore.scorer.totals import ClusterTotals, cluster_totals
 
 
 def compat_map(value: float, lo: float, hi: float) -> int:
@@ -33,130 +25,44 @@ def compat_map(value: float, lo: float, hi: float) -> int:
     return int(200.0 * (value - lo) / (hi - lo) - 100.0)  # int() truncates toward zero, as Go's int() does
 
 
-def accel_map(value: float, ref: float) -> int:
-    """accelscore mapping: ceil(100 min(v, ref)/ref) for v > 0 (at least 1), else 0 (also for NaN)."""
+def _exact(x: Raw) -> int | Fraction:
+    """An int or Fraction as is; a float as the decimal it prints as (what a person typed or reads in /metrics)."""
+    return Fraction(repr(x)) if isinstance(x, float) else x
+
+
+def accel_map(value: Raw, ref: Raw) -> int:
+    """accelscore mapping: ceil(100 min(v, ref)/ref) for v > 0 (at least 1), else 0 (also for NaN); exact."""
     if not ref > 0:
         raise ValueError(f"ref must be > 0, got {ref!r}")
     if not value > 0:
         return 0
     if value >= ref:
         return 100
-    return min(100, max(1, math.ceil(100.0 * value / ref)))
+    # Rational arithmetic: 7.04 GPUs of a 64 ref is 11, where floats made 100 * 7.040000000000001 / 64 -> 12.
+    return max(1, -((-100 * _exact(value)) // _exact(ref)))
+
+
+def map_score(spec: ScoreSpec, raw: Raw, config: ScoringConfig) -> int:
+    """The published integer of one entry: its scale, with its ref or bounds as configured."""
+    if spec.scale is Scale.CEIL:
+        return accel_map(raw, config.refs[spec.config_key])
+    lo, hi = config.compat_bounds[spec.config_key]
+    return compat_map(float(raw), lo, hi)
+
+
+def score_set(aps: str, totals: ClusterTotals, config: ScoringConfig) -> ScoreSet:
+    """One AddOnPlacementScore's scores from the totals, in table order, with their raw values as floats."""
+    scores: list[Score] = []
+    raws: dict[str, float] = {}
+    for spec in specs_of(aps):
+        raw = spec.raw(totals)
+        scores.append(Score(spec.name, map_score(spec, raw, config)))
+        raws[spec.name] = float(raw)
+    return ScoreSet(aps, tuple(scores), raws, fresh_nodes=totals.fresh_nodes, total_nodes=totals.schedulable_nodes)
 
 
 def score_cluster(snapshot: ClusterSnapshot, config: ScoringConfig, *, now: float) -> tuple[ScoreSet, ScoreSet]:
     """(resource-usage-score, accelscore) for one cluster at time `now` (unix seconds)."""
-    stale_after = config.stale_after_s
-    schedulable = fresh = 0
-    cpu_node = mem_node = gpu_api_node = tpu_api_node = 0.0  # node scope is >= 0 (upstream)
-    cpu_sum = mem_sum = gpu_api_sum = tpu_api_sum = 0.0  # cluster scope keeps over-commit negatives
-    gpu_node = gpu_sum = fit2 = fit4 = fit8 = 0
-    tpu_node = tpu_sum = 0
-    gpu_total = gpu_healthy = 0
-    mem_max = compute = 0.0
-    # One pass, locals only, no per-node allocation: 5,000 nodes must score in well under 20 ms.
-    for entry in snapshot.nodes:
-        if not entry.schedulable:
-            continue
-        schedulable += 1
-        s = entry.summary
-        if s is None or now - s.received_at > stale_after:
-            continue
-        fresh += 1
-        if s.unschedulable:
-            continue
-        v = s.cpu_free_cores
-        if v is not None:
-            cpu_sum += v
-            if v > cpu_node:
-                cpu_node = v
-        v = s.memory_free_bytes
-        if v is not None:
-            mem_sum += v
-            if v > mem_node:
-                mem_node = v
-        v = s.gpu_free_api
-        if v is not None:
-            gpu_api_sum += v
-            if v > gpu_api_node:
-                gpu_api_node = v
-        v = s.tpu_free_api
-        if v is not None:
-            tpu_api_sum += v
-            if v > tpu_api_node:
-                tpu_api_node = v
-        if s.gpu_free_known:
-            f = s.gpu_free
-            gpu_sum += f
-            if f > gpu_node:
-                gpu_node = f
-            fit2 += f // 2
-            fit4 += f // 4
-            fit8 += f // 8
-            compute += s.gpu_compute_free
-        v = s.gpu_mem_free_max_bytes
-        if v > mem_max:
-            mem_max = v
-        gpu_total += s.gpu_total
-        gpu_healthy += s.gpu_healthy
-        if s.tpu_free_known:
-            f = s.tpu_free
-            tpu_sum += f
-            if f > tpu_node:
-                tpu_node = f
+    totals = cluster_totals(snapshot, now=now, stale_after_s=config.stale_after_s)
+    return score_set(RESOURCE_USAGE_APS, totals, config), score_set(ACCELSCORE_APS, totals, config)
 
-    compat_raw = {
-        CompatScore.CPU_NODE.value: cpu_node,
-        CompatScore.CPU_CLUSTER.value: cpu_sum,
-        CompatScore.MEM_NODE.value: mem_node / _MIB,
-        CompatScore.MEM_CLUSTER.value: mem_sum / _MIB,
-        CompatScore.GPU_NODE.value: gpu_api_node,
-        CompatScore.GPU_CLUSTER.value: gpu_api_sum,
-        CompatScore.TPU_NODE.value: tpu_api_node,
-        CompatScore.TPU_CLUSTER.value: tpu_api_sum,
-    }
-    accel_raw = {
-        AccelScore.GPU_NODE_FREE.value: float(gpu_node),
-        AccelScore.GPU_CLUSTER_FREE.value: float(gpu_sum),
-        AccelScore.GPU_CLUSTER_FIT1.value: float(gpu_sum),
-        AccelScore.GPU_CLUSTER_FIT2.value: float(fit2),
-        AccelScore.GPU_CLUSTER_FIT4.value: float(fit4),
-        AccelScore.GPU_CLUSTER_FIT8.value: float(fit8),
-        AccelScore.GPU_NODE_MEM_FREE.value: mem_max / _GIB,
-        AccelScore.GPU_CLUSTER_COMPUTE_FREE.value: compute,
-        AccelScore.GPU_CLUSTER_HEADROOM.value: max(0.0, gpu_sum - snapshot.pending_gpu_requests),
-        AccelScore.GPU_CLUSTER_HEALTHY.value: 100.0 * gpu_healthy / gpu_total if gpu_total else 0.0,
-        AccelScore.TPU_NODE_FREE.value: float(tpu_node),
-        AccelScore.TPU_CLUSTER_FREE.value: float(tpu_sum),
-        AccelScore.CLUSTER_FRESHNESS.value: 100.0 * fresh / schedulable if schedulable else 0.0,
-    }
-    return (
-        _compat_set(compat_raw, config, fresh=fresh, total=schedulable),
-        _accel_set(accel_raw, config, fresh=fresh, total=schedulable),
-    )
-
-
-# Which compat bound each resource-usage score is mapped with.
-_COMPAT_RESOURCE = {
-    CompatScore.CPU_NODE.value: "cpu", CompatScore.CPU_CLUSTER.value: "cpu",
-    CompatScore.MEM_NODE.value: "memory", CompatScore.MEM_CLUSTER.value: "memory",
-    CompatScore.GPU_NODE.value: "gpu", CompatScore.GPU_CLUSTER.value: "gpu",
-    CompatScore.TPU_NODE.value: "tpu", CompatScore.TPU_CLUSTER.value: "tpu",
-}
-
-
-def _compat_set(raw: dict[str, float], config: ScoringConfig, *, fresh: int, total: int) -> ScoreSet:
-    """resource-usage-score, in CompatScore order."""
-    bounds = config.compat_bounds
-    scores = []
-    for name, value in raw.items():
-        lo, hi = bounds[_COMPAT_RESOURCE[name]]
-        scores.append(Score(name, compat_map(value, lo, hi)))
-    return ScoreSet(RESOURCE_USAGE_APS, tuple(scores), raw, fresh_nodes=fresh, total_nodes=total)
-
-
-def _accel_set(raw: dict[str, float], config: ScoringConfig, *, fresh: int, total: int) -> ScoreSet:
-    """accelscore, in AccelScore order."""
-    refs = config.refs
-    scores = tuple(Score(name, accel_map(value, refs[name])) for name, value in raw.items())
-    return ScoreSet(ACCELSCORE_APS, scores, raw, fresh_nodes=fresh, total_nodes=total)

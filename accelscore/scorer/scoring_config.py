@@ -9,37 +9,21 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
 from accelscore.options import Option, positive_float
-from accelscore.scorer.model import AccelScore
+from accelscore.scorer.model import COMPUTE_SCALE
+from accelscore.scorer.score_table import SCORES, Scale
 
-# Raw value at which each accelscore score saturates at 100 (DESIGN §3.1: an 8-GPU node, a 64-GPU cluster).
-DEFAULT_SCORE_REFS: Mapping[str, float] = MappingProxyType({
-    AccelScore.GPU_NODE_FREE.value: 8.0,
-    AccelScore.GPU_CLUSTER_FREE.value: 64.0,
-    AccelScore.GPU_CLUSTER_FIT1.value: 64.0,
-    AccelScore.GPU_CLUSTER_FIT2.value: 32.0,
-    AccelScore.GPU_CLUSTER_FIT4.value: 16.0,
-    AccelScore.GPU_CLUSTER_FIT8.value: 8.0,
-    AccelScore.GPU_NODE_MEM_FREE.value: 80.0,  # GiB
-    AccelScore.GPU_CLUSTER_COMPUTE_FREE.value: 64.0,  # newest-part equivalents
-    AccelScore.GPU_CLUSTER_HEADROOM.value: 64.0,
-    AccelScore.GPU_CLUSTER_HEALTHY.value: 100.0,  # percent
-    AccelScore.TPU_NODE_FREE.value: 8.0,
-    AccelScore.TPU_CLUSTER_FREE.value: 64.0,
-    AccelScore.CLUSTER_FRESHNESS.value: 100.0,  # percent
-})
-
-# resource-usage-score min:max per resource, upstream's bounds (memory in MiB: upstream's unit bug fixed).
-COMPAT_RESOURCES = ("cpu", "memory", "gpu", "tpu")
-DEFAULT_COMPAT_BOUNDS: Mapping[str, tuple[float, float]] = MappingProxyType({
-    "cpu": (0.0, 100.0),  # cores
-    "memory": (0.0, 1048576.0),  # MiB
-    "gpu": (0.0, 20.0),  # nvidia.com/gpu
-    "tpu": (0.0, 20.0),  # google.com/tpu chips
-})
+# Raw value at which each accelscore score saturates at 100, and upstream's min:max per resource for
+# resource-usage-score: both are the defaults of the score table's entries.
+DEFAULT_SCORE_REFS: Mapping[str, float] = MappingProxyType(
+    {spec.config_key: spec.default for spec in SCORES if spec.scale is Scale.CEIL})
+DEFAULT_COMPAT_BOUNDS: Mapping[str, tuple[float, float]] = MappingProxyType(
+    {spec.config_key: spec.default for spec in SCORES if spec.scale is Scale.LINEAR})
+COMPAT_RESOURCES = tuple(DEFAULT_COMPAT_BOUNDS)
 
 # Case-insensitive substring of the NVML model name -> relative throughput; the first match wins, so a
 # more specific entry comes before any entry that is a substring of it (GH200 before H200 before H20,
@@ -132,6 +116,7 @@ class ScoringConfig:
     _lowered_weights: tuple[tuple[str, float], ...] = field(init=False, repr=False, compare=False, default=())
     _unknown_weight: float = field(init=False, repr=False, compare=False, default=0.0)
     _weight_memo: dict[str, float] = field(init=False, repr=False, compare=False, default_factory=dict)
+    _units_memo: dict[str, int] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         # Names left out take their defaults, so a partial mapping is enough; bad values fail here, once.
@@ -160,8 +145,23 @@ class ScoringConfig:
                 memo[model] = weight
         return weight
 
+    def gpu_weight_units(self, model: str) -> int:
+        """The weight in COMPUTE_SCALE units, so summaries add whole numbers and the compute score is exact."""
+        memo = self._units_memo
+        units = memo.get(model)
+        if units is None:
+            units = weight_units(self.gpu_weight(model))
+            if len(memo) < _MEMO_LIMIT:
+                memo[model] = units
+        return units
+
 
 _MEMO_LIMIT = 1024
+
+
+def weight_units(weight: float) -> int:
+    """A weight as the decimal it prints as, in COMPUTE_SCALE units (exact to 9 places; a positive one >= 1)."""
+    return max(1, round(Fraction(repr(weight)) * COMPUTE_SCALE))
 
 
 def _first_match(table: tuple[tuple[str, float], ...], lowered_model: str, unknown: float) -> float:

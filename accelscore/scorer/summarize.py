@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from accelscore.devices import KINDS, AcceleratorFamily, DeviceKind
-from accelscore.scorer.model import NodeSummary
+from accelscore.scorer.model import COMPUTE_SCALE, NodeSummary
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.v1 import report_pb2
 
@@ -82,8 +82,8 @@ def _gpu_part(
             continue
         assignment_known = assignment_known and device.assignment_known
     free_known = nvidia_ok and assignment_known
-    healthy = free = 0
-    mem_max = compute = 0.0
+    healthy = free = units = 0
+    mem_max = 0.0
     for gpu in gpus:
         instances = migs.get(gpu.id, ())
         usable = nvidia_ok and gpu.health in _USABLE
@@ -100,10 +100,10 @@ def _gpu_part(
         if (free_known and not gpu.assignments
                 and not any(mig.assignments or mig.health == _UNHEALTHY for mig in instances)):
             free += 1
-            compute += config.gpu_weight(gpu.model)
+            units += config.gpu_weight_units(gpu.model)  # whole units: the sum is exact
     if not free_known:
-        free, compute, mem_max = 0, 0.0, 0.0  # which memory can take work is unknown, so none counts
-    return len(gpus), healthy, free, free_known, mem_max, compute
+        free, units, mem_max = 0, 0, 0.0  # which memory can take work is unknown, so none counts
+    return len(gpus), healthy, free, free_known, mem_max, units / COMPUTE_SCALE
 
 
 def _tpu_part(report: report_pb2.NodeReport, tpu_ok: bool) -> tuple[int, int, bool]:

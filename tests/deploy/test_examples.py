@@ -8,7 +8,7 @@ from typing import Any
 import celpy
 import pytest
 
-from accelscore.scorer.model import published_score_names
+from accelscore.scorer.score_table import published_score_names
 from tests.deploy import support
 
 _SCORES_CALL = re.compile(r'managedCluster\.scores\("([^"]+)"\)')

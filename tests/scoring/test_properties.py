@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelscore.scorer.model import AccelScore, ClusterSnapshot, CompatScore, NodeEntry, ScoreSet
+from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, NodeEntry, ScoreSet
+from accelscore.scorer.score_table import published_score_names
 from accelscore.scorer.scoring import score_cluster
 from accelscore.scorer.scoring_config import default_scoring_config
 from accelscore.scorer.summarize import summarize
@@ -15,6 +16,8 @@ from accelscore.v1 import report_pb2 as pb
 from tests.scoring import builders as b
 
 CONFIG = default_scoring_config()
+ACCEL_NAMES = set(published_score_names()[ACCELSCORE_APS])
+COMPAT_NAMES = set(published_score_names()[RESOURCE_USAGE_APS])
 NOW = 10_000.0
 GIB = b.GIB
 MODELS = ("NVIDIA B200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", "Tesla T4", "Unknown GPU")
@@ -101,8 +104,8 @@ def test_every_score_is_an_int_in_range_with_unique_names(cluster: tuple[list[No
     compat, accel = _score(*cluster)
     assert all(type(s.value) is int and -100 <= s.value <= 100 for s in compat.scores)
     assert all(type(s.value) is int and 0 <= s.value <= 100 for s in accel.scores)
-    assert len({s.name for s in compat.scores}) == len(CompatScore)
-    assert len({s.name for s in accel.scores}) == len(AccelScore)
+    assert len({s.name for s in compat.scores}) == len(COMPAT_NAMES)
+    assert len({s.name for s in accel.scores}) == len(ACCEL_NAMES)
     assert 0 <= accel.fresh_nodes <= accel.total_nodes
 
 
@@ -120,7 +123,7 @@ def test_making_any_gpu_unhealthy_never_raises_any_score(cluster: tuple[list[Nod
     worse = [*nodes[:i], replace(nodes[i], gpus=tuple(broken)), *nodes[i + 1:]]
     compat_before, accel_before = _score(nodes, pending)
     compat_after, accel_after = _score(worse, pending)
-    _never_higher(accel_before, accel_after, {s.value for s in AccelScore})
+    _never_higher(accel_before, accel_after, ACCEL_NAMES)
     assert compat_after.as_dict() == compat_before.as_dict()  # API-level scores do not read device health
 
 
@@ -131,9 +134,8 @@ def test_making_any_gpu_unhealthy_never_raises_any_score(cluster: tuple[list[Nod
 # - resource-usage *cluster* scores are upstream's Σ(allocatable - requested), which keeps over-commit
 #   negatives: dropping a node with negative free raises the sum. Node scope is floored at 0 and only falls.
 # Everything else — free, fits, memory, compute, headroom, TPU, freshness and node scopes — never rises.
-_STALE_MAY_RISE = {AccelScore.GPU_CLUSTER_HEALTHY.value}
-_COMPAT_NODE_SCOPE = {CompatScore.CPU_NODE.value, CompatScore.MEM_NODE.value, CompatScore.GPU_NODE.value,
-                      CompatScore.TPU_NODE.value}
+_STALE_MAY_RISE = {"gpuClusterHealthy"}
+_COMPAT_NODE_SCOPE = {"cpuNodeAvailable", "memNodeAvailable", "gpuNodeAvailable", "tpuNodeAvailable"}
 
 
 @settings(max_examples=200, deadline=None)
@@ -144,10 +146,10 @@ def test_making_a_node_stale_never_raises_a_capacity_score(cluster: tuple[list[N
     stale = [*nodes[:i], replace(nodes[i], age=CONFIG.stale_after_s + 1), *nodes[i + 1:]]
     compat_before, accel_before = _score(nodes, pending)
     compat_after, accel_after = _score(stale, pending)
-    _never_higher(accel_before, accel_after, {s.value for s in AccelScore} - _STALE_MAY_RISE)
+    _never_higher(accel_before, accel_after, ACCEL_NAMES - _STALE_MAY_RISE)
     _never_higher(compat_before, compat_after, _COMPAT_NODE_SCOPE)
     if min(nodes[i].resources) >= 0:
-        _never_higher(compat_before, compat_after, {s.value for s in CompatScore})
+        _never_higher(compat_before, compat_after, COMPAT_NAMES)
 
 
 def test_a_stale_unhealthy_node_can_raise_gpu_cluster_healthy() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, NodeEntry, published_score_names
+from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, NodeEntry
+from accelscore.scorer.score_table import published_score_names
 from accelscore.scorer.scoring import score_cluster
 from accelscore.scorer.scoring_config import ScoringConfig, default_scoring_config
 from accelscore.scorer.summarize import summarize

@@ -7,7 +7,8 @@ import argparse
 import pytest
 
 from accelscore.options import ConfigError, add_options, resolve
-from accelscore.scorer.model import AccelScore
+from accelscore.scorer.model import ACCELSCORE_APS
+from accelscore.scorer.score_table import published_score_names
 from accelscore.scorer.scoring_config import (
     DEFAULT_GPU_MODEL_WEIGHTS,
     SCORING_OPTIONS,
@@ -22,7 +23,7 @@ from accelscore.scorer.scoring_config import (
 
 def test_defaults_match_the_documented_values() -> None:
     config = default_scoring_config()
-    assert set(config.refs) == {s.value for s in AccelScore}
+    assert set(config.refs) == set(published_score_names()[ACCELSCORE_APS])
     assert config.refs["gpuNodeFree"] == 8 and config.refs["gpuClusterFit8"] == 8
     assert config.refs["gpuClusterFit2"] == 32 and config.refs["gpuNodeMemFree"] == 80
     assert dict(config.compat_bounds) == {"cpu": (0, 100), "memory": (0, 1048576), "gpu": (0, 20), "tpu": (0, 20)}

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from accelscore.cli import main
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, published_score_names
+from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
+from accelscore.scorer.score_table import published_score_names
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEETS = ROOT / "fixtures" / "fleets"

@@ -1,0 +1,93 @@
+"""The one freshness rule: which state a node is in, for the scoring pass and for `/metrics` alike. Pure.
+
+Semantics (DESIGN §3.1, `clusterFreshness` = percent of schedulable nodes whose report is fresh):
+
+- *Schedulable* is the Node watch's word (live, from the API server). A node it calls unschedulable
+  (cordoned, or gone) is outside every count, fresh or not.
+- *Fresh* means the newest accepted report is at most `stale_after_s` old (now - received_at; a report
+  from the future, clock skew, is fresh).
+- A node whose fresh report says the agent saw it cordoned while the watch still calls it schedulable
+  (one of the two lags the other by up to a report interval; in local mode there is no watch) is fresh
+  data, so it counts toward `clusterFreshness` and the withdrawal ratio, but its capacity is withheld:
+  either source saying "cordoned" keeps its devices out of every free count.
+- Stale and never-reported nodes count in the denominator and contribute nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from accelscore.scorer.model import NodeEntry, NodeSummary
+
+
+class NodeState(enum.Enum):
+    """Where a node stands in one scoring pass; the value is the `/metrics` state label."""
+
+    UNSCHEDULABLE = "unschedulable"  # the Node watch says cordoned: outside every count
+    NEVER_REPORTED = "never_reported"  # schedulable, no report yet
+    STALE = "stale"  # schedulable, newest report older than stale_after_s
+    CORDONED = "cordoned"  # schedulable per the watch, fresh report saw it cordoned: fresh, no capacity
+    FRESH = "fresh"  # schedulable, fresh report: its capacity counts
+
+    @property
+    def schedulable(self) -> bool:
+        """In the denominator of clusterFreshness (the `total_nodes` of a ScoreSet)."""
+        return self is not NodeState.UNSCHEDULABLE
+
+    @property
+    def fresh(self) -> bool:
+        """In the numerator of clusterFreshness (the `fresh_nodes` of a ScoreSet)."""
+        return self is NodeState.FRESH or self is NodeState.CORDONED
+
+    @property
+    def counted(self) -> bool:
+        """Its capacity enters the scores."""
+        return self is NodeState.FRESH
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCensus:
+    """How many nodes are in each state, and the summaries of the counted (FRESH) ones in snapshot order."""
+
+    counts: Mapping[NodeState, int]
+    counted: tuple[NodeSummary, ...]
+
+    @property
+    def schedulable_nodes(self) -> int:
+        return sum(n for state, n in self.counts.items() if state.schedulable)
+
+    @property
+    def fresh_nodes(self) -> int:
+        return sum(n for state, n in self.counts.items() if state.fresh)
+
+
+def census(nodes: Iterable[NodeEntry], *, now: float, stale_after_s: float) -> NodeCensus:
+    """Every node's state by the one rule, written once here as a loop (a call per node would cost ~3 ms at 50,000)."""
+    unschedulable = never = stale = cordoned = 0
+    counted: list[NodeSummary] = []
+    keep = counted.append
+    for entry in nodes:
+        if not entry.schedulable:
+            unschedulable += 1
+            continue
+        summary = entry.summary
+        if summary is None:
+            never += 1
+        elif now - summary.received_at > stale_after_s:
+            stale += 1
+        elif summary.unschedulable:
+            cordoned += 1
+        else:
+            keep(summary)
+    counts = {NodeState.UNSCHEDULABLE: unschedulable, NodeState.NEVER_REPORTED: never, NodeState.STALE: stale,
+              NodeState.CORDONED: cordoned, NodeState.FRESH: len(counted)}
+    return NodeCensus(MappingProxyType(counts), tuple(counted))
+
+
+def node_state(entry: NodeEntry, *, now: float, stale_after_s: float) -> NodeState:
+    """The state of one node: what `census` says about it alone."""
+    counts = census((entry,), now=now, stale_after_s=stale_after_s).counts
+    return next(state for state, n in counts.items() if n)

@@ -1,0 +1,156 @@
+"""The built-in scores as one table: each `ScoreSpec` says what a score means and how it is computed. Pure data.
+
+A score is a raw value (a function of `ClusterTotals`) mapped to an integer: `ceil` for `accelscore`
+(0..100), upstream's `linear` for `resource-usage-score` (-100..100). Published order is table order.
+Adding a score over the existing totals is one entry here plus its test; the scoring pass, the scorer's
+`/metrics`, local mode, the simulator, the config defaults and docs/scores.md all read this table.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from types import MappingProxyType
+
+from accelscore.scorer.model import ACCELSCORE_APS, FIT_SIZES, RESOURCE_USAGE_APS
+from accelscore.scorer.totals import ClusterTotals
+
+Raw = int | float | Fraction
+_MIB = 1 << 20
+_GIB = 1 << 30
+
+
+class Scale(enum.Enum):
+    """How a raw value becomes the published integer (accelscore.scorer.scoring)."""
+
+    CEIL = "ceil"  # ceil(100 min(v, ref)/ref) for v > 0, else 0: 0..100
+    LINEAR = "linear"  # upstream: v <= min -> -100, v >= max -> 100, else int(200(v-min)/(max-min) - 100)
+
+
+@dataclass(frozen=True, slots=True)
+class ApsSpec:
+    """One AddOnPlacementScore object: its range and what its extreme values mean."""
+
+    name: str
+    low: int
+    high: int
+    bottom_means: str  # what the lowest value says
+    when_stale: str  # what the hub holds while too few nodes are fresh (publish_policy.withdrawn_scores)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreSpec:
+    """One published score: name, object, raw value, mapping and its default, unit and meaning."""
+
+    name: str
+    aps: str
+    raw: Callable[[ClusterTotals], Raw]  # exact (int/Fraction) for CEIL scores: the mapping is exact
+    scale: Scale
+    config_key: str  # CEIL: the name in --score-refs; LINEAR: the resource in --compat-bounds
+    default: float | tuple[float, float]  # CEIL: ref (raw value that maps to 100); LINEAR: (min, max)
+    unit: str
+    meaning: str  # one line, also the /metrics and docs help
+    formula: str  # the raw value, as the docs show it
+
+
+APS: Mapping[str, ApsSpec] = MappingProxyType({
+    RESOURCE_USAGE_APS: ApsSpec(
+        RESOURCE_USAGE_APS, -100, 100, "-100 = nothing free, or unknown (no fresh schedulable node reported it)",
+        "every name at -100 (a missing score counts 0, mid-range here, and would outrank a live full cluster)"),
+    ACCELSCORE_APS: ApsSpec(
+        ACCELSCORE_APS, 0, 100, "0 = none or unknown; any positive raw value scores at least 1",
+        "withdrawn (`scores: []`); OCM counts a missing score as 0 = none"),
+})
+
+
+def _ceil(name: str, ref: float, unit: str, meaning: str, formula: str, raw: Callable[[ClusterTotals], Raw],
+          ) -> ScoreSpec:
+    """An accelscore entry, overridable by --score-refs under its own name."""
+    return ScoreSpec(name, ACCELSCORE_APS, raw, Scale.CEIL, name, ref, unit, meaning, formula)
+
+
+def _linear(name: str, resource: str, bounds: tuple[float, float], unit: str, meaning: str, formula: str,
+            raw: Callable[[ClusterTotals], Raw]) -> ScoreSpec:
+    """A resource-usage-score entry, its bounds overridable by --compat-bounds per resource."""
+    return ScoreSpec(name, RESOURCE_USAGE_APS, raw, Scale.LINEAR, resource, bounds, unit, meaning, formula)
+
+
+def _percent(part: int, whole: int) -> Fraction:
+    """100 part/whole exactly; 0 when there is no whole (unknown)."""
+    return Fraction(100 * part, whole) if whole else Fraction(0)
+
+
+def _headroom(t: ClusterTotals) -> Raw:
+    """Free GPUs less the pending backlog, never below 0; an unreadable backlog leaves no headroom."""
+    pending = t.pending_gpu_requests
+    if not math.isfinite(pending):
+        return 0
+    return max(Fraction(0), t.gpu_free_sum - Fraction(pending))
+
+
+def _fit(k: int) -> ScoreSpec:
+    """gpuClusterFit<k>: its ref is 64/k so every fit score saturates at the same 64-GPU cluster."""
+    return _ceil(f"gpuClusterFit{k}", 64.0 / k, "pods",
+                 f"how many pods asking {k} whole GPU{'s' if k > 1 else ''} fit",
+                 f"Σ over counted nodes ⌊free GPUs / {k}⌋", lambda t: t.gpu_fit(k))
+
+
+_CPU, _MEM, _GPU, _TPU = (0.0, 100.0), (0.0, 1048576.0), (0.0, 20.0), (0.0, 20.0)  # upstream (memory in MiB)
+_NODE_MAX = "max over counted nodes of allocatable - requested (≥ 0)"
+_CLUSTER_SUM = "Σ over counted nodes of allocatable - requested (over-commit negatives kept)"
+
+SCORES: tuple[ScoreSpec, ...] = (
+    _linear("cpuNodeAvailable", "cpu", _CPU, "cores", "most CPU free on one node", _NODE_MAX,
+            lambda t: t.cpu_free_node_max),
+    _linear("cpuClusterAvailable", "cpu", _CPU, "cores", "CPU free in the cluster", _CLUSTER_SUM,
+            lambda t: t.cpu_free_sum),
+    _linear("memNodeAvailable", "memory", _MEM, "MiB", "most memory free on one node", _NODE_MAX,
+            lambda t: t.memory_free_node_max_bytes / _MIB),
+    _linear("memClusterAvailable", "memory", _MEM, "MiB", "memory free in the cluster", _CLUSTER_SUM,
+            lambda t: t.memory_free_sum_bytes / _MIB),
+    _linear("gpuNodeAvailable", "gpu", _GPU, "nvidia.com/gpu", "most GPUs free on one node (API level)",
+            _NODE_MAX, lambda t: t.gpu_api_free_node_max),
+    _linear("gpuClusterAvailable", "gpu", _GPU, "nvidia.com/gpu", "GPUs free in the cluster (API level)",
+            _CLUSTER_SUM, lambda t: t.gpu_api_free_sum),
+    _linear("tpuNodeAvailable", "tpu", _TPU, "google.com/tpu", "most TPU chips free on one node (API level)",
+            _NODE_MAX, lambda t: t.tpu_api_free_node_max),
+    _linear("tpuClusterAvailable", "tpu", _TPU, "google.com/tpu", "TPU chips free in the cluster (API level)",
+            _CLUSTER_SUM, lambda t: t.tpu_api_free_sum),
+    _ceil("gpuNodeFree", 8.0, "GPUs", "most healthy, unassigned GPUs on one node (device level)",
+          "max over counted nodes of healthy GPUs with nothing assigned", lambda t: t.gpu_free_node_max),
+    _ceil("gpuClusterFree", 64.0, "GPUs", "healthy, unassigned GPUs in the cluster (device level)",
+          "Σ over counted nodes of healthy GPUs with nothing assigned", lambda t: t.gpu_free_sum),
+    *(_fit(k) for k in FIT_SIZES),
+    _ceil("gpuNodeMemFree", 80.0, "GiB", "most free device memory on one healthy GPU or MIG instance that takes work",
+          "max over such GPUs/instances on counted nodes of total - used - reserved",
+          lambda t: Fraction(t.gpu_mem_free_node_max_bytes) / _GIB),
+    _ceil("gpuClusterComputeFree", 64.0, "newest-part equivalents", "free GPUs weighted by model throughput",
+          "Σ over free GPUs of the model weight (`--gpu-model-weights`; B200 = 1.0), exact",
+          lambda t: t.gpu_compute_free),
+    _ceil("gpuClusterHeadroom", 64.0, "GPUs", "free GPUs left after the pending backlog",
+          "max(0, gpuClusterFree raw - GPUs requested by Pending pods with no node)", _headroom),
+    _ceil("gpuClusterHealthy", 100.0, "percent", "share of the counted nodes' GPUs that are healthy",
+          "100 · healthy or degraded GPUs / GPUs (0 with no GPUs)", lambda t: _percent(t.gpu_healthy, t.gpu_total)),
+    _ceil("tpuNodeFree", 8.0, "chips", "most healthy, unassigned TPU chips on one node",
+          "max over counted nodes of healthy TPU chips with nothing assigned", lambda t: t.tpu_free_node_max),
+    _ceil("tpuClusterFree", 64.0, "chips", "healthy, unassigned TPU chips in the cluster",
+          "Σ over counted nodes of healthy TPU chips with nothing assigned", lambda t: t.tpu_free_sum),
+    _ceil("clusterFreshness", 100.0, "percent", "share of schedulable nodes whose report is fresh",
+          "100 · fresh nodes / schedulable nodes (accelscore.scorer.node_state; 0 with none)",
+          lambda t: _percent(t.fresh_nodes, t.schedulable_nodes)),
+)
+
+BY_NAME: Mapping[str, ScoreSpec] = MappingProxyType({spec.name: spec for spec in SCORES})
+
+
+def specs_of(aps: str) -> tuple[ScoreSpec, ...]:
+    """The entries of one AddOnPlacementScore, in published order."""
+    return tuple(spec for spec in SCORES if spec.aps == aps)
+
+
+def published_score_names() -> dict[str, tuple[str, ...]]:
+    """Every score name the scorer publishes, per AddOnPlacementScore name (the one list to check against)."""
+    return {aps: tuple(spec.name for spec in specs_of(aps)) for aps in APS}
