@@ -1,13 +1,31 @@
 # The two set-up commands on a fresh machine are `make run` and `make test`;
-# both create the virtual environment and install what they need.
+# both create the virtual environment and install what they need (scripts/ensure-tools: the Debian
+# packages the tests and benchmarks run, when root; otherwise one line saying what to install).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint protos bench image clean
+.PHONY: run test lint protos bench image clean venv python test-tools bench-tools
 
-$(STAMP): pyproject.toml
+# Python >= 3.11 with venv support, checked before anything is installed.
+python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  found=$$($(PYTHON) --version 2>/dev/null) || found="not found"; \
+	  echo "accelscore needs Python >= 3.11, $(PYTHON) is $$found: install python3 >= 3.11 (Debian 12: apt-get install python3 python3-venv) or run make PYTHON=/path/to/python3.11" >&2; \
+	  exit 1; }
+	@PYTHON=$(PYTHON) bash scripts/ensure-tools venv
+
+# What the tests run: prometheus and promtool (Debian package prometheus, tests/metrics), setpriv
+# (util-linux, tests/deploy/test_agent_identity.py).
+test-tools:
+	@bash scripts/ensure-tools prometheus promtool setpriv
+
+# The Debian package the benchmarks run: prometheus-node-exporter (bench/bench_agent.py).
+bench-tools:
+	@bash scripts/ensure-tools prometheus-node-exporter
+
+$(STAMP): pyproject.toml | python
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -20,7 +38,7 @@ run: $(STAMP)
 	$(BIN)/accelscore local --once
 
 ## test: lint, then the whole test suite
-test: $(STAMP)
+test: python test-tools $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/pytest
 
@@ -32,7 +50,7 @@ protos: $(STAMP)
 	$(BIN)/python accelscore/protogen.py
 
 ## bench: every benchmark in bench/, one table
-bench: $(STAMP)
+bench: python bench-tools $(STAMP)
 	$(BIN)/python -m bench
 
 IMAGE ?= accelscore:dev

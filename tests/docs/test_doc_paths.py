@@ -1,0 +1,34 @@
+"""Every repository path the README and docs/ name exists, and no doc points outside the repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
+_TOP = ("accelscore", "bench", "deploy", "docs", "fixtures", "proto", "scripts", "tests", ".ci")
+# A backticked token that starts with a top-level folder; placeholders (<x>, *, …) are not paths.
+_TOPS = "|".join(re.escape(t) for t in _TOP)
+_PATH = re.compile(rf"`((?:{_TOPS})/[^`\s]*)`")
+
+
+def named_paths(text: str) -> set[str]:
+    return {m.rstrip("/.,:") for m in _PATH.findall(text) if not re.search(r"[<>*…{}$=]", m)}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_named_path_exists(doc: Path) -> None:
+    missing = sorted(p for p in named_paths(doc.read_text(encoding="utf-8")) if not (REPO / p).exists())
+    assert missing == [], f"{doc.name} names paths that do not exist"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_no_doc_points_outside_the_repository(doc: Path) -> None:
+    assert "../shared" not in doc.read_text(encoding="utf-8")
+
+
+def test_the_path_finder_skips_placeholders() -> None:
+    assert named_paths("`docs/a.md` and `deploy/<name>` and `fixtures/x/`.") == {"docs/a.md", "fixtures/x"}
