@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
 
 from tests.deploy import support
-from tests.monitoring.exposition import exported_names
+from tests.docs.exported import both
 from tests.monitoring.support import alert_rules
 
 DASHBOARD = support.DEPLOY / "grafana" / "accelscore.json"
@@ -22,6 +23,12 @@ METRICS = {
     "accelscore_hub_writes_total",
 }
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+
+
+@functools.cache
+def exported_names() -> frozenset[str]:
+    """Every family name the real agent and scorer export (tests/docs/exported.py, as docs/metrics.md)."""
+    return frozenset(name for _, families in both() for name in families)
 
 
 def _load() -> dict[str, Any]:

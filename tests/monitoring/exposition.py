@@ -3,7 +3,6 @@ Prometheus would store from them (target labels of a ServiceMonitor scrape added
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass
 
@@ -151,13 +150,3 @@ def full_agent_exposition() -> bytes:
         return generate_latest(registry)
     finally:
         collectors.close()
-
-
-@functools.cache
-def exported_names() -> frozenset[str]:
-    """Every sample name the agent and the scorer expose (as Prometheus stores them)."""
-    names = set()
-    for body in (full_agent_exposition(), agent_exposition("xid-79", xid_step=1), scorer_exposition()):
-        names |= {s.name for s in stored_series(body, {})}
-        names |= {line.split()[2] for line in body.decode().splitlines() if line.startswith("# TYPE ")}
-    return frozenset(names)
