@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     startup_api_client()  # a KUBECONFIG that is set must load; none at all is fine (node collector ABSENT)
     if not args.once:
         _check_token_file(config)
+        _check_tls(config)
     collectors = app.build_collectors(config.host)
     try:
         if args.once:
@@ -90,6 +91,23 @@ def _check_token_file(config: AgentConfig) -> None:
                            f"{err.strerror or err}") from err
 
 
+def _check_tls(config: AgentConfig) -> None:
+    """Pushing needs the scorer's CA (or an explicit --insecure-plaintext, warned about loudly)."""
+    if not config.scorer_address:
+        return
+    if config.insecure_plaintext:
+        log.warning("pushing in PLAINTEXT (--insecure-plaintext): the token and reports cross the network "
+                    "readable and replayable; never run a cluster like this")
+        return
+    try:
+        ca = config.ca_file.read_bytes()
+    except OSError as err:
+        raise StartupError(f"cannot read the scorer's CA file {config.ca_file} (ACCELSCORE_CA_FILE): "
+                           f"{err.strerror or err}") from err
+    if b"-----BEGIN CERTIFICATE-----" not in ca:
+        raise StartupError(f"the scorer's CA file {config.ca_file} (ACCELSCORE_CA_FILE) holds no PEM certificate")
+
+
 def _push_loop(config: AgentConfig) -> Any:
     """The push path, or None when no scorer address is set (metrics only)."""
     if not config.scorer_address:
@@ -102,7 +120,8 @@ def _push_loop(config: AgentConfig) -> Any:
     if token_file is None:
         log.warning("token file %s does not exist: pushes carry no token and a scorer with auth rejects them",
                     config.token_file)
-    sender = ReportSender(address=config.scorer_address, token_file=token_file)
+    sender = ReportSender(address=config.scorer_address, token_file=token_file, ca_file=config.ca_file,
+                          server_name=config.tls_server_name, insecure_plaintext=config.insecure_plaintext)
     loop = PushLoop(sender=sender, interval_s=config.host.interval_s, change_key=change_key)
     loop.start()
     return loop

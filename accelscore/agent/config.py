@@ -11,6 +11,7 @@ from accelscore.options import (
     LOG_FORMAT,
     LOG_LEVEL,
     Option,
+    boolean,
     host_port,
     one_of,
     port_list,
@@ -42,6 +43,12 @@ AGENT_OPTIONS = (
            "projected ServiceAccount token (audience accelscore) sent with every push"),
     Option("--cluster-name", "CLUSTER_NAME", text, "local",
            "the `cluster` label on every series (the OCM addon sets CLUSTER_NAME; match the scorer's)"),
+    Option("--ca-file", "ACCELSCORE_CA_FILE", text, "/var/run/accelscore/ca/ca.crt",
+           "the scorer's CA bundle (PEM; its ConfigMap mounted), re-read on every reconnect"),
+    Option("--tls-server-name", "ACCELSCORE_TLS_SERVER_NAME", text, "",
+           "name the scorer's certificate must carry; empty = the host of --scorer-address"),
+    Option("--insecure-plaintext", "ACCELSCORE_INSECURE_PLAINTEXT", boolean, "false",
+           "push without TLS: the token crosses the network readable (tests only)", is_switch=True),
     Option("--output", "ACCELSCORE_AGENT_OUTPUT", one_of("json", "text"), "json",
            "with --once: json (the proto's canonical JSON) or text"),
 )
@@ -69,6 +76,9 @@ class AgentConfig:
     token_file: Path
     output: str
     cluster_name: str = "local"
+    ca_file: Path = Path("/var/run/accelscore/ca/ca.crt")
+    tls_server_name: str = ""
+    insecure_plaintext: bool = False
 
 
 def host_config_from(values: dict[str, Any]) -> HostConfig:
@@ -92,4 +102,7 @@ def agent_config_from(values: dict[str, Any]) -> AgentConfig:
         token_file=Path(values["token_file"]),
         output=values["output"],
         cluster_name=values["cluster_name"].strip() or "local",
+        ca_file=Path(values["ca_file"]),
+        tls_server_name=values["tls_server_name"].strip(),
+        insecure_plaintext=values["insecure_plaintext"],
     )

@@ -1,7 +1,12 @@
 """Pushing NodeReports to the scorer: `ReportSender` is "how", `PushLoop` is "when" (STYLE §4, DESIGN §3.2).
 
 The sender owns one channel, reads the (kubelet-rotated) token file each attempt, sends with a deadline
-and returns a `SendOutcome` instead of raising. The loop pushes on the interval and at once when the
+and returns a `SendOutcome` instead of raising. The channel is TLS, verified against the CA file (the
+scorer's CA ConfigMap, mounted), which is re-read whenever the channel is rebuilt (after UNAVAILABLE), so a
+re-issued CA is picked up like a rotated token; the token travels only inside TLS. Plaintext only when the
+caller says `insecure_plaintext=True` (the agent's `--insecure-plaintext`).
+
+The loop pushes on the interval and at once when the
 change key of the newest report differs from the last one delivered; it keeps one report (the newest),
 retries it with jittered, capped backoff that the stop event interrupts, and never runs two pushes at
 once. A report that was never delivered is not re-sent on later ticks: the loop pushes only reports it
@@ -63,9 +68,15 @@ class Sender(Protocol):
 class ReportSender:
     """Sends one report per call over one long-lived channel; thread-safe, closes idempotently."""
 
-    def __init__(self, *, address: str, token_file: Path | None, timeout_s: float = 5.0,
+    def __init__(self, *, address: str, token_file: Path | None, ca_file: Path | None = None,
+                 server_name: str = "", insecure_plaintext: bool = False, timeout_s: float = 5.0,
                  channel_options: tuple[tuple[str, int | str], ...] = ()) -> None:
+        if ca_file is None and not insecure_plaintext:
+            raise ValueError("a CA file is required unless insecure_plaintext=True")
         self._address = address
+        self._ca_file = None if insecure_plaintext else ca_file
+        if server_name:
+            channel_options = (*channel_options, ("grpc.ssl_target_name_override", server_name))
         self._token_file = token_file
         self._timeout = timeout_s
         self._options = channel_options
@@ -86,8 +97,8 @@ class ReportSender:
                 return SendOutcome(PushResult.RETRYABLE, "NO_TOKEN", f"token file {self._token_file} is empty")
             metadata = (("authorization", f"Bearer {token}"),)
         stub = self._current_stub()
-        if stub is None:
-            return SendOutcome(PushResult.REJECTED, "CLOSED", "sender is closed")
+        if isinstance(stub, SendOutcome):
+            return stub
         try:
             stub.PushReport(pb.PushReportRequest(report=report), timeout=timeout_s or self._timeout,
                             metadata=metadata)
@@ -95,7 +106,8 @@ class ReportSender:
             code = err.code() if isinstance(err, grpc.Call) else grpc.StatusCode.UNKNOWN
             detail = err.details() if isinstance(err, grpc.Call) else str(err)
             if code is grpc.StatusCode.UNAVAILABLE:
-                self._drop_channel(stub)  # the next attempt resolves and connects afresh
+                self._drop_channel(stub)  # the next attempt resolves, re-reads the CA and connects afresh
+                detail = self._explain_unavailable(detail or "")
             result = PushResult.RETRYABLE if code in RETRYABLE_CODES else PushResult.REJECTED
             return SendOutcome(result, code.name, detail or "")
         except ValueError as err:  # e.g. the channel was closed by close() during the call
@@ -110,14 +122,33 @@ class ReportSender:
         if channel is not None:
             channel.close()
 
-    def _current_stub(self) -> pb_grpc.ReportServiceStub | None:
+    def _current_stub(self) -> pb_grpc.ReportServiceStub | SendOutcome:
         with self._lock:
             if self._closed:
-                return None
+                return SendOutcome(PushResult.REJECTED, "CLOSED", "sender is closed")
             if self._stub is None:
-                self._channel = grpc.insecure_channel(self._address, options=list(self._options))
+                if self._ca_file is None:
+                    self._channel = grpc.insecure_channel(self._address, options=list(self._options))
+                else:
+                    try:
+                        ca = self._ca_file.read_bytes()
+                    except OSError as err:
+                        return SendOutcome(PushResult.RETRYABLE, "NO_CA",
+                                           f"cannot read CA file {self._ca_file}: {err.strerror}")
+                    if b"-----BEGIN CERTIFICATE-----" not in ca:
+                        return SendOutcome(PushResult.RETRYABLE, "NO_CA", f"CA file {self._ca_file} holds no "
+                                           "PEM certificate")
+                    credentials = grpc.ssl_channel_credentials(root_certificates=ca)
+                    self._channel = grpc.secure_channel(self._address, credentials, options=list(self._options))
                 self._stub = pb_grpc.ReportServiceStub(self._channel)
             return self._stub
+
+    def _explain_unavailable(self, detail: str) -> str:
+        lowered = detail.lower()
+        if self._ca_file is not None and ("handshake" in lowered or "certificate" in lowered or "ssl" in lowered):
+            return (f"TLS handshake with {self._address} failed: its certificate is not signed by the CA in "
+                    f"{self._ca_file} or does not name the address dialled ({detail})")
+        return detail
 
     def _drop_channel(self, stub: pb_grpc.ReportServiceStub) -> None:
         with self._lock:

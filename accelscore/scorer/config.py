@@ -39,6 +39,16 @@ def _service_account(raw: str) -> str:
     return raw
 
 
+def _dns_name(raw: str) -> str:
+    if not _DNS_LABEL.match(raw):
+        raise ValueError("expected a DNS label (lowercase letters, digits, '-')")
+    return raw
+
+
+def _dns_name_or_empty(raw: str) -> str:
+    return _dns_name(raw) if raw else raw
+
+
 SCORER_OPTIONS = (
     Option("--cluster-name", "CLUSTER_NAME", _cluster_name, "", "managed cluster name = the hub namespace"),
     Option("--hub-kubeconfig", "HUB_KUBECONFIG", text, "",
@@ -52,6 +62,20 @@ SCORER_OPTIONS = (
     Option("--token-audience", "ACCELSCORE_TOKEN_AUDIENCE", text, "accelscore", "audience agent tokens must carry"),
     Option("--disable-auth", "ACCELSCORE_DISABLE_AUTH", boolean, "false",
            "accept unauthenticated reports (local tests only; never in a cluster)", is_switch=True),
+    Option("--insecure-plaintext", "ACCELSCORE_INSECURE_PLAINTEXT", boolean, "false",
+           "serve ingest without TLS: agent tokens cross the network readable (tests only)", is_switch=True),
+    Option("--tls-cert-file", "ACCELSCORE_TLS_CERT_FILE", text, "",
+           "serving certificate PEM (e.g. a cert-manager Secret); empty = the scorer issues its own"),
+    Option("--tls-key-file", "ACCELSCORE_TLS_KEY_FILE", text, "", "private key PEM for --tls-cert-file"),
+    Option("--tls-ca-file", "ACCELSCORE_TLS_CA_FILE", text, "",
+           "with --tls-cert-file: the issuer's CA (PEM), published to the CA ConfigMap for the agents"),
+    Option("--tls-secret", "ACCELSCORE_TLS_SECRET", _dns_name, "accelscore-scorer-tls",
+           "Secret (in POD_NAMESPACE) holding the scorer's own CA and serving certificate"),
+    Option("--tls-ca-configmap", "ACCELSCORE_TLS_CA_CONFIGMAP", _dns_name, "accelscore-ca",
+           "ConfigMap (in POD_NAMESPACE) the CA bundle is published in, key ca.crt"),
+    Option("--service-name", "ACCELSCORE_SERVICE_NAME", _dns_name, "accelscore-scorer",
+           "the scorer Service: its DNS names go into the serving certificate"),
+    Option("--namespace", "POD_NAMESPACE", _dns_name_or_empty, "", "the scorer's namespace (downward API)"),
     Option("--max-report-bytes", "ACCELSCORE_MAX_REPORT_BYTES", positive_int, "1048576",
            "larger reports are rejected"),
     *PUBLISH_OPTIONS,
@@ -75,6 +99,14 @@ class ScorerConfig:
     publish: PublishPolicy
     log_level: str
     log_format: str = "text"
+    insecure_plaintext: bool = False
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_ca_file: Path | None = None
+    tls_secret: str = "accelscore-scorer-tls"
+    tls_ca_configmap: str = "accelscore-ca"
+    service_name: str = "accelscore-scorer"
+    namespace: str = ""
 
 
 def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
@@ -82,6 +114,13 @@ def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
     hub = Path(values["hub_kubeconfig"]) if values["hub_kubeconfig"] else None
     if hub is not None and not values["cluster_name"]:
         raise ConfigError("CLUSTER_NAME is empty but HUB_KUBECONFIG is set: the scores need the cluster's namespace")
+    cert, key = values["tls_cert_file"], values["tls_key_file"]
+    if bool(cert) != bool(key):
+        raise ConfigError("ACCELSCORE_TLS_CERT_FILE and ACCELSCORE_TLS_KEY_FILE go together: set both or neither")
+    if values["tls_ca_file"] and not cert:
+        raise ConfigError("ACCELSCORE_TLS_CA_FILE needs ACCELSCORE_TLS_CERT_FILE and ACCELSCORE_TLS_KEY_FILE")
+    if values["insecure_plaintext"] and cert:
+        raise ConfigError("ACCELSCORE_INSECURE_PLAINTEXT contradicts ACCELSCORE_TLS_CERT_FILE: choose one")
     scoring = scoring_config_from(values)
     return ScorerConfig(
         cluster_name=values["cluster_name"] or "local",
@@ -96,4 +135,12 @@ def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
         publish=publish_policy_from(values, stale_after_s=scoring.stale_after_s),
         log_level=values["log_level"],
         log_format=values["log_format"],
+        insecure_plaintext=values["insecure_plaintext"],
+        tls_cert_file=Path(cert) if cert else None,
+        tls_key_file=Path(key) if key else None,
+        tls_ca_file=Path(values["tls_ca_file"]) if values["tls_ca_file"] else None,
+        tls_secret=values["tls_secret"],
+        tls_ca_configmap=values["tls_ca_configmap"],
+        service_name=values["service_name"],
+        namespace=values["namespace"],
     )

@@ -211,8 +211,13 @@ def _probe_free(address: str) -> None:
 
 def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAuthenticator | None,
                         max_report_bytes: int, counters: IngestStats, max_workers: int = 8,
-                        clock: Callable[[], float] = time.time) -> tuple[grpc.Server, int]:
-    """A grpc server (not yet started) serving ReportService on `address`, and the port it bound."""
+                        clock: Callable[[], float] = time.time,
+                        credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
+    """A grpc server (not yet started) serving ReportService on `address`, and the port it bound.
+
+    `credentials` (from `scorer.tls.server_credentials`) makes it a TLS port; None is plaintext, which only
+    an explicit `--insecure-plaintext` asks for in the product (`ScorerService`).
+    """
     if max_report_bytes <= 0:
         raise ValueError("max_report_bytes must be > 0")
     ingest = ReportIngest(accept=accept, authenticator=authenticator, max_report_bytes=max_report_bytes,
@@ -228,7 +233,8 @@ def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAut
     )
     _probe_free(address)
     try:
-        port = server.add_insecure_port(address)
+        port = (server.add_insecure_port(address) if credentials is None
+                else server.add_secure_port(address, credentials))
     except RuntimeError as err:
         raise StartupError(f"cannot listen on {address} for gRPC ingest: {err}") from err
     if port == 0:

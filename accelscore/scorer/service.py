@@ -66,6 +66,7 @@ class ScorerService:
         self._stop = threading.Event()
         self.grpc_server: Any = None
         self.grpc_port = 0
+        self.tls_ca_pem = b""  # the CA agents must trust (b"" when plaintext or the certificate comes from files)
 
     # ------------------------------------------------------------------ wiring
 
@@ -84,10 +85,17 @@ class ScorerService:
                                    "pass --disable-auth only for local tests")
             authenticator = TokenAuthenticator(api_client=self._cluster_api, audience=self.config.token_audience,
                                                agent_username=self.config.agent_service_account)
+        from accelscore.scorer.tls import server_credentials
+        from accelscore.scorer.tls_choice import choose_tls
+
+        tls = choose_tls(self.config, self._cluster_api)
+        self.tls_ca_pem = tls.source.ca_pem if tls.source is not None else b""
         host, port = self.config.listen_address
         self.grpc_server, self.grpc_port = build_ingest_server(
             address=f"{host}:{port}", accept=self.accept, authenticator=authenticator,
-            max_report_bytes=self.config.max_report_bytes, counters=self.ingest_stats, clock=self._clock)
+            max_report_bytes=self.config.max_report_bytes, counters=self.ingest_stats, clock=self._clock,
+            credentials=server_credentials(tls.source) if tls.source is not None else None)
+        tls.log()
         if authenticator is None:
             log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
         self.grpc_server.start()

@@ -115,3 +115,19 @@ def test_log_level_is_accepted_in_any_case(flag: list[str], env: dict[str, str],
 
 def test_a_bad_log_level_names_what_is_allowed(isolated_env: dict[str, str]) -> None:
     assert_one_line(["local", "--once", "--log-level", "loud"], isolated_env, "'loud'", "debug, info, warning, error")
+
+
+def test_an_agent_without_the_scorers_ca_file_is_named(isolated_env: dict[str, str], tmp_path: Path) -> None:
+    assert_one_line(["agent", "--scorer-address", "127.0.0.1:1", "--ca-file", str(tmp_path / "ca.crt")],
+                    isolated_env, f"cannot read the scorer's CA file {tmp_path / 'ca.crt'}", "ACCELSCORE_CA_FILE")
+
+
+def test_a_tls_certificate_without_its_key_is_named(isolated_env: dict[str, str], tmp_path: Path) -> None:
+    assert_one_line(["scorer", "--disable-auth", "--tls-cert-file", str(tmp_path / "tls.crt")], isolated_env,
+                    "ACCELSCORE_TLS_CERT_FILE and ACCELSCORE_TLS_KEY_FILE go together")
+
+
+def test_a_missing_tls_certificate_file_is_named(isolated_env: dict[str, str], tmp_path: Path) -> None:
+    assert_one_line(["scorer", "--disable-auth", "--listen-address", "127.0.0.1:0", "--metrics-address",
+                     "127.0.0.1:0", "--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-key-file",
+                     str(tmp_path / "tls.key")], isolated_env, "cannot read TLS certificate/key", "tls.crt")

@@ -135,18 +135,48 @@ def decorate(manifest: Obj, *, addon: str, values: dict[str, str], registration:
     return obj
 
 
+def templates(hub: list[Obj]) -> list[Obj]:
+    """The AddOnTemplates each ClusterManagementAddOn installs by default, in the order of the addons."""
+    out = []
+    for cma in (o for o in hub if o["kind"] == "ClusterManagementAddOn"):
+        [ref] = [c["defaultConfig"] for c in cma["spec"]["supportedConfigs"] if c["resource"] == "addontemplates"]
+        template = one(hub, "AddOnTemplate", ref["name"])
+        assert template["spec"]["addonName"] == cma["metadata"]["name"]
+        out.append(template)
+    assert len(out) == len([o for o in hub if o["kind"] == "AddOnTemplate"]), "an AddOnTemplate no addon uses"
+    return out
+
+
+def scorer_template(hub: list[Obj]) -> Obj:
+    """The template with the hub registration (the scorer's)."""
+    [template] = [t for t in templates(hub) if t["spec"].get("registration")]
+    return template
+
+
+def agent_template(hub: list[Obj]) -> Obj:
+    """The template that ships the agent DaemonSet."""
+    [template] = [t for t in templates(hub) if any(m["kind"] == "DaemonSet" for m in manifests_of(t))]
+    return template
+
+
+def manifests_of(template: Obj) -> list[Obj]:
+    return template["spec"]["agentSpec"]["workload"]["manifests"]
+
+
 def render_addon(hub: list[Obj], cluster: str = "cluster1") -> tuple[list[Obj], list[str]]:
-    """What the work agent applies on `cluster` with the default AddOnDeploymentConfig; plus empty tags."""
-    template = one(hub, "AddOnTemplate")
+    """What the work agent applies on `cluster` for every addon, with the default AddOnDeploymentConfig;
+    plus the tags that rendered empty. Each template is decorated on its own: the hub kubeconfig only
+    where that template has a registration."""
     adc = one(hub, "AddOnDeploymentConfig")
-    values = addon_values(template, adc, cluster)
     rendered, empty = [], []
-    registration = bool(template["spec"].get("registration"))
-    for manifest in template["spec"]["agentSpec"]["workload"]["manifests"]:
-        obj, blanks = substitute(manifest, values)
-        empty += blanks
-        rendered.append(decorate(obj, addon=template["spec"]["addonName"], values=values,
-                                 registration=registration))
+    for template in templates(hub):
+        values = addon_values(template, adc, cluster)
+        registration = bool(template["spec"].get("registration"))
+        for manifest in manifests_of(template):
+            obj, blanks = substitute(manifest, values)
+            empty += blanks
+            rendered.append(decorate(obj, addon=template["spec"]["addonName"], values=values,
+                                     registration=registration))
     return rendered, empty
 
 

@@ -24,7 +24,7 @@ def _variables(hub: list[support.Obj]) -> dict[str, str]:
 
 
 def _manifests(hub: list[support.Obj]) -> list[support.Obj]:
-    return support.one(hub, "AddOnTemplate")["spec"]["agentSpec"]["workload"]["manifests"]
+    return [m for t in support.templates(hub) for m in support.manifests_of(t)]
 
 
 def test_every_customized_variable_is_used_and_every_placeholder_is_defined(hub: list[support.Obj]) -> None:
@@ -74,16 +74,18 @@ def test_the_addon_manager_moves_namespaced_objects_to_another_install_namespace
     assert env["INSTALL_NAMESPACE"] == "gpu-addons"
 
 
-def test_cluster_management_addon_installs_by_placement_with_our_defaults(hub: list[support.Obj]) -> None:
-    cma = support.one(hub, "ClusterManagementAddOn")
-    template = support.one(hub, "AddOnTemplate")
+@pytest.mark.parametrize("addon", ["accelscore", "accelscore-agent"])
+def test_cluster_management_addon_installs_by_placement_with_our_defaults(hub: list[support.Obj],
+                                                                         addon: str) -> None:
+    cma = support.one(hub, "ClusterManagementAddOn", addon)
+    [template] = [t for t in support.templates(hub) if t["spec"]["addonName"] == addon]
     adc = support.one(hub, "AddOnDeploymentConfig")
-    assert cma["metadata"]["name"] == template["spec"]["addonName"] == "accelscore"
     configs = {c["resource"]: c["defaultConfig"] for c in cma["spec"]["supportedConfigs"]}
     assert configs["addontemplates"] == {"name": template["metadata"]["name"]}
     assert configs["addondeploymentconfigs"] == {"name": adc["metadata"]["name"],
                                                  "namespace": adc["metadata"]["namespace"]}
     strategy = cma["spec"]["installStrategy"]
+    assert strategy == support.one(hub, "ClusterManagementAddOn", "accelscore")["spec"]["installStrategy"]
     assert strategy["type"] == "Placements"
     for ref in strategy["placements"]:
         placement = support.one(hub, "Placement", ref["name"])
@@ -94,7 +96,7 @@ def test_cluster_management_addon_installs_by_placement_with_our_defaults(hub: l
 
 
 def test_registration_uses_the_hub_role_that_exists_and_the_addon_manager_holds(hub: list[support.Obj]) -> None:
-    template = support.one(hub, "AddOnTemplate")
+    template = support.scorer_template(hub)
     [registration] = template["spec"]["registration"]
     assert registration["type"] == "KubeClient"
     [permission] = registration["kubeClient"]["hubPermissions"]
@@ -116,16 +118,34 @@ def test_decorators_give_the_scorer_its_hub_kubeconfig_and_cluster_name(hub: lis
     assert {"name": "hub-kubeconfig", "mountPath": "/managed/hub-kubeconfig"} in container["volumeMounts"]
 
 
-def test_agent_never_refers_to_the_hub_kubeconfig_it_is_given(hub: list[support.Obj]) -> None:
+def test_the_agent_is_shipped_without_a_hub_credential(hub: list[support.Obj]) -> None:
+    """The agent's template has no registration, so the addon-manager decorates no hub kubeconfig into it."""
     from accelscore.agent.config import AGENT_OPTIONS
 
-    agent = next(m for m in _manifests(hub) if m["kind"] == "DaemonSet")
+    agent_template = support.agent_template(hub)
+    assert not agent_template["spec"].get("registration")
+    assert agent_template is not support.scorer_template(hub)
+    assert [m["kind"] for m in support.manifests_of(support.scorer_template(hub))].count("DaemonSet") == 0
+    rendered, _ = support.render_addon(hub)
+    agent = support.one(rendered, "DaemonSet", "accelscore-agent")
     text = " ".join(support.strings(agent)).lower()
     assert "hub_kubeconfig" not in text and "hub-kubeconfig" not in text
-    # OCM still injects HUB_KUBECONFIG and the Secret into every container; the agent reads no hub setting,
-    # only CLUSTER_NAME, for the `cluster` label of its metrics (docs/monitoring.md).
+    # The agent reads no hub setting, only CLUSTER_NAME, for the `cluster` label of its metrics
+    # (docs/monitoring.md); the addon-manager sets it in every workload, registration or not.
     assert not {o.env for o in AGENT_OPTIONS} & {"HUB_KUBECONFIG"}
     assert "CLUSTER_NAME" in {o.env for o in AGENT_OPTIONS}
+    secrets = {v["secret"]["secretName"] for _, pod in support.pod_specs(rendered) for v in pod.get("volumes", [])
+               if "secret" in v}
+    assert secrets == {"accelscore-hub-kubeconfig"}  # mounted into the scorer only
+    scorer = support.one(rendered, "Deployment", "accelscore-scorer")["spec"]["template"]["spec"]
+    assert "accelscore-hub-kubeconfig" in {v.get("secret", {}).get("secretName") for v in scorer["volumes"]}
+
+
+def test_both_addons_install_into_the_same_namespace(hub: list[support.Obj]) -> None:
+    """The install namespace is the first workload's: the scorer's Deployment and the agent's DaemonSet agree."""
+    for template in support.templates(hub):
+        workloads = [m for m in support.manifests_of(template) if m["kind"] in ("Deployment", "DaemonSet")]
+        assert workloads[0]["metadata"]["namespace"] == "open-cluster-management-agent-addon"
 
 
 def _container(objs: list[support.Obj], kind: str, name: str) -> support.Obj:

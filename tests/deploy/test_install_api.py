@@ -26,7 +26,8 @@ from tests.kubeapi import ApiHandle, objectmeta
 
 # Not built into Kubernetes: created where its CRD is served, else only its ObjectMeta is checked here.
 # (Their schemas are checked against the vendored Prometheus Operator CRDs in tests/monitoring.)
-_OPTIONAL_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
+_OPTIONAL_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule"),
+                   ("cert-manager.io/v1", "Certificate")}
 _ADDON_NS = "open-cluster-management-agent-addon"
 
 
@@ -114,7 +115,7 @@ def test_what_the_addon_manager_applies_on_a_managed_cluster_is_accepted(kube_ap
 
 
 def _template(hub_objs: list[support.Obj]) -> support.Obj:
-    template = copy.deepcopy(support.one(hub_objs, "AddOnTemplate"))
+    template = copy.deepcopy(support.agent_template(hub_objs))
     template["metadata"]["name"] += f"-{uuid.uuid4().hex[:8]}"
     return template
 

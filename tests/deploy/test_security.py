@@ -62,12 +62,31 @@ def test_managed_cluster_roles_grant_exactly_what_each_process_needs(
                         for v in rule["verbs"]}
     read = {("", r, v) for r in ("nodes", "pods") for v in READ_VERBS}
     assert sorted(grants.values(), key=len) == [read, read | {("authentication.k8s.io", "tokenreviews", "create")}]
-    assert not [o for o in objs if o["kind"] in ("Role", "RoleBinding")]
+    roles_in_namespace = [o for o in objs if o["kind"] == "Role"]
+    assert [r["metadata"]["name"] for r in roles_in_namespace] == ["accelscore-scorer-tls"]
+    assert _scorer_tls_grants(roles_in_namespace[0]["rules"]) == SCORER_TLS_GRANTS
+    bindings = [o for o in objs if o["kind"] == "RoleBinding"]
+    assert [(b["roleRef"]["name"], [s["name"] for s in b["subjects"]]) for b in bindings] == [
+        ("accelscore-scorer-tls", ["accelscore-scorer"])]
+
+
+# The scorer's TLS Secret and CA ConfigMap: get/update by name; create cannot be narrowed by name in RBAC.
+SCORER_TLS_GRANTS = {
+    ("secrets", "accelscore-scorer-tls", "get"), ("secrets", "accelscore-scorer-tls", "update"),
+    ("configmaps", "accelscore-ca", "get"), ("configmaps", "accelscore-ca", "update"),
+    ("secrets", "*any*", "create"), ("configmaps", "*any*", "create"),
+}
+
+
+def _scorer_tls_grants(rules: list[dict]) -> set[tuple[str, str, str]]:
+    assert all(rule["apiGroups"] == [""] for rule in rules)
+    return {(r, n, v) for rule in rules for r in rule["resources"] for n in rule.get("resourceNames", ["*any*"])
+            for v in rule["verbs"]}
 
 
 def test_hub_role_is_limited_to_addon_placement_scores() -> None:
     hub = support.kustomize(support.ADDON)
-    template = support.one(hub, "AddOnTemplate")
+    template = support.scorer_template(hub)
     role_names = {p["currentCluster"]["clusterRoleName"] for reg in template["spec"]["registration"]
                   for p in reg["kubeClient"]["hubPermissions"]}
     roles = [o for o in hub if o["kind"] == "ClusterRole"]
@@ -188,3 +207,19 @@ def test_agent_gets_its_node_token_and_device_access(sets: dict[str, list[suppor
     assert {"operator": "Exists"} in agent["tolerations"]
     limits = container["resources"]["limits"]
     assert limits["memory"] == "128Mi"
+
+
+def test_hub_role_grants_only_the_verbs_the_hub_client_uses() -> None:
+    """accelscore/kube/hub_scores.py: get and create the object, update its /status; nothing else."""
+    hub = support.kustomize(support.ADDON)
+    [role] = [o for o in hub if o["kind"] == "ClusterRole"]
+    grants = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+    assert grants == {("addonplacementscores", "get"), ("addonplacementscores", "create"),
+                      ("addonplacementscores/status", "update")}
+    source = (support.REPO / "accelscore" / "kube" / "hub_scores.py").read_text()
+    used = {call for call in ("get_namespaced_custom_object(", "create_namespaced_custom_object(",
+                              "replace_namespaced_custom_object_status(", "patch_namespaced_custom_object",
+                              "list_namespaced_custom_object", "delete_namespaced_custom_object",
+                              "replace_namespaced_custom_object(") if call in source}
+    assert used == {"get_namespaced_custom_object(", "create_namespaced_custom_object(",
+                    "replace_namespaced_custom_object_status("}

@@ -155,7 +155,10 @@ def scorer_families(report: pb.NodeReport) -> dict[str, Family]:
     """The scorer's families after two reports through gRPC and one scoring pass (no hub: writes are recorded)."""
     args = ["--cluster-name", "cluster-a", "--disable-auth", "--listen-address", "127.0.0.1:0"]
     service = ScorerService(config=scorer_config_from(_config(SCORER_OPTIONS, args))).start()
-    sender = ReportSender(address=f"127.0.0.1:{service.grpc_port}", token_file=None)
+    ca_dir = Path(tempfile.mkdtemp(prefix="md-ca-"))
+    (ca_dir / "ca.crt").write_bytes(service.tls_ca_pem)  # no cluster: the scorer's in-memory CA
+    sender = ReportSender(address=f"127.0.0.1:{service.grpc_port}", token_file=None, ca_file=ca_dir / "ca.crt",
+                          server_name="accelscore-scorer.default.svc")
     try:
         for sent in (report, _newer_agent(report)):
             outcome = sender.send(sent)
@@ -165,6 +168,7 @@ def scorer_families(report: pb.NodeReport) -> dict[str, Family]:
     finally:
         sender.close()
         service.stop()
+        shutil.rmtree(ca_dir, ignore_errors=True)
 
 
 def both() -> Iterator[tuple[str, dict[str, Family]]]:

@@ -30,7 +30,9 @@ def test_quoted_log_and_reason_texts_appear_in_the_code() -> None:
               "(kubelet restarting?)", "no NVIDIA driver on this node", "is advertised but NVML sees no GPU",
               "the NVIDIA driver library ", "allocatable is 0 but devices exist; unknown until the device plugin",
               "is not for audience", "is not the agent service account", "token is not bound to a pod",
-              "no health signal could be read", "cannot read token file"]
+              "no health signal could be read", "cannot read token file",
+              "its certificate is not signed by the CA in", "cannot read the scorer's CA file",
+              "ingest is PLAINTEXT (--insecure-plaintext)"]
     text = " ".join(DOC.read_text(encoding="utf-8").split())  # the doc wraps lines
     for phrase in quoted:
         assert phrase in text, f"the doc no longer quotes {phrase!r}: drop it here"

@@ -72,6 +72,9 @@ class SimAgent:
         self.kubelet.stop()
 
 
+SCORER_NAMESPACE = "accelscore"
+
+
 @dataclass
 class SimCluster:
     """A managed cluster: API test server, scorer (auth on), and agents added per node."""
@@ -94,6 +97,7 @@ class SimCluster:
             cluster_name=self.name, hub_kubeconfig=self.hub_kubeconfig, listen_address=("127.0.0.1", 0),
             metrics_address=("127.0.0.1", 0), agent_service_account=AGENT_SA, token_audience="accelscore",
             disable_auth=False, max_report_bytes=1 << 20, scoring=self.scoring, log_level="info",
+            namespace=SCORER_NAMESPACE,
             publish=PublishPolicy(min_interval_s=self.min_publish_interval_s, dead_band=self.dead_band,
                                   valid_for_s=60.0, min_fresh_ratio=self.min_fresh_ratio,
                                   stale_after_s=self.scoring.stale_after_s))
@@ -101,9 +105,14 @@ class SimCluster:
                                     hub=HubClient(kubeconfig=self.hub_kubeconfig, namespace=self.name))
         self._scorer_thread: threading.Thread | None = None
         self._sockets = Path(tempfile.mkdtemp(prefix="e2e-"))
+        self.ca_file = self.workdir / f"{self.name}-ca.crt"
+        self.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=SCORER_NAMESPACE)))
 
     def start_scorer(self) -> None:
+        """Start the scorer (TLS from its own Secret) and mount its published CA ConfigMap for the agents."""
         self.scorer.start()
+        published = self.core.read_namespaced_config_map("accelscore-ca", SCORER_NAMESPACE)
+        self.ca_file.write_text(published.data["ca.crt"])
         self._scorer_thread = threading.Thread(target=self.scorer.run, kwargs={"rescore_every_s": 0.2},
                                                name=f"scorer-{self.name}", daemon=True)
         self._scorer_thread.start()
@@ -141,7 +150,9 @@ class SimCluster:
         host = HostConfig(node_name=node, sysfs_root=self.workdir / "no-sys", pod_resources_socket=kubelet.socket_path,
                           tpu_metrics_ports=(8431,), nvml_timeout_s=2.0, interval_s=30.0, log_level="info")
         address = f"127.0.0.1:{self.scorer.grpc_port}"
-        push = PushLoop(sender=ReportSender(address=address, token_file=token_file), interval_s=30.0,
+        sender = ReportSender(address=address, token_file=token_file, ca_file=self.ca_file,
+                              server_name=f"accelscore-scorer.{SCORER_NAMESPACE}.svc")
+        push = PushLoop(sender=sender, interval_s=30.0,
                         change_key=change_key)
         push.start()
         runtime = AgentRuntime(config=AgentConfig(host=host, metrics_address=("127.0.0.1", 0), scorer_address=address,

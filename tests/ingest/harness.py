@@ -1,19 +1,37 @@
-"""A real ingest server on loopback that records what it accepted, and a raw client for it."""
+"""A real ingest server on loopback that records what it accepted, and a raw client for it.
+
+TLS by default, with a CA and serving certificate issued by the scorer's own code (`EphemeralTls`): the CA
+is written to `ca_file` and clients dial 127.0.0.1 while verifying the name `SERVER_NAME`.
+"""
 
 from __future__ import annotations
 
+import functools
+import shutil
+import tempfile
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 
 import grpc
 
 from accelscore.scorer.auth import TokenAuthenticator
+from accelscore.scorer.certs import service_dns_names
 from accelscore.scorer.ingest import IngestStats, build_ingest_server
+from accelscore.scorer.tls import EphemeralTls, server_credentials
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
 
 AGENT_SA = "system:serviceaccount:open-cluster-management-agent-addon:accelscore-agent"
+SERVER_NAME = "accelscore-scorer.accelscore.svc"
+TLS_OPTIONS = (("grpc.ssl_target_name_override", SERVER_NAME),)
+
+
+def tls_channel(address: str, ca_pem: bytes) -> grpc.Channel:
+    """A client channel that trusts `ca_pem` and expects the scorer Service's name."""
+    return grpc.secure_channel(address, grpc.ssl_channel_credentials(root_certificates=ca_pem),
+                               options=list(TLS_OPTIONS))
 
 
 @dataclass
@@ -48,20 +66,53 @@ class Accepted:
             return self.arrived.wait_for(lambda: len(self.reports) >= count, timeout_s)
 
 
+@functools.cache
+def shared_tls() -> tuple[EphemeralTls, Path]:
+    """One CA for tests where a sender must outlive a server (restarts on one port): the TLS source and its CA file."""
+    tls = EphemeralTls(dns_names=service_dns_names("accelscore-scorer", "accelscore"))
+    ca_file = Path(tempfile.mkdtemp(prefix="accelscore-shared-ca-")) / "ca.crt"
+    ca_file.write_bytes(tls.ca_pem)
+    return tls, ca_file
+
+
+def tls_sender_kwargs(address: str) -> dict[str, object]:
+    """`ReportSender` arguments for a server started with `shared_tls()` (or none at all yet)."""
+    return {"address": address, "ca_file": shared_tls()[1], "server_name": SERVER_NAME}
+
+
 class IngestServer:
     """A started ingest server (context manager) with its stats, accepted log and a client stub."""
 
     def __init__(self, *, authenticator: TokenAuthenticator | None = None, max_report_bytes: int = 1 << 20,
-                 port: int = 0) -> None:
+                 port: int = 0, plaintext: bool = False, tls: EphemeralTls | None = None) -> None:
         self.accepted = Accepted()
         self.stats = IngestStats()
+        self._dir = Path(tempfile.mkdtemp(prefix="accelscore-ingest-"))
+        self.ca_file = self._dir / "ca.crt"
+        credentials = None
+        if not plaintext:
+            tls = tls or EphemeralTls(dns_names=service_dns_names("accelscore-scorer", "accelscore"))
+            self.ca_pem = tls.ca_pem
+            self.ca_file.write_bytes(tls.ca_pem)
+            credentials = server_credentials(tls)
         self.server, self.port = build_ingest_server(
             address=f"127.0.0.1:{port}", accept=self.accepted, authenticator=authenticator,
-            max_report_bytes=max_report_bytes, counters=self.stats)
+            max_report_bytes=max_report_bytes, counters=self.stats, credentials=credentials)
         self.server.start()
         self.address = f"127.0.0.1:{self.port}"
-        self._channel = grpc.insecure_channel(self.address)
+        self.plaintext = plaintext
+        self._channel = grpc.insecure_channel(self.address) if plaintext else tls_channel(self.address, self.ca_pem)
         self.stub = pb_grpc.ReportServiceStub(self._channel)
+
+    def channel(self) -> grpc.Channel:
+        """A new client channel of the server's kind (TLS trusting its CA, or plaintext); the caller closes it."""
+        return grpc.insecure_channel(self.address) if self.plaintext else tls_channel(self.address, self.ca_pem)
+
+    def sender_kwargs(self) -> dict[str, object]:
+        """What a `ReportSender` needs to reach this server."""
+        if self.plaintext:
+            return {"address": self.address, "insecure_plaintext": True}
+        return {"address": self.address, "ca_file": self.ca_file, "server_name": SERVER_NAME}
 
     def push(self, report: pb.NodeReport, token: str | None = None) -> pb.PushReportResponse:
         """One PushReport call; raises grpc.RpcError on a refusal."""
@@ -84,6 +135,7 @@ class IngestServer:
         """Close the client and stop the server now."""
         self._channel.close()
         self.server.stop(None).wait()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> IngestServer:
         return self

@@ -61,7 +61,7 @@ def test_a_bad_report_gets_its_status_is_counted_and_changes_nothing(mutate, cod
 
 
 def test_bytes_that_are_not_a_push_request_are_malformed_not_internal() -> None:
-    with IngestServer() as srv, grpc.insecure_channel(srv.address) as channel:
+    with IngestServer() as srv, srv.channel() as channel:
         raw = channel.unary_unary("/accelscore.v1.ReportService/PushReport")
         with pytest.raises(grpc.RpcError) as caught:
             raw(b"\xff\xff\xff\x07", timeout=5)

@@ -13,7 +13,7 @@ import pytest
 from accelscore.agent.push import PushLoop, PushResult, ReportSender
 from accelscore.scorer.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
 from accelscore.v1 import report_pb2 as pb
-from tests.ingest.harness import AGENT_SA, IngestServer
+from tests.ingest.harness import AGENT_SA, IngestServer, shared_tls, tls_sender_kwargs
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ApiHandle
 
@@ -45,7 +45,7 @@ def server() -> Iterator[IngestServer]:
 
 @pytest.fixture
 def sender(server: IngestServer) -> Iterator[ReportSender]:
-    snd = ReportSender(address=server.address, token_file=None, timeout_s=2.0)
+    snd = ReportSender(**server.sender_kwargs(), token_file=None, timeout_s=2.0)
     yield snd
     snd.close()
 
@@ -75,7 +75,7 @@ def test_sender_reports_rejected_for_an_invalid_report(server: IngestServer, sen
 
 
 def test_sender_reports_retryable_when_no_scorer_listens() -> None:
-    snd = ReportSender(address=f"127.0.0.1:{_free_port()}", token_file=None, timeout_s=2.0)
+    snd = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{_free_port()}"), token_file=None, timeout_s=2.0)
     try:
         outcome = snd.send(eight_gpu_report("node-a"))
     finally:
@@ -91,12 +91,12 @@ def test_a_second_close_is_harmless_and_a_closed_sender_does_not_send(sender: Re
 
 def test_sender_reconnects_after_the_scorer_restarts() -> None:
     port = _free_port()
-    snd = ReportSender(address=f"127.0.0.1:{port}", token_file=None, timeout_s=2.0)
+    snd = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{port}"), token_file=None, timeout_s=2.0)
     try:
-        with IngestServer(port=port):
+        with IngestServer(port=port, tls=shared_tls()[0]):
             assert snd.send(eight_gpu_report("node-a", sequence=1)).result is PushResult.OK
         assert snd.send(eight_gpu_report("node-a", sequence=2)).result is PushResult.RETRYABLE
-        with IngestServer(port=port) as again:
+        with IngestServer(port=port, tls=shared_tls()[0]) as again:
             assert snd.send(eight_gpu_report("node-a", sequence=3)).result is PushResult.OK
             assert again.accepted.sequences() == [3]
     finally:
@@ -110,7 +110,7 @@ def test_sender_reads_the_token_file_on_every_attempt(kube_test_server: ApiHandl
     auth = TokenAuthenticator(api_client=kube_test_server.api_client(), audience="accelscore", agent_username=AGENT_SA)
     token_file = tmp_path / "token"
     with IngestServer(authenticator=auth) as srv:
-        snd = ReportSender(address=srv.address, token_file=token_file, timeout_s=2.0)
+        snd = ReportSender(**srv.sender_kwargs(), token_file=token_file, timeout_s=2.0)
         try:
             missing = snd.send(eight_gpu_report("node-a", sequence=1))
             token_file.write_text("tok-expired-one\n")
@@ -160,14 +160,14 @@ def test_loop_pushes_at_once_when_an_assignment_changes(server: IngestServer, se
 
 def test_loop_keeps_only_the_newest_while_the_scorer_is_down_and_delivers_it_when_back() -> None:
     port = _free_port()
-    sender = ReportSender(address=f"127.0.0.1:{port}", token_file=None, timeout_s=1.0)
+    sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{port}"), token_file=None, timeout_s=1.0)
     loop = _loop(sender, interval_s=60.0)
     try:
         for seq in range(1, 11):
             loop.offer(eight_gpu_report("node-a", sequence=seq, busy=seq % 8))
             time.sleep(0.03)
         assert _until(lambda: loop.stats().pushes_failed >= 2)
-        with IngestServer(port=port) as srv:
+        with IngestServer(port=port, tls=shared_tls()[0]) as srv:
             assert srv.accepted.wait_for(1)
             time.sleep(0.3)
             assert srv.accepted.sequences() == [10]
@@ -187,7 +187,7 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
         if len(sleeps) >= 14:
             stop.set()
 
-    sender = ReportSender(address=f"127.0.0.1:{_free_port()}", token_file=None, timeout_s=1.0)
+    sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{_free_port()}"), token_file=None, timeout_s=1.0)
     loop = PushLoop(sender=sender, interval_s=60.0, change_key=_busy_key, stop_event=stop, backoff_initial_s=0.5,
                     backoff_max_s=4.0, sleep=record, final_push_timeout_s=0.2)
     loop.start()
@@ -205,7 +205,7 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
 
 
 def test_stop_interrupts_a_backoff_promptly() -> None:
-    sender = ReportSender(address=f"127.0.0.1:{_free_port()}", token_file=None, timeout_s=1.0)
+    sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{_free_port()}"), token_file=None, timeout_s=1.0)
     loop = _loop(sender, backoff_initial_s=30.0, backoff_max_s=60.0, final_push_timeout_s=0.5)
     loop.offer(eight_gpu_report("node-a"))
     assert _until(lambda: loop.stats().pushes_failed >= 1)

@@ -7,7 +7,6 @@ import argparse
 import math
 import time
 
-import grpc
 from prometheus_client import CollectorRegistry, generate_latest
 
 from accelscore.options import add_options, resolve
@@ -81,7 +80,7 @@ def test_fields_this_scorer_has_no_number_for_are_ignored() -> None:
     report.devices[7].CopyFrom(pb.Device.FromString(report.devices[7].SerializeToString() + _varint_field(77, 1)))
     body = report.SerializeToString() + _varint_field(1000, 3) + _field(15, b"from the future")
     raw_request = _length_delimited(1, body) + _varint_field(9, 1)
-    with IngestServer() as server, grpc.insecure_channel(server.address) as channel:
+    with IngestServer() as server, server.channel() as channel:
         push = channel.unary_unary(f"/{SERVICE}/{METHOD}", request_serializer=None,
                                    response_deserializer=pb.PushReportResponse.FromString)
         assert push(raw_request, timeout=5).HasField("accepted_time")

@@ -63,6 +63,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     ResourceType(ADMISSION_GROUP, ("v1",), "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding",
                  False, False),
     ResourceType("node.k8s.io", ("v1",), "runtimeclasses", "RuntimeClass", False, False),
+    ResourceType("networking.k8s.io", ("v1",), "networkpolicies", "NetworkPolicy", True, False,
+                 short_names=("netpol",)),
 )
 TOKEN_REVIEW_GROUP = "authentication.k8s.io"
 
