@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
 
+from accelscore.scorer import best_fit
 from accelscore.scorer.model import ACCELSCORE_APS, FIT_SIZES, RESOURCE_USAGE_APS
 from accelscore.scorer.totals import ClusterTotals
 
@@ -98,6 +99,15 @@ def _fit(k: int) -> ScoreSpec:
                  f"Σ over counted nodes ⌊free GPUs / {k}⌋", lambda t: t.gpu_fit(k))
 
 
+def _best_fit(k: int) -> ScoreSpec:
+    """gpuClusterBestFit<k> (accelscore.scorer.best_fit): 100 for an exact fit, lower the more GPUs left idle."""
+    return _ceil(f"gpuClusterBestFit{k}", 1.0, "1 / (1 + idle GPUs)",
+                 f"how tightly the best node takes a pod of {k} whole GPU{'s' if k > 1 else ''} "
+                 "(0 = no node can; 100 = it fills a node's free GPUs exactly)",
+                 f"1 / (1 + min over counted nodes with ≥ {k} free of (free GPUs - {k})); 0 when none: "
+                 "ceil(100 / (1 + idle)) at the ref of 1", lambda t: best_fit.tightness(t.gpu_free_seen, k))
+
+
 _CPU, _MEM, _GPU, _TPU = (0.0, 100.0), (0.0, 1048576.0), (0.0, 20.0), (0.0, 20.0)  # upstream (memory in MiB)
 _NODE_MAX = "max over counted nodes of allocatable - requested (≥ 0)"
 _CLUSTER_SUM = "Σ over counted nodes of allocatable - requested (over-commit negatives kept)"
@@ -141,6 +151,7 @@ SCORES: tuple[ScoreSpec, ...] = (
     _ceil("clusterFreshness", 100.0, "percent", "share of schedulable nodes whose report is fresh",
           "100 · fresh nodes / schedulable nodes (accelscore.scorer.node_state; 0 with none)",
           lambda t: _percent(t.fresh_nodes, t.schedulable_nodes)),
+    *(_best_fit(k) for k in FIT_SIZES),  # added for issue 10: after the first set, whose order stays
 )
 
 BY_NAME: Mapping[str, ScoreSpec] = MappingProxyType({spec.name: spec for spec in SCORES})

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from accelscore.scorer import lanes
+from accelscore.scorer.best_fit import FREE_CAP
 from accelscore.scorer.model import COMPUTE_SCALE, FIT_SIZES, SUMMARY_LANES, ClusterSnapshot
 from accelscore.scorer.node_state import NodeCensus, census
 
@@ -43,6 +44,8 @@ class ClusterTotals:
     # Demand not yet on any node.
     pending_gpu_requests: float
     pending_tpu_requests: float
+    # Bit f set: some counted node has exactly f free GPUs (f capped; accelscore.scorer.best_fit reads it).
+    gpu_free_seen: int = 0
 
     @property
     def gpu_free_sum(self) -> int:
@@ -66,7 +69,7 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
     nodes = census(snapshot.nodes, now=now, stale_after_s=stale_after_s)
     cpu_max = cpu_sum = mem_max = mem_sum = gpu_api_max = gpu_api_sum = tpu_api_max = tpu_api_sum = 0.0
     gpu_mem_max = 0.0
-    gpu_max = tpu_max = packed = 0
+    gpu_max = tpu_max = packed = seen = 0
     # Locals only; the float sums run in snapshot order, as they always have (the same values to the last bit).
     for s in nodes.counted:
         cpu, mem, gpu_api, tpu_api, gpu_mem, gpu_free, tpu_free, counts = s.scan
@@ -86,6 +89,7 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
             gpu_mem_max = gpu_mem
         if gpu_free > gpu_max:
             gpu_max = gpu_free
+        seen |= 1 << (gpu_free if gpu_free < FREE_CAP else FREE_CAP)  # bit 0 (none free) is never read
         if tpu_free > tpu_max:
             tpu_max = tpu_free
         packed += counts  # every device count and the compute units in one addition
@@ -104,4 +108,5 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
         tpu_free_node_max=tpu_max, tpu_free_sum=sums["tpu_free"], tpu_total=sums["tpu_total"],
         pending_gpu_requests=snapshot.pending_gpu_requests,
         pending_tpu_requests=snapshot.pending_tpu_requests,
+        gpu_free_seen=seen,
     )

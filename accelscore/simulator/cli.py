@@ -31,7 +31,7 @@ from accelscore.options import (
 from accelscore.scorer import publish_policy as pp
 from accelscore.scorer.publish_policy import PUBLISH_OPTIONS, publish_policy_from
 from accelscore.scorer.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
-from accelscore.simulator import report
+from accelscore.simulator import report, routing
 from accelscore.simulator.fleet import Fleet, FleetError, load_fleet, load_placements
 from accelscore.simulator.oneshot import run_oneshot
 from accelscore.simulator.plot import MISSING
@@ -77,11 +77,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=_arg(non_negative_int), default=0, help="seed for report jitter / traces")
     parser.add_argument("--plot", type=Path, metavar="PNG", help="draw allocation and waiting jobs over time")
     parser.add_argument("--check-invariants", action="store_true", help="verify no device is held twice, every tick")
+    parser.add_argument("--job-timeout", type=_arg(positive_float), default=3600.0,
+                        help="a job waiting this many seconds without starting times out (default 3600)")
+    parser.add_argument("--progress", action="store_true",
+                        help="progress lines on stderr during a replay (default: only when stderr is a terminal)")
     parser.add_argument("--generate-trace", type=_arg(positive_int), metavar="N",
                         help="print a seeded trace of N jobs as YAML and exit")
     parser.add_argument("--mean-interarrival", type=_arg(positive_float), default=300.0,
                         help="with --generate-trace: mean seconds between arrivals (default 300)")
     add_options(parser, SIMULATE_OPTIONS)
+
+
+def _progress(line: str) -> None:
+    """One progress line on stderr."""
+    print(f"simulate: {line}", file=sys.stderr, flush=True)
 
 
 NO_PLACEMENTS = "no Placement to rank: pass --placements DIR (the repository's deploy/examples has examples)"
@@ -117,22 +126,25 @@ def _replay(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishP
     _check_plot(args.plot)
     fleet = _load(args)
     jobs = load_trace(args.trace)
-    named = {j.placement for j in jobs if j.placement}
     if not fleet.placements:
         raise ConfigError(NO_PLACEMENTS)
-    entries = args.placement or [p.name for p in fleet.placements if p.name not in named]
+    entries = args.placement or routing.default_entries(fleet.placements, jobs)
     if not entries:
         raise ConfigError("no Placement to compare: every Placement is named by a job; give --placement NAME")
     if args.tick >= config.stale_after_s:
         raise ConfigError(f"--tick {args.tick:g} must be below --stale-after {config.stale_after_s:g} "
                           "(agents report once per tick)")
+    progress = _progress if args.progress or sys.stderr.isatty() else None
     opts = ReplayOptions(tick_s=args.tick, report_delay_s=args.report_delay, delay_jitter=args.delay_jitter,
-                         seed=args.seed, horizon_s=args.horizon, check_invariants=args.check_invariants)
-    results = [Replay(fleet, jobs, e, config=config, policy=policy, opts=opts).run() for e in entries]
+                         seed=args.seed, horizon_s=args.horizon, check_invariants=args.check_invariants,
+                         job_timeout_s=args.job_timeout, progress=progress)
+    results = [Replay(fleet, jobs, e, config=config, policy=policy, opts=opts).run()
+               for e in entries if e != routing.ORACLE]
+    oracle = Replay(fleet, jobs, routing.ORACLE, config=config, policy=policy, opts=opts).run()
     if args.output == "table":
-        sys.stdout.write(report.replay_table(results))
+        sys.stdout.write(report.replay_table(results, oracle))
     else:
-        sys.stdout.write(report.dump({"results": [r.as_dict() for r in results]}, args.output))
+        sys.stdout.write(report.dump(report.replay_data(results, oracle), args.output))
     if args.plot:
         from accelscore.simulator.plot import plot
 

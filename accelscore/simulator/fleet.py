@@ -24,7 +24,8 @@ from accelscore.simulator import placement as pl
 from accelscore.v1 import report_pb2
 
 _CLUSTER_KEYS = {"cluster", "labels", "claims", "reportAgeSeconds", "reports", "nodes", "unreportedNodes",
-                 "pendingPods", "hub"}
+                 "pendingPods", "hub", "available", "scorerStoppedSeconds"}
+_AVAILABLE = {True: "True", False: "False", "True": "True", "False": "False", "Unknown": "Unknown"}
 _NODE_KEYS = {"schedulable", "reportAgeSeconds"}
 _HUB_KEYS = {"absent", "validUntilSeconds"}
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the fleet files are large; libyaml reads them 10x faster
@@ -63,6 +64,8 @@ class Cluster:
     pending_gpus: float = 0.0
     pending_tpus: float = 0.0
     hub: Mapping[str, HubOverride] = field(default_factory=dict)
+    available: str = "True"  # ManagedClusterConditionAvailable; not True = tainted by OCM
+    scorer_stopped_s: float | None = None  # the scorer died this long ago: the hub keeps what it wrote then
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +241,13 @@ def parse_cluster(doc: Mapping[str, Any], where: str) -> Cluster:
     if not isinstance(unreported, list) or not all(isinstance(n, str) for n in unreported):
         raise FleetError(f"{where}: unreportedNodes must be a list of node names")
     gpus, tpus = _pending(doc, where)
+    available = doc.get("available", True)
+    if not isinstance(available, bool | str) or available not in _AVAILABLE:
+        raise FleetError(f"{where}: available must be true, false or Unknown, got {available!r}")
+    stopped = doc.get("scorerStoppedSeconds")
     return Cluster(
+        available=_AVAILABLE[available],
+        scorer_stopped_s=None if stopped is None else _age(stopped, f"{where}: scorerStoppedSeconds"),
         name=name, nodes=_nodes(doc, where), labels=_string_map(doc.get("labels"), f"{where}: labels"),
         claims=_string_map(doc.get("claims"), f"{where}: claims"), unreported=tuple(unreported),
         pending_gpus=gpus, pending_tpus=tpus, hub=_hub(doc, where),

@@ -141,7 +141,38 @@ def stale(rng: random.Random) -> list[dict]:
     ]
 
 
-FLEETS = {"mixed": mixed, "tpu-v5e": tpu, "fragmented": fragmented, "stale": stale}
+def dead(rng: random.Random) -> list[dict]:
+    """A fleet as the hub sees it 30 minutes after one cluster's scorer was killed, beside one without accelscore.
+
+    cirrus-dead: agents and scorer stopped 1800 s ago (its nodes take no work); the hub still holds the
+    objects it wrote then, expired, frozen values present (clusterFreshness 100, lots of free GPUs), so
+    CEL predicates still see them while the prioritizer counts 0. legacy-noaccel: neither APS exists
+    (accelscore not installed; the Go addon neither). remap-pending: H100 nodes with GPUs marked
+    unhealthy (row remap pending). The dead cluster's name sorts first, so a Placement whose totals tie
+    at 0 hands the job to it.
+    """
+    down = [node_report(f"dead-{i}", H100, [], age_s=1800) for i in range(4)]
+    return [
+        _cluster("whole-a100", {"region": "west", "accelerator": "a100"},
+                 [(f"a100-{i}", A100, _busy(rng, 8, f)) for i, f in enumerate([8, 8, 0, 0, 4, 0])]),
+        {"cluster": "cirrus-dead", "labels": {"region": "east", "accelerator": "h100"},
+         "claims": {"platform.open-cluster-management.io": "GKE"}, "reportAgeSeconds": 1800,
+         "scorerStoppedSeconds": 1800, "reports": down},
+        _cluster("h100-frag", {"region": "east", "accelerator": "h100"},
+                 [(f"frag-{i}", H100, _busy(rng, 8, 1 + i % 3)) for i in range(6)] +
+                 [("frag-6", H100, _busy(rng, 8, 8))]),
+        _cluster("legacy-noaccel", {"region": "north", "accelerator": "a100"},
+                 [(f"legacy-{i}", A100, _busy(rng, 8, f)) for i, f in enumerate([0, 1, 0, 0])],
+                 hub={"accelscore": {"absent": True}, "resource-usage-score": {"absent": True}}),
+        {**_cluster("remap-pending", {"region": "south", "accelerator": "h100"}, []),
+         "reports": [node_report(f"remap-{i}", H100, busy, unhealthy=bad)
+                     for i, (busy, bad) in enumerate([([0, 1], (7,)), ([], (2, 5)), ([0, 1, 2, 3], ()), ([], ())])]},
+        _cluster("t4-edge", {"region": "edge", "accelerator": "t4"},
+                 [(f"t4-{i}", T4, _busy(rng, 4, f)) for i, f in enumerate([4, 2, 0, 4, 1, 3])]),
+    ]
+
+
+FLEETS = {"mixed": mixed, "tpu-v5e": tpu, "fragmented": fragmented, "stale": stale, "dead": dead}
 
 
 def write(out: Path) -> None:

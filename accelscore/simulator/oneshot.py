@@ -22,6 +22,7 @@ class ClusterScores:
     sets: tuple[ScoreSet, ScoreSet]
     hub: Mapping[str, pl.PublishedScores]
     withdrawn: tuple[str, ...]
+    frozen: bool = False  # its scorer is dead: nothing on the hub changes during a replay
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,17 +44,17 @@ def snapshot_of(cluster: Cluster, config: ScoringConfig, *, now: float) -> Clust
 
 def first_publish(sets: tuple[ScoreSet, ...], policy: pp.PublishPolicy, *, now: float
                   ) -> tuple[dict[str, pl.PublishedScores], list[str]]:
-    """What a scorer starting now would put on the hub: scores valid for `valid_for_s`, or withdrawn."""
+    """What a scorer starting now would put on the hub: the scores `publish_policy.decide` gives it to
+    write (withdrawn ones as `withdrawn_scores` has them: nothing for accelscore, -100s for the compat APS),
+    valid for `valid_for_s`."""
     hub: dict[str, pl.PublishedScores] = {}
     withdrawn = []
     for score_set in sets:
         decision = pp.decide(None, score_set, now=now, policy=policy)
         if decision.action is pp.Action.WITHDRAW:
             withdrawn.append(score_set.aps_name)
-            hub[score_set.aps_name] = pl.PublishedScores({}, now + policy.valid_for_s)
-        else:
-            hub[score_set.aps_name] = pl.PublishedScores({s.name: s.value for s in decision.scores},
-                                                         now + policy.valid_for_s)
+        hub[score_set.aps_name] = pl.PublishedScores({s.name: s.value for s in decision.scores},
+                                                     now + policy.valid_for_s)
     return hub, withdrawn
 
 
@@ -61,20 +62,22 @@ def score_fleet(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy) -
     """Score every cluster at fleet time, publish once, then apply the files' hub overrides."""
     out = []
     for cluster in fleet.clusters:
-        sets = score_cluster(snapshot_of(cluster, config, now=fleet.now), config, now=fleet.now)
-        hub, withdrawn = first_publish(sets, policy, now=fleet.now)
+        # A dead scorer's objects are what it wrote when it stopped, from the reports it had then.
+        at = fleet.now - (cluster.scorer_stopped_s or 0.0)
+        sets = score_cluster(snapshot_of(cluster, config, now=fleet.now), config, now=at)
+        hub, withdrawn = first_publish(sets, policy, now=at)
         for aps, override in cluster.hub.items():
             if override.absent:
                 hub.pop(aps, None)
             elif override.valid_until_s is not None and aps in hub:
                 hub[aps] = pl.PublishedScores(hub[aps].scores, fleet.now + override.valid_until_s)
-        out.append(ClusterScores(cluster.name, sets, hub, tuple(withdrawn)))
+        out.append(ClusterScores(cluster.name, sets, hub, tuple(withdrawn), cluster.scorer_stopped_s is not None))
     return tuple(out)
 
 
 def cluster_infos(fleet: Fleet) -> tuple[pl.ClusterInfo, ...]:
     """What the Placement filter reads from each ManagedCluster."""
-    return tuple(pl.ClusterInfo(c.name, dict(c.labels), dict(c.claims)) for c in fleet.clusters)
+    return tuple(pl.ClusterInfo(c.name, dict(c.labels), dict(c.claims), c.available) for c in fleet.clusters)
 
 
 def run_oneshot(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy) -> OneShot:

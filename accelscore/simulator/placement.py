@@ -1,7 +1,8 @@
 """Placement objects and a pure emulation of OCM's placement scheduler (REFERENCE §1).
 
-Filter: `spec.predicates` (ORed), each a `requiredClusterSelector` of labelSelector AND claimSelector;
-a CEL selector is not emulated (a warning says so and the predicate ignores it). Prioritize: the
+Filter: clusters tainted by OCM (Available not True) unless tolerated; then `spec.predicates` (ORed),
+each a `requiredClusterSelector` of labelSelector AND claimSelector AND celSelector (accelscore.simulator.cel:
+`scores()` ignores validUntil). Prioritize: the
 weights of `getWeights` (Additive = Balance 1 + Steady 1 overridden by the listed ones; Exact = only
 the listed ones), weight 0 disables; AddOn scores are read raw, a missing APS, a missing score name or
 a `validUntil` in the past count 0; sum of weight * score, ties by cluster name; top `numberOfClusters`.
@@ -10,9 +11,13 @@ a `validUntil` in the past count 0; sum of weight * score, ties by cluster name;
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from accelscore.simulator import cel
+from accelscore.simulator.taints import NO_SELECT, UNAVAILABLE_TAINT, UNREACHABLE_TAINT, Toleration, tolerates_all
 
 BALANCE = "Balance"
 STEADY = "Steady"
@@ -72,6 +77,8 @@ class Placement:
     configurations: tuple[tuple[Coordinate, int], ...] = ()
     predicates: tuple[Selector, ...] = ()
     cluster_sets: tuple[str, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     def references(self) -> set[tuple[str, str]]:
         """(APS name, score name) pairs this Placement ranks by."""
@@ -85,6 +92,13 @@ class ClusterInfo:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
     claims: Mapping[str, str] = field(default_factory=dict)
+    available: str = "True"  # ManagedClusterConditionAvailable: True | False | Unknown
+
+    def taints(self) -> tuple[tuple[str, str, str], ...]:
+        """(key, value, effect) of the taints OCM's taint controller puts on this cluster."""
+        if self.available == "True":
+            return ()
+        return ((UNAVAILABLE_TAINT if self.available == "False" else UNREACHABLE_TAINT, "", NO_SELECT),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +179,14 @@ def from_object(obj: Mapping[str, Any]) -> Placement:
             claim_expressions=_requirements((req.get("claimSelector") or {}).get("matchExpressions")),
             cel_expressions=tuple((req.get("celSelector") or {}).get("celExpressions") or ()),
         ))
+    tolerations = tuple(Toleration(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "",
+                                   t.get("effect") or "") for t in spec.get("tolerations") or ())
+    for selector in predicates:
+        if selector.cel_expressions:
+            compiled(selector.cel_expressions)  # a bad expression is a Misconfigured Placement, found at load
     return Placement(
-        name=meta["name"], namespace=meta.get("namespace") or "default",
+        name=meta["name"], namespace=meta.get("namespace") or "default", tolerations=tolerations,
+        annotations=dict(meta.get("annotations") or {}),
         number_of_clusters=spec.get("numberOfClusters"), mode=Mode(mode), configurations=tuple(configs),
         predicates=tuple(predicates), cluster_sets=tuple(spec.get("clusterSets") or ()),
     )
@@ -195,13 +215,37 @@ def _requirement_matches(req: Requirement, values: Mapping[str, str]) -> bool:
     return not present  # DoesNotExist
 
 
-def selector_matches(selector: Selector, cluster: ClusterInfo) -> bool:
-    """labelSelector AND claimSelector (CEL is not evaluated here)."""
+@functools.lru_cache(maxsize=256)
+def compiled(expressions: tuple[str, ...]) -> cel.Selector:
+    """The compiled celExpressions of one selector (compiled once per distinct list)."""
+    try:
+        return cel.Selector(expressions)
+    except cel.CelError as err:
+        raise PlacementError(str(err)) from None
+
+
+def cel_view(cluster: ClusterInfo, hub: HubView) -> cel.ClusterView:
+    """What CEL sees of a cluster: its object and every APS's values as held, validUntil ignored."""
+    scores = {aps: dict(obj.scores) for aps, obj in hub.get(cluster.name, {}).items()}
+    return cel.ClusterView(cluster.name, cluster.labels, cluster.claims, cluster.available == "True", scores)
+
+
+def selector_matches(selector: Selector, cluster: ClusterInfo, hub: HubView | None = None) -> bool:
+    """labelSelector AND claimSelector AND celSelector (scores read from `hub`, expired or not)."""
     if any(cluster.labels.get(k) != v for k, v in selector.match_labels):
         return False
     if not all(_requirement_matches(r, cluster.labels) for r in selector.label_expressions):
         return False
-    return all(_requirement_matches(r, cluster.claims) for r in selector.claim_expressions)
+    if not all(_requirement_matches(r, cluster.claims) for r in selector.claim_expressions):
+        return False
+    return not selector.cel_expressions or compiled(selector.cel_expressions).matches(cel_view(cluster, hub or {}))
+
+
+
+
+def tolerated(placement: Placement, cluster: ClusterInfo) -> bool:
+    """Every NoSelect taint of the cluster is tolerated by the Placement."""
+    return tolerates_all(placement.tolerations, cluster.taints())
 
 
 def addon_score(hub: HubView, cluster: str, coord: Coordinate, *, now: float) -> int:
@@ -229,10 +273,9 @@ def rank(placement: Placement, clusters: Sequence[ClusterInfo], hub: HubView, *,
     warnings: list[str] = []
     feasible, dropped = [], []
     for cluster in clusters:
-        ok = not placement.predicates or any(selector_matches(p, cluster) for p in placement.predicates)
+        ok = tolerated(placement, cluster) and (
+            not placement.predicates or any(selector_matches(p, cluster, hub) for p in placement.predicates))
         (feasible if ok else dropped).append(cluster.name)
-    if any(p.cel_expressions for p in placement.predicates):
-        warnings.append(f"{placement.name}: celSelector is not emulated; its expressions were ignored")
     if placement.cluster_sets:
         warnings.append(f"{placement.name}: clusterSets is not emulated; every fleet cluster is in the set")
     steady = set(previous)

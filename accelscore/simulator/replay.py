@@ -5,6 +5,8 @@ of the true state (it reaches the scorer `report_delay_s` later, ± jitter); the
 `score_cluster` and publishes with `publish_policy.decide` (dead-band, minimum interval, withdrawal);
 when a published score changed (or at the 10-minute resync) every Placement is re-ranked with its
 previous decision (Steady) and the others' decisions (Balance); then the queue is tried in FIFO order.
+A job that waits longer than `job_timeout_s` leaves the queue (timed out). The `oracle` entry skips the
+hub and sends each job only to a cluster where it can start now (the tightest such cluster).
 """
 
 from __future__ import annotations
@@ -12,17 +14,18 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import random
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from accelscore.scorer import publish_policy as pp
-from accelscore.scorer.model import ClusterSnapshot, NodeEntry, NodeSummary
+from accelscore.scorer.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry, NodeSummary
 from accelscore.scorer.scoring import score_cluster
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.scorer.summarize import summarize
 from accelscore.simulator import placement as pl
-from accelscore.simulator import truth
-from accelscore.simulator.fleet import Fleet, FleetError
+from accelscore.simulator import routing, truth
+from accelscore.simulator.fleet import Fleet
 from accelscore.simulator.oneshot import cluster_infos, score_fleet
 from accelscore.simulator.replay_result import Outcome, ReplayResult, summarize_outcome
 from accelscore.simulator.trace import Job, common_shape
@@ -40,6 +43,9 @@ class ReplayOptions:
     seed: int = 0
     horizon_s: float | None = None  # None: last arrival + 2 x the longest duration
     check_invariants: bool = False
+    job_timeout_s: float = 3600.0  # a job waiting longer than this without starting leaves the queue
+    progress: Callable[[str], None] | None = None  # called every few seconds of wall time with a status line
+    progress_every_s: float = 5.0
 
 
 @dataclass(slots=True)
@@ -70,6 +76,8 @@ class _Universe:
         self.inflight: list[tuple[float, int, str, str, NodeSummary]] = []
         self.seq = 0
         initial = score_fleet(fleet, config, policy)
+        self.frozen = {c.cluster for c in initial if c.frozen}  # a dead scorer writes nothing
+        self.absent = {(c.name, aps) for c in fleet.clusters for aps, o in c.hub.items() if o.absent}
         self.hub: dict[str, dict[str, pl.PublishedScores]] = {c.cluster: dict(c.hub) for c in initial}
         self.published: dict[tuple[str, str], pp.PublishedState] = {}
         for c in initial:
@@ -109,17 +117,21 @@ class _Universe:
         """Score each cluster and apply the publish policy; True when any hub object changed."""
         changed = False
         for cluster, states in self.nodes.items():
+            if cluster in self.frozen:
+                continue
             entries = [NodeEntry(n.name, self.schedulable[(cluster, n.name)], self.table.get((cluster, n.name)))
                        for n in states]
             entries += [NodeEntry(name, True, None) for name in self.unreported[cluster]]
             snap = ClusterSnapshot(cluster, tuple(entries), self.pending_static[cluster] + pending.get(cluster, 0.0))
             for score_set in score_cluster(snap, self.config, now=now):
                 key = (cluster, score_set.aps_name)
+                if key in self.absent:
+                    continue  # that APS's producer is not installed on this cluster
                 decision = pp.decide(self.published.get(key), score_set, now=now, policy=self.policy)
                 if decision.action not in pp.WRITES:
                     continue
                 withdrawn = decision.action is pp.Action.WITHDRAW
-                scores = {} if withdrawn else {s.name: s.value for s in decision.scores}
+                scores = {s.name: s.value for s in decision.scores}  # withdrawn: publish_policy.withdrawn_scores
                 old = self.hub[cluster].get(score_set.aps_name)
                 self.hub[cluster][score_set.aps_name] = pl.PublishedScores(scores, now + self.policy.valid_for_s)
                 self.published[key] = pp.PublishedState(scores, withdrawn, now)
@@ -127,15 +139,25 @@ class _Universe:
                 changed = changed or old is None or dict(old.scores) != scores
         return changed
 
+    def stale(self, cluster: str, now: float) -> bool:
+        """The hub holds no usable accelscore scores for the cluster: absent, expired or withdrawn."""
+        aps = self.hub.get(cluster, {}).get(ACCELSCORE_APS)
+        if aps is None or (aps.valid_until is not None and now > aps.valid_until):
+            return True
+        held = self.published.get((cluster, ACCELSCORE_APS))
+        return held is not None and held.withdrawn
+
 
 class Replay:
-    """Replays one trace for one comparison entry (a Placement name, or `shape:PREFIX` for per-shape ones)."""
+    """Replays one trace for one comparison entry (accelscore.simulator.routing: a Placement name, `shape:PREFIX`,
+    `auto` or `oracle`)."""
 
     def __init__(self, fleet: Fleet, jobs: Sequence[Job], entry: str, *, config: ScoringConfig,
                  policy: pp.PublishPolicy, opts: ReplayOptions) -> None:
         self.fleet, self.jobs, self.entry, self.opts = fleet, tuple(jobs), entry, opts
         self.by_name = {p.name: p for p in fleet.placements}
-        self.route = {j.name: self._placement_for(j) for j in self.jobs}
+        self.oracle = entry == routing.ORACLE
+        self.route = routing.route(entry, self.jobs, self.by_name)
         self.u = _Universe(fleet, config, policy, opts)
         self.decisions: dict[str, tuple[str, ...]] = {}
         self.frag_shape = common_shape(self.jobs)
@@ -145,16 +167,8 @@ class Replay:
         """Whether all of the job's pods fit in the cluster now (memoised until the truth changes)."""
         key = (cluster, job.shape, job.pods)
         if key not in self._fits:
-            self._fits[key] = truth.first_fit(self.u.nodes[cluster], job.shape, job.pods) is not None
+            self._fits[key] = truth.best_fit(self.u.nodes[cluster], job.shape, job.pods) is not None
         return self._fits[key]
-
-    def _placement_for(self, job: Job) -> str:
-        """The Placement a job goes through: its own, else the entry (or PREFIX<k> for `shape:PREFIX`)."""
-        name = job.placement or (f"{self.entry[6:]}{job.shape.count}" if self.entry.startswith("shape:")
-                                 else self.entry)
-        if name not in self.by_name:
-            raise FleetError(f"job {job.name}: no Placement named {name!r} (have {', '.join(sorted(self.by_name))})")
-        return name
 
     def _rerank(self, now: float) -> None:
         """Re-run the scheduler for every Placement in use, in name order (Balance sees the others)."""
@@ -185,7 +199,12 @@ class Replay:
         running: list[_Running] = []
         missent_to: dict[str, str] = {}  # job -> cluster where its pods sit pending
         next_resync, t, i, last_change = 0.0, 0.0, 0, 0.0
+        next_note = time.monotonic() + opts.progress_every_s
         while True:
+            if opts.progress is not None and time.monotonic() >= next_note:
+                next_note = time.monotonic() + opts.progress_every_s
+                opts.progress(f"{self.entry}: {t:.0f}/{horizon:.0f} s simulated, {i}/{len(arrivals)} jobs arrived, "
+                              f"{len(running)} running, {len(queue)} waiting")
             now = start + t
             for r in [r for r in running if r.ends_at <= now]:
                 truth.release(r.plan, r.job.shape)
@@ -199,15 +218,20 @@ class Replay:
                     queue.append(job)
                 else:
                     out.unplaceable.append(job.name)
-            u.agents_send(now)
-            u.scorer_ingest(now)
-            pending: dict[str, float] = {}
-            for job in queue:
-                if job.name in missent_to and job.shape.resource == truth.GPU:
-                    pending[missent_to[job.name]] = pending.get(missent_to[job.name], 0.0) + job.pods * job.shape.count
-            if u.scorer_publish(now, pending) or t >= next_resync:
-                self._rerank(now)
-                next_resync = t + RESYNC_S if t >= next_resync else next_resync
+            queue = self._time_out(queue, t, missent_to, out)
+            if not self.oracle:  # the oracle reads the truth, not the hub
+                u.agents_send(now)
+                # The hub sees this tick's changes before its dispatch: a real hub reacts within the report
+                # delay (~2 s), well inside a 15 s tick, so a job is not sent astray by the tick itself.
+                u.scorer_ingest(now + opts.report_delay_s * (1 + opts.delay_jitter))
+                pending: dict[str, float] = {}
+                for job in queue:
+                    if job.name in missent_to and job.shape.resource == truth.GPU:
+                        pending[missent_to[job.name]] = (pending.get(missent_to[job.name], 0.0)
+                                                         + job.pods * job.shape.count)
+                if u.scorer_publish(now, pending) or t >= next_resync:
+                    self._rerank(now)
+                    next_resync = t + RESYNC_S if t >= next_resync else next_resync
             before = len(running)
             queue = self._dispatch(queue, t, now, running, missent_to, out)
             last_change = t if len(running) != before else last_change
@@ -220,17 +244,45 @@ class Replay:
                 break
             t += opts.tick_s
         out.waiting = [j.name for j in queue]
+        out.timed_out.update(out.waiting)  # never started: the replay ended before they could
         out.running_at_end = len(running)
-        return summarize_outcome(self.entry, out, hub_writes=u.hub_writes, end_s=t)
+        return summarize_outcome(self.entry, out, hub_writes=u.hub_writes, end_s=t, route=self.route)
+
+    def _time_out(self, queue: list[Job], t: float, missent_to: dict[str, str], out: Outcome) -> list[Job]:
+        """Jobs that have waited longer than the timeout leave the queue, counted as timed out."""
+        limit = self.opts.job_timeout_s
+        still = []
+        for job in queue:
+            if t - job.arrival_s > limit:
+                out.timed_out.add(job.name)
+                missent_to.pop(job.name, None)
+            else:
+                still.append(job)
+        return still
+
+    def _oracle_choice(self, job: Job) -> tuple[str, ...]:
+        """The cluster where the job starts now leaving the fewest free devices on the nodes it uses; else none."""
+        best: tuple[int, str] | None = None
+        for cluster, nodes in self.u.nodes.items():
+            if not self._fits_in(cluster, job):
+                continue
+            plan = truth.best_fit(nodes, job.shape, job.pods)
+            if plan is None:
+                continue
+            used = {id(n): n for n, _ in plan}
+            left = sum(len(n.matching_free(job.shape)) for n in used.values()) - job.pods * job.shape.count
+            if best is None or (left, cluster) < best:
+                best = (left, cluster)
+        return () if best is None else (best[1],)
 
     def _dispatch(self, queue: list[Job], t: float, now: float, running: list[_Running],
                   missent_to: dict[str, str], out: Outcome) -> list[Job]:
         """Try every queued job in FIFO order; returns the jobs still waiting."""
         still = []
         for job in queue:
-            chosen = self.decisions.get(self.route[job.name], ())
+            chosen = self._oracle_choice(job) if self.oracle else self.decisions.get(self.route[job.name], ())
             for cluster in chosen:
-                plan = truth.first_fit(self.u.nodes[cluster], job.shape, job.pods) if self._fits_in(cluster, job) \
+                plan = truth.best_fit(self.u.nodes[cluster], job.shape, job.pods) if self._fits_in(cluster, job) \
                     else None
                 if plan is not None:
                     truth.bind(plan, job.name, job.shape)
@@ -238,8 +290,12 @@ class Replay:
                     running.append(_Running(job, plan, now + job.duration_s))
                     out.placed(job, cluster, wait_s=t - job.arrival_s)
                     missent_to.pop(job.name, None)
+                    if not self.oracle and self.u.stale(cluster, now):
+                        out.stale(job, cluster)
                     break
             else:
+                if chosen and self.u.stale(chosen[0], now):
+                    out.stale(job, chosen[0])  # it waits there, on a cluster the hub knows nothing current of
                 # Sent to a cluster that cannot run it only if some other cluster could have, right now;
                 # a job that fits nowhere just waits in the queue.
                 if chosen and any(self._fits_in(c, job) for c in self.u.nodes if c not in chosen):

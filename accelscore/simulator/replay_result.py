@@ -31,6 +31,10 @@ class Outcome:
     per_cluster: dict[str, int] = field(default_factory=dict)
     unplaceable: list[str] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
+    started: set[str] = field(default_factory=set)
+    timed_out: set[str] = field(default_factory=set)
+    stale_jobs: set[str] = field(default_factory=set)
+    stale_by_cluster: dict[str, int] = field(default_factory=dict)
     missent_attempts: int = 0
     missent_jobs: set[str] = field(default_factory=set)
     missent_by_cluster: dict[str, int] = field(default_factory=dict)
@@ -38,6 +42,7 @@ class Outcome:
     series: list[Sample] = field(default_factory=list)
 
     def placed(self, job: Job, cluster: str, *, wait_s: float) -> None:
+        self.started.add(job.name)
         self.waits.append(wait_s)
         self.per_cluster[cluster] = self.per_cluster.get(cluster, 0) + 1
 
@@ -45,6 +50,12 @@ class Outcome:
         self.missent_attempts += 1
         self.missent_jobs.add(job.name)
         self.missent_by_cluster[cluster] = self.missent_by_cluster.get(cluster, 0) + 1
+
+    def stale(self, job: Job, cluster: str) -> None:
+        """The job went to (or waited at) a cluster whose accelscore scores were absent, expired or withdrawn."""
+        if job.name not in self.stale_jobs:
+            self.stale_jobs.add(job.name)
+            self.stale_by_cluster[cluster] = self.stale_by_cluster.get(cluster, 0) + 1
 
     def record(self, t: float, nodes: Mapping[str, Iterable[NodeState]], waiting: int) -> None:
         """Allocation over live nodes, and free devices on nodes with fewer free than the common shape."""
@@ -87,12 +98,18 @@ class ReplayResult:
     hub_writes: int
     end_s: float
     series: tuple[Sample, ...]
+    timed_out: int = 0
+    stale_jobs: int = 0
+    stale_per_cluster: Mapping[str, int] = field(default_factory=dict)
+    route: Mapping[str, str] = field(default_factory=dict)  # job -> Placement (empty for the oracle)
+    job_sets: Mapping[str, frozenset[str]] = field(default_factory=dict)  # started/timed_out/misplaced/stale
 
     def as_dict(self, *, with_series: bool = False) -> dict[str, Any]:
         """Plain data for JSON/YAML output."""
-        out = {k: getattr(self, k) for k in self.__slots__ if k != "series"}
+        out = {k: getattr(self, k) for k in self.__slots__ if k not in ("series", "route", "job_sets")}
         out["placed_per_cluster"] = dict(self.placed_per_cluster)
         out["missent_per_cluster"] = dict(self.missent_per_cluster)
+        out["stale_per_cluster"] = dict(self.stale_per_cluster)
         if with_series:
             out["series"] = [[s.t, round(s.allocation_pct, 2), s.waiting, s.fragmented] for s in self.series]
         return out
@@ -106,13 +123,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
-def summarize_outcome(entry: str, out: Outcome, *, hub_writes: int, end_s: float) -> ReplayResult:
+def summarize_outcome(entry: str, out: Outcome, *, hub_writes: int, end_s: float,
+                      route: Mapping[str, str] | None = None) -> ReplayResult:
     """Condense an Outcome into the reported figures."""
     n = len(out.series) or 1
     with_free = [s for s in out.series if s.free]
     return ReplayResult(
         entry=entry,
-        jobs=len(out.waits) + len(out.waiting) + len(out.unplaceable),
+        jobs=len(out.waits) + len(out.unplaceable) + len(out.timed_out),  # the waiting at the end timed out too
         placed=len(out.waits),
         waiting=len(out.waiting),
         unplaceable=len(out.unplaceable),
@@ -131,4 +149,10 @@ def summarize_outcome(entry: str, out: Outcome, *, hub_writes: int, end_s: float
         hub_writes=hub_writes,
         end_s=end_s,
         series=tuple(out.series),
+        timed_out=len(out.timed_out),
+        stale_jobs=len(out.stale_jobs),
+        stale_per_cluster=dict(sorted(out.stale_by_cluster.items())),
+        route=dict(route or {}),
+        job_sets={"started": frozenset(out.started), "timed_out": frozenset(out.timed_out),
+                  "misplaced": frozenset(out.missent_jobs), "stale": frozenset(out.stale_jobs)},
     )

@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from accelscore.simulator.oneshot import OneShot
+from accelscore.scorer.model import ACCELSCORE_APS
+from accelscore.simulator.oneshot import ClusterScores, OneShot
 from accelscore.simulator.replay_result import ReplayResult
 
 
@@ -43,6 +44,18 @@ def _grid(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     return ["  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)) for r in cells]
 
 
+def _state(c: ClusterScores, now: float) -> str:
+    """How the hub holds the cluster's accelscore object: withdrawn, expired (a dead scorer's), or absent."""
+    aps = c.hub.get(ACCELSCORE_APS)
+    if aps is None:
+        return " no accelscore"
+    if c.withdrawn:
+        return " withdrawn"
+    if aps.valid_until is not None and now > aps.valid_until:
+        return f" expired {now - aps.valid_until:.0f}s"
+    return ""
+
+
 def oneshot_table(result: OneShot) -> str:
     """Score names down, clusters across; then one block per Placement."""
     names = [c.cluster for c in result.clusters]
@@ -53,8 +66,7 @@ def oneshot_table(result: OneShot) -> str:
                                        for c in result.clusters]
                 for s in (result.clusters[0].sets[idx].scores if result.clusters else ())]
         lines += [*_grid(["score (as on the hub)", *names], rows), ""]
-    fresh = [f"{c.sets[0].fresh_nodes}/{c.sets[0].total_nodes}" + (" withdrawn" if c.withdrawn else "")
-             for c in result.clusters]
+    fresh = [f"{c.sets[0].fresh_nodes}/{c.sets[0].total_nodes}" + _state(c, result.now) for c in result.clusters]
     lines += [*_grid(["", *names], [["fresh / schedulable nodes", *fresh]])[1:], ""]
     for r in result.rankings:
         lines.append(f"Placement {r.placement}: selected {', '.join(r.selected) or '(none)'}")
@@ -67,30 +79,61 @@ def oneshot_table(result: OneShot) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-_ROWS = (
-    ("jobs placed", lambda r: r.placed),
-    ("jobs still waiting", lambda r: r.waiting),
-    ("jobs unplaceable", lambda r: r.unplaceable),
-    ("wait mean (s)", lambda r: f"{r.wait_mean_s:.0f}"),
-    ("wait p95 (s)", lambda r: f"{r.wait_p95_s:.0f}"),
-    ("allocation mean (%)", lambda r: f"{r.allocation_mean_pct:.1f}"),
-    ("fragmentation mean (free devs)", lambda r: f"{r.fragmentation_mean:.1f}"),
-    ("fragmentation mean (% of free)", lambda r: f"{r.fragmentation_mean_pct:.1f}"),
-    ("mis-sent jobs", lambda r: r.missent_jobs),
-    ("mis-sent attempts", lambda r: r.missent_attempts),
-    ("placed per cluster", lambda r: " ".join(f"{k}={v}" for k, v in r.placed_per_cluster.items()) or "-"),
+def distance_rows(result: ReplayResult, oracle: ReplayResult | None) -> list[dict[str, Any]]:
+    """Per Placement of an entry: its jobs' fates beside the oracle's for the same jobs (docs/simulate.md)."""
+    groups: dict[str, set[str]] = {}
+    for job, placement in result.route.items():
+        groups.setdefault(placement, set()).add(job)
+    sets, osets = result.job_sets, (oracle.job_sets if oracle is not None else {})
+    rows = []
+    for placement, jobs in sorted(groups.items()):
+        bad = (sets["timed_out"] | sets["misplaced"]) & jobs
+        row = {"entry": result.entry, "placement": placement, "jobs": len(jobs),
+               "started": len(sets["started"] & jobs), "timedOut": len(sets["timed_out"] & jobs),
+               "misplaced": len(sets["misplaced"] & jobs), "timedOutOrMisplaced": len(bad),
+               "sentToStale": len(sets["stale"] & jobs)}
+        if osets:
+            row["oracleStarted"] = len(osets["started"] & jobs)
+            row["oracleTimedOut"] = len(osets["timed_out"] & jobs)
+            row["distance"] = len(bad) - row["oracleTimedOut"]
+        rows.append(row)
+    return rows
+
+
+_DISTANCE = ("entry", "placement", "jobs", "started", "timedOut", "misplaced", "timedOutOrMisplaced", "sentToStale",
+             "oracleStarted", "oracleTimedOut", "distance")
+_HEADER = ("entry", "placement", "jobs", "started", "timed out", "misplaced", "t/o|mis", "stale", "oracle started",
+           "oracle t/o", "distance")
+_FIGURES = (
+    ("placed", lambda r: r.placed),
+    ("timed out", lambda r: r.timed_out),
+    ("unplaceable", lambda r: r.unplaceable),
+    ("wait mean s", lambda r: f"{r.wait_mean_s:.0f}"),
+    ("wait p95 s", lambda r: f"{r.wait_p95_s:.0f}"),
+    ("alloc %", lambda r: f"{r.allocation_mean_pct:.1f}"),
+    ("frag %", lambda r: f"{r.fragmentation_mean_pct:.1f}"),
+    ("mis-sent tries", lambda r: r.missent_attempts),
     ("hub writes", lambda r: r.hub_writes),
-    ("simulated time (s)", lambda r: f"{r.end_s:.0f}"),
+    ("sim s", lambda r: f"{r.end_s:.0f}"),
 )
 
 
-def replay_table(results: Sequence[ReplayResult]) -> str:
-    """Figures down, comparison entries across."""
+def replay_table(results: Sequence[ReplayResult], oracle: ReplayResult | None = None) -> str:
+    """Per Placement: fates beside the oracle's; then one line of figures per entry (fits 120 columns)."""
     if not results:
         return "no Placement to compare\n"
-    rows = [[label, *(get(r) for r in results)] for label, get in _ROWS]
-    note = f"fragmentation: free devices on nodes with fewer free than {results[0].frag_shape} (most common shape)"
-    return "\n".join([*_grid(["placement", *(r.entry for r in results)], rows), note]) + "\n"
+    rows = [[row.get(k, "-") for k in _DISTANCE] for r in results for row in distance_rows(r, oracle)]
+    figures = [[r.entry, *(get(r) for _, get in _FIGURES)] for r in [*results, *([oracle] if oracle else [])]]
+    note = ("t/o|mis: timed out or misplaced (docs/simulate.md); distance: t/o|mis - the oracle's timed out, "
+            f"same jobs;\nfrag: free devices on nodes with fewer free than {results[0].frag_shape} (most common shape)")
+    return "\n".join([*_grid(_HEADER, rows), "", *_grid(["entry", *(h for h, _ in _FIGURES)], figures), note]) + "\n"
+
+
+def replay_data(results: Sequence[ReplayResult], oracle: ReplayResult | None) -> dict[str, Any]:
+    """Plain data: per-Placement distance rows, then every entry's (and the oracle's) full figures."""
+    return {"placements": [row for r in results for row in distance_rows(r, oracle)],
+            "results": [r.as_dict() for r in results],
+            "oracle": oracle.as_dict() if oracle is not None else None}
 
 
 def dump(data: Any, fmt: str) -> str:

@@ -1,6 +1,7 @@
 """The true state of a simulated fleet: which accelerator each pod holds, kept in each node's NodeReport.
 
-Binding is first fit by whole devices: nodes in name order, the lowest-index free devices first. Every
+Binding is best fit by whole devices: each pod goes to the node left with the fewest free devices that
+still holds it (ties by node name), the lowest-index free devices first (`first_fit` is kept for tests). Every
 change is written into the node's NodeReport (device assignments, `resources` requested/free, pod
 count), which the simulated agent then sends; nothing else carries the state.
 """
@@ -112,6 +113,28 @@ def first_fit(nodes: list[NodeState], shape: Shape, pods: int) -> list[tuple[Nod
                 break
         else:
             return None
+    return plan
+
+
+def best_fit(nodes: list[NodeState], shape: Shape, pods: int) -> list[tuple[NodeState, list[int]]] | None:
+    """Devices for all `pods` pods, each on the usable node left with the fewest free matching devices that
+    still holds it (bin packing, as the kube-scheduler's MostAllocated scoring; ties by node name), or None."""
+    taken: dict[int, int] = {}
+    plan: list[tuple[NodeState, list[int]]] = []
+    for _ in range(pods):
+        best: tuple[int, int] | None = None  # (free left after this pod, index in nodes)
+        for i, node in enumerate(nodes):
+            if not node.usable():
+                continue
+            left = len(node.matching_free(shape)) - taken.get(id(node), 0) - shape.count
+            if left >= 0 and (best is None or left < best[0]):
+                best = (left, i)
+        if best is None:
+            return None
+        node = nodes[best[1]]
+        used = taken.get(id(node), 0)
+        plan.append((node, node.matching_free(shape)[used:used + shape.count]))
+        taken[id(node)] = used + shape.count
     return plan
 
 

@@ -24,7 +24,8 @@ def test_the_table_publishes_the_design_names_in_order() -> None:
                              "gpuNodeAvailable", "gpuClusterAvailable", "tpuNodeAvailable", "tpuClusterAvailable"),
         ACCELSCORE_APS: ("gpuNodeFree", "gpuClusterFree", "gpuClusterFit1", "gpuClusterFit2", "gpuClusterFit4",
                          "gpuClusterFit8", "gpuNodeMemFree", "gpuClusterComputeFree", "gpuClusterHeadroom",
-                         "gpuClusterHealthy", "tpuNodeFree", "tpuClusterFree", "clusterFreshness"),
+                         "gpuClusterHealthy", "tpuNodeFree", "tpuClusterFree", "clusterFreshness",
+                         "gpuClusterBestFit1", "gpuClusterBestFit2", "gpuClusterBestFit4", "gpuClusterBestFit8"),
     }
 
 

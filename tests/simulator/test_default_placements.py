@@ -24,15 +24,17 @@ def _shipped_names() -> list[str]:
 def test_shipped_examples_are_found_beside_the_package_and_load() -> None:
     assert simulate_cli.shipped_placements() == EXAMPLES
     # clustersetbinding.yaml and kustomization.yaml are not Placements: skipped, not errors
-    assert _shipped_names() == ["fresh-clusters-only", "inference-shared-gpu", "resource-usage-dropin",
-                                "small-job-best-fit", "training-8gpu"]
+    assert _shipped_names() == ["best-fit-1gpu", "best-fit-2gpu", "best-fit-4gpu", "gang-1gpu", "gang-2gpu",
+                                "gang-4gpu", "inference-shared-gpu", "training-8gpu"]
 
 
 @pytest.mark.parametrize("fleet", FLEETS)
-def test_replay_without_placements_compares_the_shipped_ones(fleet: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_replay_without_placements_sends_each_job_through_the_shipped_one_for_its_shape(
+        fleet: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", str(ROOT / "fixtures" / "fleets" / fleet), "--trace", TRACE, "--output", "json"]) == 0
-    results = json.loads(capsys.readouterr().out)["results"]
-    assert sorted(r["entry"] for r in results) == _shipped_names()
+    data = json.loads(capsys.readouterr().out)
+    assert [r["entry"] for r in data["results"]] == ["auto"]
+    assert {row["placement"] for row in data["placements"]} == set(_shipped_names()) - {"inference-shared-gpu"}
 
 
 def test_oneshot_without_placements_ranks_the_shipped_ones(capsys: pytest.CaptureFixture[str]) -> None:

@@ -131,13 +131,6 @@ def test_predicates_are_ored_and_each_ands_labels_and_claims() -> None:
     assert ranking.filtered_out == ("charlie",)
 
 
-def test_cel_selector_is_not_emulated_and_says_so() -> None:
-    p = pl.Placement("p", mode=pl.Mode.EXACT, predicates=(pl.Selector(cel_expressions=("false",)),))
-    ranking = pl.rank(p, CLUSTERS, {}, now=NOW)
-    assert len(ranking.ranked) == 3
-    assert any("celSelector is not emulated" in w for w in ranking.warnings)
-
-
 def test_misconfigured_placements_are_errors() -> None:
     with pytest.raises(pl.PlacementError, match="incorrect builtin prioritizer"):
         pl.rank(_placement(builtins=(("Nope", 1),)), CLUSTERS, {}, now=NOW)

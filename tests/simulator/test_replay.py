@@ -36,7 +36,7 @@ def test_same_seed_gives_an_identical_result(entry: str) -> None:
 def test_every_job_is_accounted_for_and_runs_only_where_it_fits() -> None:
     # check_invariants=True verifies every tick that no device is held twice and no node is over-allocated.
     result = _replay("mixed", "shape:accel-fit")
-    assert result.placed + result.waiting + result.unplaceable == result.jobs == 40
+    assert result.placed + result.timed_out + result.unplaceable == result.jobs == 40
     assert result.placed > 0
     assert all(0 <= s.allocation_pct <= 100 for s in result.series)
     assert result.wait_p95_s >= 0 and result.wait_mean_s >= 0
