@@ -1,4 +1,4 @@
-"""`accelscore` command: one entry point, subcommands agent, scorer, local, simulate."""
+"""`accelscore` command: one entry point, subcommands agent, scorer, local, simulate, hub-guard."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "scorer": ("accelscore.scorer.cli", "run the cluster scorer: ingest reports, publish AddOnPlacementScores"),
     "local": ("accelscore.local.cli", "this host's scores with no cluster and no hub (the embedded default)"),
     "simulate": ("accelscore.simulator.cli", "score a recorded fleet, rank Placements, replay job traces"),
+    "hub-guard": ("accelscore.hubguard.cli", "on the hub: withdraw accelscore scores left past validUntil"),
 }
 
 

@@ -113,14 +113,14 @@ def _push_loop(config: AgentConfig) -> Any:
     if not config.scorer_address:
         log.warning("no --scorer-address: reports are not pushed (metrics only)")
         return None
-    from accelscore.agent.push import PushLoop, ReportSender
+    from accelscore.agent.push import FanoutSender, PushLoop
     from accelscore.agent.report import change_key
 
     token_file = config.token_file if config.token_file.exists() else None
     if token_file is None:
         log.warning("token file %s does not exist: pushes carry no token and a scorer with auth rejects them",
                     config.token_file)
-    sender = ReportSender(address=config.scorer_address, token_file=token_file, ca_file=config.ca_file,
+    sender = FanoutSender(address=config.scorer_address, token_file=token_file, ca_file=config.ca_file,
                           server_name=config.tls_server_name, insecure_plaintext=config.insecure_plaintext)
     loop = PushLoop(sender=sender, interval_s=config.host.interval_s, change_key=change_key)
     loop.start()

@@ -18,12 +18,14 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 import tenacity
@@ -157,6 +159,82 @@ class ReportSender:
             channel, self._channel, self._stub = self._channel, None, None
         if channel is not None:
             channel.close()
+
+
+def resolve_targets(address: str) -> list[str]:
+    """Every `ip:port` that `host:port` names (a headless Service: one per scorer replica), IPv4 first-choice
+    so `localhost` is one target; an IP, an unresolvable name or a gRPC target URI is returned as it is."""
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return [address]
+    host = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return [address]
+    v4 = sorted({i[4][0] for i in infos if i[0] == socket.AF_INET})
+    v6 = sorted({i[4][0] for i in infos if i[0] == socket.AF_INET6})
+    if v4:
+        return [f"{ip}:{port}" for ip in v4]
+    return [f"[{ip}]:{port}" for ip in v6] or [address]
+
+
+class FanoutSender:
+    """Pushes each report to every scorer replica the address resolves to, in parallel (docs/publishing.md,
+    "How agents reach the leader"): the standby keeps a full node table, so a new leader needs no warm-up.
+    Re-resolved on every push, so replicas that come and go are followed within one interval. OK when any
+    replica took the report (the others get the next one); else the first retryable failure, else a rejection."""
+
+    def __init__(self, *, address: str, token_file: Path | None, timeout_s: float = 5.0,
+                 resolve: Callable[[str], list[str]] = resolve_targets,
+                 sender_factory: Callable[..., Sender] | None = None, **sender_options: Any) -> None:
+        """`sender_options` go to each `ReportSender` (ca_file, server_name: the Service's name, since the
+        targets are pod addresses; insecure_plaintext)."""
+        self._address = address
+        self._resolve = resolve
+        if not sender_options.get("server_name") and not sender_options.get("insecure_plaintext"):
+            sender_options["server_name"] = address.rpartition(":")[0].strip("[]")  # verify the name dialled
+        self._make: Callable[[str], Sender] = sender_factory or (
+            lambda target: ReportSender(address=target, token_file=token_file, timeout_s=timeout_s,
+                                        **sender_options))
+        self._senders: dict[str, Sender] = {}
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="accelscore-push")
+
+    @property
+    def targets(self) -> list[str]:
+        """The replicas pushed to last."""
+        return list(self._senders)
+
+    def send(self, report: pb.NodeReport, *, timeout_s: float | None = None) -> SendOutcome:
+        targets = self._resolve(self._address) or [self._address]
+        for gone in set(self._senders) - set(targets):
+            _close(self._senders.pop(gone))
+        senders = [self._senders[t] if t in self._senders else self._add(t) for t in targets]
+        if len(senders) == 1:
+            return senders[0].send(report, timeout_s=timeout_s)
+        outcomes = list(self._pool.map(lambda s: s.send(report, timeout_s=timeout_s), senders))
+        for wanted in (PushResult.OK, PushResult.RETRYABLE):
+            found = next((o for o in outcomes if o.result is wanted), None)
+            if found is not None:
+                return found
+        return outcomes[0]
+
+    def close(self) -> None:
+        for sender in self._senders.values():
+            _close(sender)
+        self._senders.clear()
+        self._pool.shutdown(wait=False)
+
+    def _add(self, target: str) -> Sender:
+        sender = self._make(target)
+        self._senders[target] = sender
+        return sender
+
+
+def _close(sender: Sender) -> None:
+    close = getattr(sender, "close", None)
+    if close is not None:
+        close()
 
 
 @dataclass(frozen=True, slots=True)

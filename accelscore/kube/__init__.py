@@ -2,6 +2,8 @@
 
 Here: client config, the error hierarchy (every library error leaves as a `KubeError`), the list+watch
 cache; and one small module per use: `quantity` and `pod_requests` (pure), `nodes` (node/pod watches),
+`tokenreview` (TokenReview, pod → node), `hub_scores` (AddOnPlacementScore create and status writes;
+every cluster's objects for the hub guard), `lease` (the leader-election Lease).
 `tokenreview` (TokenReview, pod → node), `hub_scores` (AddOnPlacementScore create and status writes),
 `tls_objects` (the scorer's TLS Secret and CA ConfigMap).
 """

@@ -10,6 +10,7 @@ a 409 re-reads the object and retries a bounded number of times. Library errors 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from collections.abc import Callable
@@ -22,6 +23,8 @@ from kubernetes import client as k8s
 
 from accelscore.kube import config as kube_config
 from accelscore.kube import errors as kube_errors
+from accelscore.kube.config import ApiClient
+from accelscore.kube.watch import OnChange, WatchCache
 
 log = logging.getLogger(__name__)
 
@@ -232,3 +235,42 @@ class HubClient:
             raise err
         log.warning("cannot reload hub kubeconfig %s (%s): keeping the previous credentials", self.kubeconfig, err)
         return self._api
+
+
+# ------------------------------------------------------------------ every cluster's score objects (hub guard)
+
+LABEL_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
+
+
+def watch_all_scores(api_client: ApiClient, *, on_change: OnChange | None = None,
+                     **options: Any) -> WatchCache[tuple[str, str], dict[str, Any]]:
+    """accelscore's AddOnPlacementScores in every namespace (by our managed-by label), as raw JSON, keyed by
+    (namespace, name)."""
+    api = k8s.CustomObjectsApi(api_client)
+    return WatchCache(list_func=functools.partial(api.list_cluster_custom_object, GROUP, VERSION, PLURAL),
+                      raw=True, label_selector=LABEL_SELECTOR, on_change=on_change, name="addonplacementscores",
+                      **options)
+
+
+class ScoreObjects:
+    """Get and status-replace any namespace's AddOnPlacementScores (resourceVersion preconditions: 409 =
+    `Conflict`), for a hub-side process with its own credentials."""
+
+    def __init__(self, api_client: ApiClient, *, request_timeout: tuple[float, float] = (5.0, 15.0)) -> None:
+        self._api = k8s.CustomObjectsApi(api_client)
+        self._timeout = request_timeout
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return kube_errors.call(self._api.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
+                                    _request_timeout=self._timeout)
+        except kube_errors.NotFound:
+            return None
+
+    def replace_status(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        """PUT `/status` at `obj`'s resourceVersion."""
+        meta = obj["metadata"]
+        body = render_object(name=meta["name"], namespace=meta["namespace"], status=status)
+        body["metadata"]["resourceVersion"] = meta["resourceVersion"]
+        return kube_errors.call(self._api.replace_namespaced_custom_object_status, GROUP, VERSION, meta["namespace"],
+                                PLURAL, meta["name"], body, _request_timeout=self._timeout)

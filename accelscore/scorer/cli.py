@@ -27,7 +27,9 @@ def run(args: argparse.Namespace) -> int:
 
     config = scorer_config_from(resolve(args, SCORER_OPTIONS))
     setup_logging(config.log_level, config.log_format, component="scorer", cluster=config.cluster_name)
-    service = ScorerService(config=config, cluster_api=_cluster_api(config), hub=_hub(config))
+    cluster_api = _cluster_api(config)
+    service = ScorerService(config=config, cluster_api=cluster_api, hub=_hub(config),
+                            elector_factory=_elector_factory(config, cluster_api))
     host, port = config.metrics_address
     # Both ports are bound before anything is logged: a busy one is the one line a failed start prints.
     server = MetricsServer(host, port, render=service.render, healthy=service.healthy, ready=service.ready)
@@ -56,6 +58,19 @@ def _cluster_api(config: ScorerConfig) -> Any:
                            "tokens with TokenReviews; run it in a cluster or set KUBECONFIG (--disable-auth "
                            "only for local tests)")
     return api
+
+
+def _elector_factory(config: ScorerConfig, cluster_api: Any) -> Any:
+    """With --leader-elect: a LeaderElector on the Lease in the scorer's namespace; else None (always publish)."""
+    if not config.leader_elect:
+        return None
+    if cluster_api is None:
+        raise StartupError("--leader-elect needs the cluster's API (in-cluster config or KUBECONFIG) for its Lease")
+    from accelscore.kube.lease import LeaseClient
+    from accelscore.scorer.elector import LeaderElector
+
+    store = LeaseClient(cluster_api, namespace=config.lease_namespace, name=config.lease_name)
+    return lambda on_change: LeaderElector(store=store, identity=config.leader_identity, on_change=on_change)
 
 
 def _hub(config: ScorerConfig) -> Any:

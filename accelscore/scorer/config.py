@@ -7,6 +7,7 @@ Scoring and publishing options are the shared definitions (`SCORING_OPTIONS`, `P
 from __future__ import annotations
 
 import re
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,13 @@ from accelscore.options import (
     Option,
     boolean,
     host_port,
+    non_negative_float,
     positive_int,
     text,
 )
 from accelscore.scorer.publish_policy import PUBLISH_OPTIONS, PublishPolicy, publish_policy_from
 from accelscore.scorer.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
+from accelscore.scorer.startup import DEFAULT_GRACE_S
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -78,6 +81,13 @@ SCORER_OPTIONS = (
     Option("--namespace", "POD_NAMESPACE", _dns_name_or_empty, "", "the scorer's namespace (downward API)"),
     Option("--max-report-bytes", "ACCELSCORE_MAX_REPORT_BYTES", positive_int, "1048576",
            "larger reports are rejected"),
+    Option("--startup-grace", "ACCELSCORE_STARTUP_GRACE", non_negative_float, f"{DEFAULT_GRACE_S:g}",
+           "after a start or a leader change, publish once every schedulable node reported or after this many "
+           "seconds, whichever comes first (agent interval + margin)"),
+    Option("--leader-elect", "ACCELSCORE_LEADER_ELECT", boolean, "false",
+           "run as one of several replicas: only the holder of the Lease publishes", is_switch=True),
+    Option("--lease-name", "ACCELSCORE_LEASE_NAME", text, "accelscore-scorer", "the leader election Lease"),
+    Option("--leader-identity", "POD_NAME", text, "", "this replica's name in the Lease; default: the hostname"),
     *PUBLISH_OPTIONS,
     *SCORING_OPTIONS,
     LOG_LEVEL,
@@ -99,6 +109,11 @@ class ScorerConfig:
     publish: PublishPolicy
     log_level: str
     log_format: str = "text"
+    startup_grace_s: float = DEFAULT_GRACE_S
+    leader_elect: bool = False
+    lease_name: str = "accelscore-scorer"
+    lease_namespace: str = ""
+    leader_identity: str = ""
     insecure_plaintext: bool = False
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
@@ -114,6 +129,8 @@ def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
     hub = Path(values["hub_kubeconfig"]) if values["hub_kubeconfig"] else None
     if hub is not None and not values["cluster_name"]:
         raise ConfigError("CLUSTER_NAME is empty but HUB_KUBECONFIG is set: the scores need the cluster's namespace")
+    if values["leader_elect"] and not values["namespace"]:
+        raise ConfigError("ACCELSCORE_LEADER_ELECT is set but POD_NAMESPACE is empty: the Lease needs a namespace")
     cert, key = values["tls_cert_file"], values["tls_key_file"]
     if bool(cert) != bool(key):
         raise ConfigError("ACCELSCORE_TLS_CERT_FILE and ACCELSCORE_TLS_KEY_FILE go together: set both or neither")
@@ -135,6 +152,11 @@ def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
         publish=publish_policy_from(values, stale_after_s=scoring.stale_after_s),
         log_level=values["log_level"],
         log_format=values["log_format"],
+        startup_grace_s=values["startup_grace"],
+        leader_elect=values["leader_elect"],
+        lease_name=values["lease_name"],
+        lease_namespace=values["namespace"],
+        leader_identity=values["leader_identity"] or socket.gethostname(),
         insecure_plaintext=values["insecure_plaintext"],
         tls_cert_file=Path(cert) if cert else None,
         tls_key_file=Path(key) if key else None,

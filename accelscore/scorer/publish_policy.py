@@ -254,3 +254,32 @@ def state_from_status(status: Mapping[str, Any] | None, policy: PublishPolicy) -
     if not scores and not withdrawn:
         return None
     return PublishedState(scores, withdrawn, written_at, condition)
+
+
+# ------------------------------------------------------------------ the stale form (hub guard)
+
+EXPIRED_REASON = "Expired"
+
+
+def stale_form(aps_name: str, status: Mapping[str, Any], *, now: float, message: str) -> dict[str, Any]:
+    """What an expired score object becomes when nobody refreshed it: the withdrawal a scorer writes (compat
+    every name at -100, `accelscore` empty), `ScoresFresh=False/Expired` saying why, and no `validUntil`
+    (an expired -100 would count as 0 again, mid-range on the compat scale; absent means "never expires",
+    and the next write of a live scorer replaces it)."""
+    names = [Score(str(s.get("name", "")), 0) for s in status.get("scores") or () if isinstance(s, Mapping)]
+    scores = clamp_scores(withdrawn_scores(aps_name, names))
+    body = status_body(scores, Condition("False", EXPIRED_REASON, message, now), now)
+    del body["validUntil"]
+    return body
+
+
+def expired_at(status: Mapping[str, Any] | None) -> float | None:
+    """When a status's `validUntil` passes (unix seconds); None when it has none (never expires) or an
+    unreadable one (left alone: we only rewrite what we understand)."""
+    valid_until = (status or {}).get("validUntil")
+    if not valid_until:
+        return None
+    try:
+        return parse_rfc3339(str(valid_until))
+    except ValueError:
+        return None

@@ -63,8 +63,10 @@ class Publisher:
     """Decides and performs the hub writes for one managed cluster's AddOnPlacementScores."""
 
     def __init__(self, *, hub: HubWriter | None, cluster: str, policy: PublishPolicy,
-                 clock: Callable[[], float] = time.time, rng: random.Random | None = None) -> None:
+                 clock: Callable[[], float] = time.time, rng: random.Random | None = None,
+                 may_write: Callable[[], bool] = lambda: True) -> None:
         self._hub = hub
+        self._may_write = may_write  # asked right before each write: a deposed leader stops mid-cycle
         self._cluster = cluster
         self._policy = policy
         self._clock = clock
@@ -81,6 +83,7 @@ class Publisher:
         self._logged: set[str] = set()
         self._last_error: str | None = None
         self._pending: dict[str, str] = {}
+        self._last_stats: dict[str, Any] = self._stats()
 
     def offer(self, score_sets: Sequence[ScoreSet], now: float | None = None) -> int:
         """Take the newest scores of a scoring pass and write at once whatever is due; returns writes done."""
@@ -100,7 +103,7 @@ class Publisher:
             if ready and due and now >= self._last_cycle + self._policy.min_interval_s:
                 self._last_cycle = now
                 for aps, decision in due:
-                    if not self._write(aps, decision, now):
+                    if not self._may_write() or not self._write(aps, decision, now):
                         break  # the rest waits for the retry: the hub is failing for all of them alike
                     written.add(aps)
             self._pending = {aps: d.reason for aps, d in decisions.items()
@@ -122,21 +125,40 @@ class Publisher:
                 due = max(min(times), gate)
             return max(due, self._retry_at)
 
-    def stats(self) -> dict[str, Any]:
-        """Counters and last published values, for the scorer's /metrics and explanations."""
+    def resync(self) -> None:
+        """Forget what we believe the hub holds (and the newest scores): the next tick reads it back first.
+        For a scorer that becomes the leader: another replica may have written since we last did."""
         with self._lock:
-            by_kind = {k: {r: self._counts[(k, r)] for r in RESULTS} for k in KINDS}
-            return {
-                "hub": self._hub is not None,
-                "writes": by_kind,
-                "writes_by_result": {r: sum(by_kind[k][r] for k in KINDS) for r in RESULTS},
-                "writes_by_kind": {k: sum(by_kind[k].values()) for k in KINDS},
-                "published": {aps: dict(st.scores) for aps, st in self._state.items()},
-                "withdrawn": {aps: st.withdrawn for aps, st in self._state.items()},
-                "last_write": {aps: st.written_at for aps, st in self._state.items()},
-                "pending": dict(self._pending),  # changes held by the min interval at the last tick
-                "last_error": self._last_error,
-            }
+            self._latest.clear()
+            self._state.clear()
+            self._status.clear()
+            self._seeded.clear()
+            self._pending.clear()
+
+    def stats(self) -> dict[str, Any]:
+        """Counters and last published values, for the scorer's /metrics and explanations. Never waits behind a
+        slow hub write for long: then the previous answer is returned."""
+        if not self._lock.acquire(timeout=0.2):
+            return dict(self._last_stats)
+        try:
+            self._last_stats = self._stats()
+            return dict(self._last_stats)
+        finally:
+            self._lock.release()
+
+    def _stats(self) -> dict[str, Any]:
+        by_kind = {k: {r: self._counts[(k, r)] for r in RESULTS} for k in KINDS}
+        return {
+            "hub": self._hub is not None,
+            "writes": by_kind,
+            "writes_by_result": {r: sum(by_kind[k][r] for k in KINDS) for r in RESULTS},
+            "writes_by_kind": {k: sum(by_kind[k].values()) for k in KINDS},
+            "published": {aps: dict(st.scores) for aps, st in self._state.items()},
+            "withdrawn": {aps: st.withdrawn for aps, st in self._state.items()},
+            "last_write": {aps: st.written_at for aps, st in self._state.items()},
+            "pending": dict(self._pending),  # changes held by the min interval at the last tick
+            "last_error": self._last_error,
+        }
 
     def render_objects(self, now: float | None = None) -> list[dict[str, Any]]:
         """The APS objects as they stand on the hub (with no hub: as they would, after the writes due at `now`)."""

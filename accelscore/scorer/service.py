@@ -12,14 +12,17 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from accelscore.promlabels import ConstantLabels
 from accelscore.scorer.config import ScorerConfig
+from accelscore.scorer.ha_metrics import HaMetrics, HaState
 from accelscore.scorer.ingest import IngestStats, build_ingest_server
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.model import ScoreSet
 from accelscore.scorer.node_table import NodeFacts, NodeTable
+from accelscore.scorer.publish_worker import PublishWorker
 from accelscore.scorer.publisher import Publisher
 from accelscore.scorer.scoring import score_cluster
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.scorer.skew import UnknownItemsMetrics
+from accelscore.scorer.startup import view_trustworthy
 from accelscore.v1 import report_pb2
 
 log = logging.getLogger(__name__)
@@ -28,14 +31,16 @@ GPU = "nvidia.com/gpu"
 TPU = "google.com/tpu"
 
 
-def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, publisher: Publisher,
+def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, publisher: Publisher | None,
                  now: float) -> tuple[ScoreSet, ScoreSet]:
-    """Snapshot → pure scores → /metrics view → publisher (the scorer's and local mode's one pass)."""
+    """Snapshot → pure scores → /metrics view → publisher (the scorer's and local mode's one pass). The scorer
+    passes no publisher: it hands the sets to its publishing worker itself, once its view is trustworthy."""
     started = time.perf_counter()
     snapshot = table.snapshot()
     score_sets = score_cluster(snapshot, config, now=now)
     view.update(score_sets=score_sets, snapshot=snapshot, now=now, pass_seconds=time.perf_counter() - started)
-    publisher.offer(score_sets, now)
+    if publisher is not None:
+        publisher.offer(score_sets, now)
     return score_sets
 
 
@@ -43,19 +48,29 @@ class ScorerService:
     """Owns every long-lived part; `start()` binds ports, `run()` loops until `stop()`."""
 
     def __init__(self, *, config: ScorerConfig, cluster_api: Any = None, hub: Any = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, elector_factory: Callable[..., Any] | None = None) -> None:
         self.config = config
         self._clock = clock
         self.table = NodeTable(cluster=config.cluster_name, config=config.scoring)
         self.view = ScoringView(cluster=config.cluster_name)
         self.ingest_stats = IngestStats()
-        self.publisher = Publisher(hub=hub, cluster=config.cluster_name, policy=config.publish, clock=clock)
+        self.publisher = Publisher(hub=hub, cluster=config.cluster_name, policy=config.publish, clock=clock,
+                                   may_write=lambda: self.elector is None or self.elector.is_leader())
+        self.worker = PublishWorker(publisher=self.publisher, clock=clock)
+        self.worker.set_active(False)  # until this scorer leads and its view is trustworthy (startup.py)
+        self._term_started = clock()  # process start, or when this replica last became the leader
+        self._gate_open = False
+        self._term_lock = threading.Lock()
+        # Leader election (None: a single replica that always publishes). The factory gets on_change.
+        self.elector: Any = None if elector_factory is None else elector_factory(on_change=self._leadership_changed)
+        self.passes = 0
         self.registry = CollectorRegistry(auto_describe=False)
         cluster_label = {"cluster": config.cluster_name}  # every series, not only the per-cluster ones
         self.registry.register(ConstantLabels(ScorerMetrics(view=self.view, config=config.scoring,
                                                             ingest_stats=self.ingest_stats.snapshot,
                                                             publish_stats=self.publisher.stats), cluster_label))
         self.registry.register(ConstantLabels(UnknownItemsMetrics(self.ingest_stats.unknown), cluster_label))
+        self.registry.register(HaMetrics(cluster=config.cluster_name, read=self.ha_state))
         self._cluster_api = cluster_api
         self._watches: list[Any] = []
         self._node_watch: Any = None
@@ -99,6 +114,9 @@ class ScorerService:
         if authenticator is None:
             log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
         self.grpc_server.start()
+        self.worker.start()
+        if self.elector is not None:
+            self.elector.start()
         if self._cluster_api is not None:
             self._start_watches()
         else:
@@ -142,19 +160,60 @@ class ScorerService:
     # ------------------------------------------------------------------ loop
 
     def score_once(self, now: float | None = None) -> None:
-        """One scoring pass and hand-off to the publisher."""
+        """One scoring pass; the sets go to the publishing worker (never to the hub from here) once this
+        replica leads and its view is trustworthy."""
         now = self._clock() if now is None else now
         self._apply_watches()
-        scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=self.publisher, now=now)
+        score_sets = scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=None,
+                                  now=now)
+        self.passes += 1
+        if self._may_publish(score_sets, now):
+            self.worker.offer(score_sets)
+
+    def _may_publish(self, score_sets: tuple[ScoreSet, ...], now: float) -> bool:
+        """Leader (or no election), and the startup rule passed in this term (then latched until the term ends)."""
+        if self.elector is not None and not self.elector.is_leader():
+            return False
+        with self._term_lock:  # the role is re-checked and the worker switched under the lock the role change takes
+            if self.elector is not None and not self.elector.is_leader():
+                return False
+            if self._gate_open:
+                return True
+            watch = "none" if self._node_watch is None else "synced" if self._applied_once else "pending"
+            first = score_sets[0]
+            verdict = view_trustworthy(watch=watch, fresh=first.fresh_nodes, total=first.total_nodes,
+                                       since_start_s=now - self._term_started,
+                                       grace_s=self.config.startup_grace_s)
+            if not verdict.publish:
+                return False
+            self._gate_open = True
+            self.worker.set_active(True)
+        log.info("publishing: %s", verdict.reason)
+        return True
+
+    def ha_state(self) -> HaState:
+        """Leader, publishing, and the worker's counters, for /metrics."""
+        leader = self.elector is None or self.elector.is_leader()
+        return HaState(leader=leader, publishing=leader and self.worker.active, offers=self.worker.offered,
+                       replaced=self.worker.replaced)
+
+    def _leadership_changed(self, leading: bool) -> None:
+        """A new term: as leader, read the hub back and apply the startup rule again; as standby, hold."""
+        with self._term_lock:
+            self._gate_open = False
+            self._term_started = self._clock()
+            self.worker.set_active(False)
+        if leading:
+            self.publisher.resync()
+        self._wake.set()
 
     def run(self, *, rescore_every_s: float = 1.0) -> None:
-        """Score on every change (and every second, since freshness decays with time); tick the publisher."""
+        """Score on every change (and every second, since freshness decays with time); the worker publishes."""
         while not self._stop.is_set():
             self._wake.wait(rescore_every_s)
             self._wake.clear()
             try:
                 self.score_once()
-                self.publisher.tick()
             except Exception:
                 log.exception("scoring pass failed")
 
@@ -168,11 +227,17 @@ class ScorerService:
         if self.grpc_server is None:
             return False, "ingest not started"
         synced = all(getattr(w, "synced", threading.Event()).is_set() for w in self._watches)
-        return synced, "watches synced" if synced else "waiting for node/pod watches to sync"
+        role = "" if self.elector is None else ("; leader" if self.elector.is_leader() else "; standby")
+        return synced, ("watches synced" if synced else "waiting for node/pod watches to sync") + role
 
-    def stop(self) -> None:
+    def stop(self, *, release_lease: bool = True) -> None:
+        """Stop everything; `release_lease=False` only to simulate a crash in tests and benchmarks."""
         self._stop.set()
         self._wake.set()
+        self.worker.set_active(False)
+        self.worker.stop()  # no write in flight when the lease goes
+        if self.elector is not None:
+            self.elector.stop(release=release_lease)
         for watch in self._watches:
             watch.stop()
         if self.grpc_server is not None:

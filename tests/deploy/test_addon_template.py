@@ -177,7 +177,7 @@ def test_rendered_scorer_configuration_is_accepted_by_the_scorer(hub: list[suppo
     rendered, _ = support.render_addon(hub, cluster="gpu-east")
     container = _container(rendered, "Deployment", "accelscore-scorer")
     namespace = "open-cluster-management-agent-addon"
-    environ = _environ(container, {"metadata.namespace": namespace})
+    environ = _environ(container, {"metadata.namespace": namespace, "metadata.name": "accelscore-scorer-0"})
     values = _load(SCORER_OPTIONS, container["args"][1:], environ)
     config = scorer_config_from(values)
     assert config.cluster_name == "gpu-east"
@@ -194,7 +194,7 @@ def test_rendered_agent_configuration_is_accepted_by_the_agent(hub: list[support
     environ = _environ(container, {"spec.nodeName": "node-a"})
     values = _load(AGENT_OPTIONS, container["args"][1:], environ)
     agent_config_from(values)
-    assert values["scorer_address"] == "accelscore-scorer:9749"
+    assert values["scorer_address"] == "accelscore-scorer-replicas:9749"
     assert values["token_file"] == "/var/run/secrets/accelscore/token"
 
 

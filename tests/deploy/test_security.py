@@ -62,12 +62,15 @@ def test_managed_cluster_roles_grant_exactly_what_each_process_needs(
                         for v in rule["verbs"]}
     read = {("", r, v) for r in ("nodes", "pods") for v in READ_VERBS}
     assert sorted(grants.values(), key=len) == [read, read | {("authentication.k8s.io", "tokenreviews", "create")}]
-    roles_in_namespace = [o for o in objs if o["kind"] == "Role"]
-    assert [r["metadata"]["name"] for r in roles_in_namespace] == ["accelscore-scorer-tls"]
-    assert _scorer_tls_grants(roles_in_namespace[0]["rules"]) == SCORER_TLS_GRANTS
+    roles_in_namespace = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Role"}
+    assert sorted(roles_in_namespace) == ["accelscore-scorer-leader-election", "accelscore-scorer-tls"]
+    assert _scorer_tls_grants(roles_in_namespace["accelscore-scorer-tls"]["rules"]) == SCORER_TLS_GRANTS
+    # The scorer's leader-election Lease, in its own namespace (docs/publishing.md).
+    assert roles_in_namespace["accelscore-scorer-leader-election"]["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}]
     bindings = [o for o in objs if o["kind"] == "RoleBinding"]
-    assert [(b["roleRef"]["name"], [s["name"] for s in b["subjects"]]) for b in bindings] == [
-        ("accelscore-scorer-tls", ["accelscore-scorer"])]
+    assert sorted((b["roleRef"]["name"], [s["name"] for s in b["subjects"]]) for b in bindings) == [
+        ("accelscore-scorer-leader-election", ["accelscore-scorer"]), ("accelscore-scorer-tls", ["accelscore-scorer"])]
 
 
 # The scorer's TLS Secret and CA ConfigMap: get/update by name; create cannot be narrowed by name in RBAC.

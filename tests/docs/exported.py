@@ -153,7 +153,8 @@ def _newer_agent(report: pb.NodeReport) -> pb.NodeReport:
 
 def scorer_families(report: pb.NodeReport) -> dict[str, Family]:
     """The scorer's families after two reports through gRPC and one scoring pass (no hub: writes are recorded)."""
-    args = ["--cluster-name", "cluster-a", "--disable-auth", "--listen-address", "127.0.0.1:0"]
+    # --startup-grace 0: with no cluster API only the grace period lets a fresh scorer publish (docs/publishing.md)
+    args = ["--cluster-name", "cluster-a", "--disable-auth", "--listen-address", "127.0.0.1:0", "--startup-grace", "0"]
     service = ScorerService(config=scorer_config_from(_config(SCORER_OPTIONS, args))).start()
     ca_dir = Path(tempfile.mkdtemp(prefix="md-ca-"))
     (ca_dir / "ca.crt").write_bytes(service.tls_ca_pem)  # no cluster: the scorer's in-memory CA
@@ -164,6 +165,9 @@ def scorer_families(report: pb.NodeReport) -> dict[str, Family]:
             outcome = sender.send(sent)
             assert outcome.result is PushResult.OK, outcome
         service.score_once()
+        deadline = time.monotonic() + 10  # the publishing worker takes the pass's score sets on its own thread
+        while not service.publisher.stats()["published"] and time.monotonic() < deadline:
+            time.sleep(0.02)
         return families(service.registry)
     finally:
         sender.close()

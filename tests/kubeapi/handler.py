@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -83,7 +84,9 @@ class KubeHandler(BaseHTTPRequestHandler):
             body = self._read_body()
             self._authenticate(path)
             fault = self.state.take_fault(method, path)
-            if fault:
+            if fault and fault.delay_s:
+                time.sleep(fault.delay_s)  # a slow apiserver (or a slow link to it)
+            if fault and fault.status:
                 raise ApiError(fault.status, fault.message or f"injected {fault.status} for {method} {path}",
                                reason=fault.reason)
             self._dispatch(method, path, query, body)

@@ -63,6 +63,9 @@ BUILTINS: tuple[ResourceType, ...] = (
     ResourceType(ADMISSION_GROUP, ("v1",), "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding",
                  False, False),
     ResourceType("node.k8s.io", ("v1",), "runtimeclasses", "RuntimeClass", False, False),
+    # Leader election's store: no status; an update with a stale resourceVersion gets 409, like any kind.
+    ResourceType("coordination.k8s.io", ("v1",), "leases", "Lease", True, False),
+    ResourceType("policy", ("v1",), "poddisruptionbudgets", "PodDisruptionBudget", True, True, short_names=("pdb",)),
     ResourceType("networking.k8s.io", ("v1",), "networkpolicies", "NetworkPolicy", True, False,
                  short_names=("netpol",)),
 )

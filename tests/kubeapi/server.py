@@ -104,6 +104,12 @@ class KubeApiServer:
         with self._state.lock:
             self._state.faults.append(fault)
 
+    def delay(self, method: str, path_regex: str, seconds: float, *, times: int = 1) -> None:
+        """Answer the next `times` matching requests only after `seconds` (then normally): a slow server."""
+        fault = Fault(method.upper() if method != "*" else "*", re.compile(path_regex), 0, times, delay_s=seconds)
+        with self._state.lock:
+            self._state.faults.append(fault)
+
     @property
     def requests(self) -> list[RequestRecord]:
         """A copy of the request log: (method, path, status, query)."""

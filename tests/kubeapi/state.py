@@ -31,6 +31,7 @@ class Fault:
     times: int
     reason: str = ""
     message: str = ""
+    delay_s: float = 0.0  # wait this long first; with status 0 the request is then served normally
 
 
 @dataclass

@@ -1,0 +1,64 @@
+"""Run the hub guard on the OCM hub (optional): watch accelscore's AddOnPlacementScores in every cluster
+namespace and rewrite each one whose validUntil passed without a refresh to its stale form (compat scores
+-100, accelscore scores withdrawn, ScoresFresh=False/Expired), so Placements re-evaluate at once instead of
+at the placement controller's 10-minute resync. Needs get/list/watch on addonplacementscores and update on
+addonplacementscores/status, nothing else."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+
+from accelscore.options import LOG_LEVEL, Option, StartupError, add_options, host_port, non_negative_float, resolve
+
+log = logging.getLogger("accelscore.hubguard")
+
+OPTIONS = (
+    Option("--grace", "ACCELSCORE_GUARD_GRACE", non_negative_float, "2",
+           "seconds past validUntil before an object counts as abandoned (clock skew between scorer and hub)"),
+    Option("--metrics-address", "ACCELSCORE_METRICS_ADDRESS", host_port, "0.0.0.0:9750",
+           "HOST:PORT for /metrics, /healthz, /readyz"),
+    LOG_LEVEL,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, OPTIONS)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelscore.httpserve import MetricsServer
+    from accelscore.hubguard.guard import RESULTS, HubGuard
+    from accelscore.kube.config import startup_api_client
+    from accelscore.logs import setup_logging
+
+    values = resolve(args, OPTIONS)
+    setup_logging(values["log_level"])
+    api = startup_api_client()
+    if api is None:
+        raise StartupError("no hub API (no in-cluster config and no KUBECONFIG): run the hub guard on the hub")
+    guard = HubGuard(api_client=api, grace_s=values["grace"])
+
+    def render() -> bytes:
+        lines = ["# HELP accelscore_hubguard_rewrites_total expired score objects handled, by result",
+                 "# TYPE accelscore_hubguard_rewrites_total counter"]
+        lines += [f'accelscore_hubguard_rewrites_total{{result="{r}"}} {guard.counts[r]}' for r in RESULTS]
+        return ("\n".join(lines) + "\n").encode()
+
+    host, port = values["metrics_address"]
+    server = MetricsServer(host, port, render=render, healthy=lambda: (True, "running"),
+                           ready=lambda: (guard.synced(), "watch synced" if guard.synced() else "watch syncing"))
+    done = threading.Event()
+    try:
+        server.start()
+        guard.start()
+        log.info("hub guard: rewriting accelscore scores %gs past their validUntil", values["grace"])
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: done.set())
+        done.wait()
+    finally:
+        guard.stop()
+        server.stop()
+    return 0

@@ -1,0 +1,97 @@
+"""A `coordination.k8s.io/v1` Lease, read and written through the official client (leader election's store).
+
+Writes carry the resourceVersion read last, so two candidates racing for the lease get one 200 and one 409
+(`Conflict`; a lost create race is `AlreadyExists`, also a `Conflict`). Times are unix seconds here and
+RFC 3339 MicroTime on the wire. Library errors leave this module only as `accelscore.kube.errors` types.
+The decisions (when to create, renew, take over) are the caller's: `accelscore.scorer.leadership`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client as k8s
+
+from accelscore.kube.config import ApiClient
+from accelscore.kube.errors import NotFound, call
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseObject:
+    """The Lease's spec as stored, with the resourceVersion to write against."""
+
+    holder: str
+    duration_s: int
+    acquire_time: float
+    renew_time: float
+    transitions: int
+    resource_version: str
+
+
+def micro_time(t: float) -> str:
+    """Unix seconds as a Kubernetes MicroTime (RFC 3339, microseconds, Z)."""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _seconds(text: Any) -> float:
+    if not text:
+        return 0.0
+    return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+
+
+def _from_json(obj: dict[str, Any]) -> LeaseObject:
+    spec = obj.get("spec") or {}
+    return LeaseObject(holder=str(spec.get("holderIdentity") or ""),
+                       duration_s=int(spec.get("leaseDurationSeconds") or 0),
+                       acquire_time=_seconds(spec.get("acquireTime")), renew_time=_seconds(spec.get("renewTime")),
+                       transitions=int(spec.get("leaseTransitions") or 0),
+                       resource_version=str((obj.get("metadata") or {}).get("resourceVersion") or ""))
+
+
+class LeaseClient:
+    """One Lease in one namespace."""
+
+    def __init__(self, api_client: ApiClient, *, namespace: str, name: str,
+                 request_timeout: tuple[float, float] = (2.0, 5.0)) -> None:
+        self._api = k8s.CoordinationV1Api(api_client)
+        self.namespace, self.name = namespace, name
+        self._timeout = request_timeout
+
+    def get(self) -> LeaseObject | None:
+        """The Lease, or None when it does not exist."""
+        try:
+            resp = call(self._api.read_namespaced_lease, self.name, self.namespace, _preload_content=False,
+                        _request_timeout=self._timeout)
+        except NotFound:
+            return None
+        return _from_json(json.loads(resp.data))
+
+    def create(self, *, holder: str, duration_s: int, acquire_time: float, renew_time: float,
+               transitions: int) -> LeaseObject:
+        """Create the Lease (AlreadyExists if another candidate was first)."""
+        body = self._body(holder, duration_s, acquire_time, renew_time, transitions, None)
+        resp = call(self._api.create_namespaced_lease, self.namespace, body, _preload_content=False,
+                    _request_timeout=self._timeout)
+        return _from_json(json.loads(resp.data))
+
+    def update(self, *, holder: str, duration_s: int, acquire_time: float, renew_time: float, transitions: int,
+               resource_version: str) -> LeaseObject:
+        """Replace the Lease's spec at `resource_version` (Conflict if it moved on since)."""
+        body = self._body(holder, duration_s, acquire_time, renew_time, transitions, resource_version)
+        resp = call(self._api.replace_namespaced_lease, self.name, self.namespace, body, _preload_content=False,
+                    _request_timeout=self._timeout)
+        return _from_json(json.loads(resp.data))
+
+    def _body(self, holder: str, duration_s: int, acquire_time: float, renew_time: float, transitions: int,
+              resource_version: str | None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace,
+                                "labels": {"app.kubernetes.io/managed-by": "accelscore"}}
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+                "spec": {"holderIdentity": holder, "leaseDurationSeconds": int(duration_s),
+                         "acquireTime": micro_time(acquire_time), "renewTime": micro_time(renew_time),
+                         "leaseTransitions": int(transitions)}}

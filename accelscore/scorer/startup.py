@@ -1,0 +1,36 @@
+"""When a starting scorer (or a new leader) may publish: a pure rule over what it knows (docs/publishing.md).
+
+Until its view is trustworthy the scorer publishes nothing and the hub keeps what the previous writer left
+(valid until its `validUntil`). The view is trustworthy once the Node watch has synced (so the node count
+is the cluster's, not "the nodes that happened to report") and either every schedulable node has reported
+since the start, or one agent interval plus a margin (`--startup-grace`) has passed since the start,
+whichever comes first. After that the ordinary rules apply, withdrawal for too few fresh nodes included.
+No I/O and no clock: the service passes `since_start_s`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_GRACE_S = 20.0  # the agent's default 15 s interval + 5 s for a reconnect and the scorer's next pass
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether to publish now, and why (for the one log line when the gate opens)."""
+
+    publish: bool
+    reason: str
+
+
+def view_trustworthy(*, watch: str, fresh: int, total: int, since_start_s: float, grace_s: float) -> Verdict:
+    """The startup rule. `watch`: "synced" (the Node watch is in the table), "pending" (not yet: never publish,
+    the node count would be "the nodes that happened to report") or "none" (no cluster API: only the grace
+    period can open the gate)."""
+    if watch == "pending":
+        return Verdict(False, "waiting for the Node watch to sync")
+    if watch == "synced" and total > 0 and fresh >= total:
+        return Verdict(True, f"all {total} schedulable nodes reported after {since_start_s:.1f}s")
+    if since_start_s >= grace_s:
+        return Verdict(True, f"{grace_s:g}s grace over: {fresh}/{total} schedulable nodes reported")
+    return Verdict(False, f"{fresh}/{total} schedulable nodes reported; waiting up to {grace_s:g}s")

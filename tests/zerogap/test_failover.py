@@ -1,0 +1,114 @@
+"""Two replicas, one writer: only the Lease holder publishes; when it dies a standby takes over within the
+bound, and the hub never shows a withdrawn score."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from accelscore.kube.hub_scores import HubClient
+from accelscore.scorer.model import ACCELSCORE_APS
+from accelscore.scorer.publisher import Publisher
+from accelscore.scorer.service import ScorerService
+from tests.publisher.helpers import score_sets
+from tests.zerogap.support import FAST, Rig, wait_for, withdrawn
+
+
+class Agents:
+    """Every node's agent pushing to every replica every 0.3 s (the agents' fan-out), with a settable load."""
+
+    def __init__(self, rig: Rig, scorers: list[ScorerService]) -> None:
+        self.rig, self.scorers, self.busy = rig, scorers, 5
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.3):
+            self.rig.report([s for s in self.scorers if not s._stop.is_set()], busy=self.busy)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.fixture
+def pair(rig: Rig) -> Iterator[tuple[ScorerService, ScorerService, Agents]]:
+    a, b = rig.start_scorer(identity="scorer-a"), rig.start_scorer(identity="scorer-b")
+    agents = Agents(rig, [a, b])
+    try:
+        yield a, b, agents
+    finally:
+        agents.stop()
+
+
+def _leader(a: ScorerService, b: ScorerService) -> tuple[ScorerService, ScorerService] | None:
+    if a.elector.is_leader() != b.elector.is_leader():
+        return (a, b) if a.elector.is_leader() else (b, a)
+    return None
+
+
+def _free(rig: Rig) -> int | None:
+    seen = rig.recorder.latest(ACCELSCORE_APS)
+    return None if seen is None else seen.scores.get("gpuClusterFree")
+
+
+def test_only_the_lease_holder_writes_to_the_hub(rig: Rig, pair) -> None:
+    a, b, _ = pair
+    leader, standby = wait_for(lambda: _leader(a, b))
+    wait_for(lambda: _free(rig))
+    time.sleep(1.5)
+    assert standby.publisher.stats()["writes_by_result"]["ok"] == 0
+    assert standby.worker.handed == 0 and not standby.worker.active
+    assert leader.publisher.stats()["writes_by_result"]["ok"] >= 2
+
+
+def test_a_killed_leaders_standby_publishes_within_the_bound_and_nothing_is_withdrawn(rig: Rig, pair) -> None:
+    a, b, agents = pair
+    leader, standby = wait_for(lambda: _leader(a, b))
+    baseline = wait_for(lambda: _free(rig))
+    leader.stop(release_lease=False)  # SIGKILL: the lease is left to expire
+    killed = time.monotonic()
+    agents.busy = 0  # news the new leader must publish
+    wait_for(lambda: standby.elector.is_leader(), timeout_s=FAST.takeover_bound_s + 5)
+    took_over = time.monotonic() - killed
+    wait_for(lambda: (_free(rig) or 0) > baseline, timeout_s=FAST.takeover_bound_s + 5)
+    published = time.monotonic() - killed
+    slack = 2.0  # thread scheduling on a loaded machine
+    assert took_over <= FAST.takeover_bound_s + slack, f"takeover after {took_over:.1f}s"
+    assert published <= FAST.takeover_bound_s + rig.policy.min_interval_s + slack, f"published after {published:.1f}s"
+    assert not any(withdrawn(s) for s in rig.recorder.seen), "Placements saw a withdrawal"
+
+
+def test_a_leader_that_stops_cleanly_hands_over_within_a_retry_period(rig: Rig, pair) -> None:
+    a, b, _ = pair
+    leader, standby = wait_for(lambda: _leader(a, b))
+    wait_for(lambda: _free(rig))
+    leader.stop()  # SIGTERM: the lease is released
+    stopped = time.monotonic()
+    wait_for(lambda: standby.elector.is_leader(), timeout_s=FAST.takeover_bound_s)
+    assert time.monotonic() - stopped <= FAST.retry_period_s + 2.0
+    assert not any(withdrawn(s) for s in rig.recorder.seen)
+
+
+def test_metrics_say_which_replica_leads_and_publishes(rig: Rig, pair) -> None:
+    a, b, _ = pair
+    leader, standby = wait_for(lambda: _leader(a, b))
+    wait_for(lambda: leader.worker.active)
+    lead_text, standby_text = leader.render().decode(), standby.render().decode()
+    assert f'accelscore_scorer_leader{{cluster="{rig.cluster}"}} 1.0' in lead_text
+    assert f'accelscore_scorer_publishing{{cluster="{rig.cluster}"}} 1.0' in lead_text
+    assert f'accelscore_scorer_leader{{cluster="{rig.cluster}"}} 0.0' in standby_text
+    assert f'accelscore_scorer_publishing{{cluster="{rig.cluster}"}} 0.0' in standby_text
+    assert "accelscore_scorer_publish_offers_replaced_total" in lead_text
+
+
+def test_a_leader_deposed_between_two_writes_does_not_make_the_second(rig: Rig) -> None:
+    answers = iter([True, False])  # leader for the first APS, deposed before the second
+    publisher = Publisher(hub=HubClient(kubeconfig=rig.hub_kubeconfig, namespace=rig.cluster), cluster=rig.cluster,
+                          policy=rig.policy, may_write=lambda: next(answers, False))
+    assert publisher.offer(score_sets(40), time.time()) == 1
+    assert len([w for w in rig.hub_writes() if w[1].endswith("/status")]) == 1

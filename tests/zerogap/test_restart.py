@@ -1,0 +1,68 @@
+"""Restart without withdrawal: a restarted scorer keeps what is on the hub until its view is trustworthy;
+a cold start publishes only after the Node watch synced."""
+
+from __future__ import annotations
+
+import time
+
+from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
+from tests.zerogap.support import Rig, wait_for, withdrawn
+
+APS = (ACCELSCORE_APS, RESOURCE_USAGE_APS)
+
+
+def _free(rig: Rig) -> int | None:
+    """accelscore's gpuClusterFree as the hub holds it now."""
+    seen = rig.recorder.latest(ACCELSCORE_APS)
+    return None if seen is None or not rig.recorder.latest(RESOURCE_USAGE_APS) else seen.scores.get("gpuClusterFree")
+
+
+def test_a_killed_and_restarted_scorer_leaves_the_hub_unchanged_until_it_has_news(rig: Rig) -> None:
+    first = rig.start_scorer()
+    rig.report([first])
+    baseline = wait_for(lambda: _free(rig))
+    before = {name: rig.recorder.latest(name) for name in APS}
+    first.stop(release_lease=False)  # SIGKILL: nothing more from this process
+    writes_before = len(rig.hub_writes())
+
+    second = rig.start_scorer(grace_s=30.0)
+    time.sleep(1.0)  # scoring passes run with no reports at all: every node unknown
+    rig.report([second], rig.node_names[:2])  # two of three agents are back
+    time.sleep(1.0)
+    assert rig.hub_writes()[writes_before:] == []
+    rig.report([second], rig.node_names[2:])  # the last one: the view is whole, the values are the same
+    wait_for(lambda: second.worker.active)
+    time.sleep(1.0)
+    assert rig.hub_writes()[writes_before:] == [], "unchanged scores were rewritten after the restart"
+    assert {name: rig.recorder.latest(name) for name in APS} == before
+
+    rig.report([second], busy=1)  # news: the restarted scorer publishes it
+    wait_for(lambda: (_free(rig) or 0) > baseline)
+    assert not any(withdrawn(s) for s in rig.recorder.seen), "Placements saw a withdrawal"
+
+
+def test_a_cold_start_publishes_only_after_the_node_watch_synced(rig: Rig) -> None:
+    rig.api_server.delay("GET", r"^/api/v1/nodes$", 3.0)  # the first Node list takes 3 s
+    started = time.monotonic()
+    scorer = rig.start_scorer()
+    rig.report([scorer])
+    while time.monotonic() - started < 2.5:
+        assert not scorer._node_watch.synced.is_set()
+        assert rig.hub_writes() == [], "published before the Node watch synced"
+        rig.report([scorer])
+        time.sleep(0.2)
+    wait_for(lambda: _free(rig))
+    assert scorer._node_watch.synced.is_set()
+    status = rig.hub_server._state.store.get(
+        next(t for t in rig.hub_server._state.types if t.plural == "addonplacementscores"),
+        rig.cluster, ACCELSCORE_APS)["status"]
+    assert status["conditions"][0]["message"].startswith(f"{rig.nodes}/{rig.nodes} schedulable nodes")
+
+
+def test_the_grace_period_opens_publishing_when_an_agent_never_reports(rig: Rig) -> None:
+    scorer = rig.start_scorer(grace_s=1.5)
+    rig.report([scorer], rig.node_names[:2])  # 2 of 3: enough to be fresh, not all
+    time.sleep(0.8)
+    assert rig.hub_writes() == []
+    wait_for(lambda: rig.recorder.latest(ACCELSCORE_APS), timeout_s=10)
+    assert not any(withdrawn(s) for s in rig.recorder.seen)
