@@ -70,7 +70,7 @@ def test_scorer_logs_json_lines_with_cluster(isolated_env: dict[str, str]) -> No
 
 
 @pytest.mark.parametrize("subcommand", [["agent", "--once"], ["scorer"], ["local", "--once"],
-                                        ["simulate", "fixtures/fleets/mixed"]])
+                                        ["simulate", "fixtures/fleets/mixed"], ["hub-guard"]])
 def test_every_subcommand_takes_log_format_and_refuses_a_bad_one(isolated_env: dict[str, str],
                                                                  subcommand: list[str]) -> None:
     result = subprocess.run([*ACCELSCORE, *subcommand, "--log-format", "yaml"], env=isolated_env, cwd=REPO,
