@@ -180,3 +180,5 @@ def port_list(raw: str) -> tuple[int, ...]:
 
 LOG_LEVEL = Option("--log-level", "ACCELSCORE_LOG_LEVEL", one_of_any_case("debug", "info", "warning", "error"),
                    "info", "log verbosity")
+LOG_FORMAT = Option("--log-format", "ACCELSCORE_LOG_FORMAT", one_of_any_case("text", "json"), "text",
+                    "log lines on stderr as text, or one JSON object per line (docs/logging.md)")

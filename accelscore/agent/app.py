@@ -22,6 +22,7 @@ from accelscore.agent.report import build_report
 from accelscore.agent.runner import CollectorSet, Cycle
 from accelscore.agent.snapshots import NodeSnapshot
 from accelscore.httpserve import MetricsServer
+from accelscore.promlabels import ConstantLabels
 from accelscore.v1 import report_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,8 @@ class AgentRuntime:
         self._stop = threading.Event()
         self.registry = CollectorRegistry(auto_describe=False)
         push_stats = getattr(push_loop, "stats", None)
-        self.registry.register(AgentMetrics(collectors=collectors, node_name=config.host.node_name,
-                                            push_stats=push_stats))
+        metrics = AgentMetrics(collectors=collectors, node_name=config.host.node_name, push_stats=push_stats)
+        self.registry.register(ConstantLabels(metrics, {"cluster": config.cluster_name}))
         self._exposition = b""
         self._last_cycle_at = 0.0
 

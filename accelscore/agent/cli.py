@@ -14,7 +14,7 @@ from google.protobuf import json_format
 from accelscore.agent.config import AGENT_OPTIONS, AgentConfig, agent_config_from
 from accelscore.options import StartupError, add_options, resolve
 
-log = logging.getLogger("accelscore.agent")
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
     from accelscore.logs import setup_logging
 
     config = agent_config_from(resolve(args, AGENT_OPTIONS))
-    setup_logging(config.host.log_level)
+    setup_logging(config.host.log_level, config.host.log_format, component="agent", node=config.host.node_name,
+                  cluster=config.cluster_name)
     startup_api_client()  # a KUBECONFIG that is set must load; none at all is fine (node collector ABSENT)
     if not args.once:
         _check_token_file(config)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from accelscore.options import (
+    LOG_FORMAT,
     LOG_LEVEL,
     Option,
     boolean,
@@ -29,7 +30,8 @@ NVML_TIMEOUT = Option("--nvml-timeout", "ACCELSCORE_NVML_TIMEOUT", positive_floa
 INTERVAL = Option("--interval", "ACCELSCORE_INTERVAL", positive_float, "15", "seconds between collection cycles")
 
 # What local mode shares with the agent: everything about reading this host.
-HOST_OPTIONS = (NODE_NAME, SYSFS_ROOT, POD_RESOURCES_SOCKET, TPU_METRICS_PORTS, NVML_TIMEOUT, INTERVAL, LOG_LEVEL)
+HOST_OPTIONS = (NODE_NAME, SYSFS_ROOT, POD_RESOURCES_SOCKET, TPU_METRICS_PORTS, NVML_TIMEOUT, INTERVAL, LOG_LEVEL,
+                LOG_FORMAT)
 
 AGENT_OPTIONS = (
     *HOST_OPTIONS,
@@ -39,6 +41,8 @@ AGENT_OPTIONS = (
            "scorer gRPC HOST:PORT; empty = do not push (metrics only)"),
     Option("--token-file", "ACCELSCORE_TOKEN_FILE", text, "/var/run/secrets/accelscore/token",
            "projected ServiceAccount token (audience accelscore) sent with every push"),
+    Option("--cluster-name", "CLUSTER_NAME", text, "local",
+           "the `cluster` label on every series (the OCM addon sets CLUSTER_NAME; match the scorer's)"),
     Option("--ca-file", "ACCELSCORE_CA_FILE", text, "/var/run/accelscore/ca/ca.crt",
            "the scorer's CA bundle (PEM; its ConfigMap mounted), re-read on every reconnect"),
     Option("--tls-server-name", "ACCELSCORE_TLS_SERVER_NAME", text, "",
@@ -61,6 +65,7 @@ class HostConfig:
     nvml_timeout_s: float
     interval_s: float
     log_level: str
+    log_format: str = "text"
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class AgentConfig:
     scorer_address: str  # "" = no push
     token_file: Path
     output: str
+    cluster_name: str = "local"
     ca_file: Path = Path("/var/run/accelscore/ca/ca.crt")
     tls_server_name: str = ""
     insecure_plaintext: bool = False
@@ -84,6 +90,7 @@ def host_config_from(values: dict[str, Any]) -> HostConfig:
         nvml_timeout_s=values["nvml_timeout"],
         interval_s=values["interval"],
         log_level=values["log_level"],
+        log_format=values["log_format"],
     )
 
 
@@ -94,6 +101,7 @@ def agent_config_from(values: dict[str, Any]) -> AgentConfig:
         scorer_address=values["scorer_address"].strip(),
         token_file=Path(values["token_file"]),
         output=values["output"],
+        cluster_name=values["cluster_name"].strip() or "local",
         ca_file=Path(values["ca_file"]),
         tls_server_name=values["tls_server_name"].strip(),
         insecure_plaintext=values["insecure_plaintext"],

@@ -44,6 +44,21 @@ _GPU_COUNTERS = (
     ("gpu_ecc_uncorrected_errors", "ecc_uncorrected_total", "uncorrected ECC errors (aggregate)"),
 )
 GPU_LABELS = ["node", "gpu", "uuid"]
+NODE_RESOURCE_FAMILIES = {
+    "allocatable": "node allocatable per resource, in the unit of label unit",
+    "requests": "summed effective requests of the node's non-terminal pods per resource, in the unit of label unit",
+    "free": "allocatable minus requests per resource, in the unit of label unit",
+}
+_BYTE_RESOURCES = ("memory", "ephemeral-storage", "hugepages-")
+
+
+def resource_unit(resource: str) -> str:
+    """kube-state-metrics' unit label values: core (cpu), byte (memory, storage, hugepages), integer (the rest)."""
+    if resource == "cpu":
+        return "core"
+    if resource.startswith(_BYTE_RESOURCES):
+        return "byte"
+    return "integer"
 
 
 class AgentMetrics(Collector):
@@ -179,29 +194,42 @@ class AgentMetrics(Collector):
         yield from (info, used, total, duty, serving)
 
     def _node_metrics(self, node: NodeSnapshot) -> Iterator[Metric]:
-        help_unit = "(cpu in cores, memory in bytes, extended resources in devices)"
-        families = {k: GaugeMetricFamily(f"accelscore_node_resource_{k}", f"{k} per resource {help_unit}",
-                                         labels=["node", "resource"]) for k in ("allocatable", "requested", "free")}
+        # The names of docs/metrics-renames.md, unit in a `unit` label as kube-state-metrics has it.
+        families = {k: GaugeMetricFamily(f"accelscore_node_{k}", help_text, labels=["node", "resource", "unit"])
+                    for k, help_text in NODE_RESOURCE_FAMILIES.items()}
+        # Deprecated in 0.2.0, removed in 0.3.0: the same values without a unit.
+        old_help = "DEPRECATED (removed in 0.3.0; use accelscore_node_{new}{{unit}}): {k} per resource " \
+                   "(cpu in cores, memory in bytes, extended resources in devices)"
+        old = {k: GaugeMetricFamily(f"accelscore_node_resource_{k}", old_help.format(new=new, k=k),
+                                    labels=["node", "resource"])
+               for k, new in (("allocatable", "allocatable"), ("requested", "requests"), ("free", "free"))}
         for name in sorted(node.allocatable):
             allocatable = node.allocatable[name]
             requested = node.requested.get(name, 0.0)
-            families["allocatable"].add_metric([self._node, name], allocatable)
-            families["requested"].add_metric([self._node, name], requested)
-            families["free"].add_metric([self._node, name], allocatable - requested)
+            unit = resource_unit(name)
+            free = allocatable - requested
+            for key, value in (("allocatable", allocatable), ("requests", requested), ("free", free)):
+                families[key].add_metric([self._node, name, unit], value)
+            old["allocatable"].add_metric([self._node, name], allocatable)
+            old["requested"].add_metric([self._node, name], requested)
+            old["free"].add_metric([self._node, name], free)
+        yield from families.values()
+        yield from old.values()
         unschedulable = GaugeMetricFamily("accelscore_node_unschedulable", "1 when cordoned", labels=["node"])
         unschedulable.add_metric([self._node], 1.0 if node.unschedulable else 0.0)
         ready = GaugeMetricFamily("accelscore_node_ready", "1 when the node is Ready", labels=["node"])
         ready.add_metric([self._node], 1.0 if node.ready else 0.0)
         pods = GaugeMetricFamily("accelscore_node_pods", "non-terminal pods bound to this node", labels=["node"])
         pods.add_metric([self._node], node.pod_count)
-        yield from (*families.values(), unschedulable, ready, pods)
+        yield from (unschedulable, ready, pods)
 
     def _host_metrics(self, host: HostSnapshot) -> Iterator[Metric]:
+        deprecated = "DEPRECATED (removed in 0.3.0; node_exporter's node_load{n} is the same value): "
         values: dict[str, tuple[str, Any]] = {
             "host_cpu_utilization_ratio": ("host CPU busy ratio", host.cpu_utilization_ratio),
-            "host_load1": ("1-minute load average", host.load1),
-            "host_load5": ("5-minute load average", host.load5),
-            "host_load15": ("15-minute load average", host.load15),
+            "host_load1": (deprecated.format(n=1) + "1-minute load average", host.load1),
+            "host_load5": (deprecated.format(n=5) + "5-minute load average", host.load5),
+            "host_load15": (deprecated.format(n=15) + "15-minute load average", host.load15),
             "host_memory_available_bytes": ("memory available", host.memory_available_bytes),
             "host_memory_total_bytes": ("memory installed", host.memory_total_bytes),
         }

@@ -375,12 +375,13 @@ class PushLoop:
         elif outcome.result is PushResult.RETRYABLE:
             self._failing += 1
             level = logging.WARNING if self._failing == 1 else logging.DEBUG
-            log.log(level, "push failed (%s: %s); retrying with backoff", outcome.code, outcome.detail)
+            log.log(level, "push failed (%s: %s); retrying with backoff", outcome.code, outcome.detail,
+                    extra={"reason": outcome.code})
         elif (outcome.code, outcome.detail) not in self._logged_rejections:
             if len(self._logged_rejections) < 100:
                 self._logged_rejections.add((outcome.code, outcome.detail))
             log.error("the scorer rejected the report (%s: %s); not retried until the next report",
-                      outcome.code, outcome.detail)
+                      outcome.code, outcome.detail, extra={"reason": outcome.code})
 
     def _final_push(self) -> None:
         if self._pending is not None:

@@ -103,7 +103,8 @@ class CollectorSet:
         self._logged[reading.name] = key
         level = logging.WARNING if reading.state is State.UNKNOWN else logging.INFO
         why = f": {reading.reason}" if reading.reason else ""
-        log.log(level, "collector %s is %s%s", reading.name, reading.state.value, why)
+        log.log(level, "collector %s is %s%s", reading.name, reading.state.value, why,
+                extra={"collector": reading.name, "reason": reading.reason})
 
     def close(self) -> None:
         for collector in self.collectors:

@@ -11,9 +11,18 @@ import logging
 import signal
 import threading
 
-from accelscore.options import LOG_LEVEL, Option, StartupError, add_options, host_port, non_negative_float, resolve
+from accelscore.options import (
+    LOG_FORMAT,
+    LOG_LEVEL,
+    Option,
+    StartupError,
+    add_options,
+    host_port,
+    non_negative_float,
+    resolve,
+)
 
-log = logging.getLogger("accelscore.hubguard")
+log = logging.getLogger(__name__)
 
 OPTIONS = (
     Option("--grace", "ACCELSCORE_GUARD_GRACE", non_negative_float, "2",
@@ -21,6 +30,7 @@ OPTIONS = (
     Option("--metrics-address", "ACCELSCORE_METRICS_ADDRESS", host_port, "0.0.0.0:9750",
            "HOST:PORT for /metrics, /healthz, /readyz"),
     LOG_LEVEL,
+    LOG_FORMAT,
 )
 
 
@@ -35,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from accelscore.logs import setup_logging
 
     values = resolve(args, OPTIONS)
-    setup_logging(values["log_level"])
+    setup_logging(values["log_level"], values["log_format"], component="hub-guard")
     api = startup_api_client()
     if api is None:
         raise StartupError("no hub API (no in-cluster config and no KUBECONFIG): run the hub guard on the hub")

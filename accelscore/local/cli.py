@@ -30,7 +30,7 @@ from accelscore.scorer.node_table import NodeTable
 from accelscore.scorer.scoring_config import SCORING_OPTIONS, scoring_config_from
 from accelscore.scorer.service import scoring_pass
 
-log = logging.getLogger("accelscore.local")
+log = logging.getLogger(__name__)
 
 LOCAL_OPTIONS = (
     *HOST_OPTIONS,
@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from accelscore.logs import setup_logging
 
     values = resolve(args, LOCAL_OPTIONS)
-    setup_logging(values["log_level"])
+    setup_logging(values["log_level"], values["log_format"], component="local",
+                  node=host_config_from(values).node_name, cluster=values["cluster_name"])
     startup_api_client()  # a KUBECONFIG that is set must load; none at all is the usual local case
     session = LocalSession(values)
     try:
@@ -126,10 +127,13 @@ class LocalSession:
     def serve(self, out: TextIO) -> int:
         from accelscore.agent.metrics import AgentMetrics
         from accelscore.httpserve import MetricsServer
+        from accelscore.promlabels import ConstantLabels
 
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(AgentMetrics(collectors=self.collectors, node_name=self.host.node_name))
-        registry.register(ScorerMetrics(view=self.view, config=self.config))
+        cluster_label = {"cluster": self.view.cluster}
+        registry.register(ConstantLabels(AgentMetrics(collectors=self.collectors, node_name=self.host.node_name),
+                                         cluster_label))
+        registry.register(ConstantLabels(ScorerMetrics(view=self.view, config=self.config), cluster_label))
         host, port = self.metrics_address
         server = MetricsServer(host, port, render=lambda: generate_latest(registry),
                                healthy=lambda: (True, "local"),

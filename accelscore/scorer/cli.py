@@ -13,7 +13,7 @@ from typing import Any
 from accelscore.options import StartupError, add_options, resolve
 from accelscore.scorer.config import SCORER_OPTIONS, ScorerConfig, scorer_config_from
 
-log = logging.getLogger("accelscore.scorer")
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from accelscore.scorer.service import ScorerService
 
     config = scorer_config_from(resolve(args, SCORER_OPTIONS))
-    setup_logging(config.log_level)
+    setup_logging(config.log_level, config.log_format, component="scorer", cluster=config.cluster_name)
     cluster_api = _cluster_api(config)
     service = ScorerService(config=config, cluster_api=cluster_api, hub=_hub(config),
                             elector_factory=_elector_factory(config, cluster_api))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from accelscore.options import (
+    LOG_FORMAT,
     LOG_LEVEL,
     ConfigError,
     Option,
@@ -97,6 +98,7 @@ SCORER_OPTIONS = (
     *PUBLISH_OPTIONS,
     *SCORING_OPTIONS,
     LOG_LEVEL,
+    LOG_FORMAT,
 )
 
 
@@ -116,6 +118,7 @@ class ScorerConfig:
     max_clock_skew_s: float = 120.0
     ingest_max_in_flight: int = 64
     ingest_rate_per_node: float = 2.0
+    log_format: str = "text"
     startup_grace_s: float = DEFAULT_GRACE_S
     leader_elect: bool = False
     lease_name: str = "accelscore-scorer"
@@ -161,6 +164,7 @@ def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
         max_clock_skew_s=values["max_clock_skew"],
         ingest_max_in_flight=values["ingest_max_in_flight"],
         ingest_rate_per_node=values["ingest_rate_per_node"],
+        log_format=values["log_format"],
         startup_grace_s=values["startup_grace"],
         leader_elect=values["leader_elect"],
         lease_name=values["lease_name"],

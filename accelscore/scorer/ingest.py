@@ -260,7 +260,8 @@ class ReportIngest:
         if now - self._warned.get(rejection.reason, -_WARN_EVERY_S) >= _WARN_EVERY_S:
             self._warned[rejection.reason] = now  # a race here only costs a duplicate log line
             log.warning("refused a report from %s: %s: %s (further ones for %.0fs only counted)", context.peer(),
-                        rejection.reason.value, rejection.message, _WARN_EVERY_S)
+                        rejection.reason.value, rejection.message, _WARN_EVERY_S,
+                        extra={"reason": rejection.reason.value})
         context.abort(_CODES[rejection.reason], f"{rejection.reason.value}: {rejection.message}")
 
 

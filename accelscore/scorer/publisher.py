@@ -230,7 +230,7 @@ class Publisher:
         key = f"{result}:{self._operation()}:{aps if result == 'invalid' else ''}"
         if key not in self._logged:
             self._logged.add(key)
-            (log.warning if result in ("conflict", "error") else log.error)("%s", message)
+            (log.warning if result in ("conflict", "error") else log.error)("%s", message, extra={"reason": result})
 
     def _explain(self, err: Exception, result: str, aps: str) -> str:
         """One line a person can act on."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from accelscore.promlabels import ConstantLabels
 from accelscore.scorer.admission import RateLimiter
 from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.ha_metrics import HaMetrics, HaState
@@ -66,10 +67,11 @@ class ScorerService:
         self.elector: Any = None if elector_factory is None else elector_factory(on_change=self._leadership_changed)
         self.passes = 0
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(ScorerMetrics(view=self.view, config=config.scoring,
-                                             ingest_stats=self.ingest_stats.snapshot,
-                                             publish_stats=self.publisher.stats))
-        self.registry.register(UnknownItemsMetrics(self.ingest_stats.unknown))
+        cluster_label = {"cluster": config.cluster_name}  # every series, not only the per-cluster ones
+        self.registry.register(ConstantLabels(ScorerMetrics(view=self.view, config=config.scoring,
+                                                            ingest_stats=self.ingest_stats.snapshot,
+                                                            publish_stats=self.publisher.stats), cluster_label))
+        self.registry.register(ConstantLabels(UnknownItemsMetrics(self.ingest_stats.unknown), cluster_label))
         self.registry.register(HaMetrics(cluster=config.cluster_name, read=self.ha_state))
         self._cluster_api = cluster_api
         self._watches: list[Any] = []

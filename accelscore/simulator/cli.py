@@ -18,6 +18,8 @@ from pathlib import Path
 import yaml
 
 from accelscore.options import (
+    LOG_FORMAT,
+    LOG_LEVEL,
     ConfigError,
     add_options,
     non_negative_float,
@@ -50,7 +52,7 @@ def _arg(parse):  # type: ignore[no-untyped-def]
 
 
 # Every scoring and publishing option the scorer takes, from the same definitions (flags and env twins).
-SIMULATE_OPTIONS = (*SCORING_OPTIONS, *PUBLISH_OPTIONS)
+SIMULATE_OPTIONS = (*SCORING_OPTIONS, *PUBLISH_OPTIONS, LOG_LEVEL, LOG_FORMAT)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -152,6 +154,10 @@ def _replay(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishP
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of `accelscore simulate`."""
+    from accelscore.logs import setup_logging
+
+    log_values = resolve(args, (LOG_LEVEL, LOG_FORMAT))
+    setup_logging(log_values["log_level"], log_values["log_format"], component="simulate")
     if args.generate_trace:
         jobs = generate(args.generate_trace, seed=args.seed, mean_interarrival_s=args.mean_interarrival)
         sys.stdout.write(yaml.safe_dump({"jobs": jobs}, sort_keys=False))

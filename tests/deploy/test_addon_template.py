@@ -130,7 +130,10 @@ def test_the_agent_is_shipped_without_a_hub_credential(hub: list[support.Obj]) -
     agent = support.one(rendered, "DaemonSet", "accelscore-agent")
     text = " ".join(support.strings(agent)).lower()
     assert "hub_kubeconfig" not in text and "hub-kubeconfig" not in text
-    assert not {o.env for o in AGENT_OPTIONS} & {"HUB_KUBECONFIG", "CLUSTER_NAME"}
+    # The agent reads no hub setting, only CLUSTER_NAME, for the `cluster` label of its metrics
+    # (docs/monitoring.md); the addon-manager sets it in every workload, registration or not.
+    assert not {o.env for o in AGENT_OPTIONS} & {"HUB_KUBECONFIG"}
+    assert "CLUSTER_NAME" in {o.env for o in AGENT_OPTIONS}
     secrets = {v["secret"]["secretName"] for _, pod in support.pod_specs(rendered) for v in pod.get("volumes", [])
                if "secret" in v}
     assert secrets == {"accelscore-hub-kubeconfig"}  # mounted into the scorer only

@@ -25,7 +25,9 @@ from tests.deploy import support
 from tests.kubeapi import ApiHandle, objectmeta
 
 # Not built into Kubernetes: created where its CRD is served, else only its ObjectMeta is checked here.
-_OPTIONAL_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("cert-manager.io/v1", "Certificate")}
+# (Their schemas are checked against the vendored Prometheus Operator CRDs in tests/monitoring.)
+_OPTIONAL_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule"),
+                   ("cert-manager.io/v1", "Certificate")}
 _ADDON_NS = "open-cluster-management-agent-addon"
 
 
@@ -65,6 +67,7 @@ def _create_all(handle: ApiHandle, objs: list[support.Obj], namespace: str) -> l
             except ResourceNotFoundError:
                 assert key in _OPTIONAL_KINDS, f"the API does not serve {key}"
                 _check_locally(obj)
+                created.append(f"{obj['kind']}/{obj['metadata']['name']} (ObjectMeta checked locally)")
                 continue
             ns = obj["metadata"].get("namespace") if resource.namespaced else None
             where = f"{obj['kind']}/{obj['metadata']['name']}"

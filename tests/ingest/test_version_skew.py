@@ -125,4 +125,4 @@ def test_the_scorers_own_metrics_carry_the_unknown_items_counter() -> None:
     service = ScorerService(config=config)
     service.ingest_stats.unknown.observe(newer_agent_report(time.time()))
     text = service.render().decode()
-    assert 'accelscore_scorer_report_unknown_items_total{item="collector",name="amd"} 1.0' in text
+    assert 'accelscore_scorer_report_unknown_items_total{cluster="local",item="collector",name="amd"} 1.0' in text

@@ -22,15 +22,17 @@ def free_port() -> int:
 
 
 class PrometheusServer:
-    """Starts `prometheus` scraping the given targets every second; `query()` reads through its HTTP API."""
+    """Starts `prometheus` scraping the given targets (and evaluating `rule_files`) every second; `query()` reads
+    through its HTTP API."""
 
-    def __init__(self, workdir: Path, targets: dict[str, str]) -> None:
+    def __init__(self, workdir: Path, targets: dict[str, str], rule_files: list[Path] | None = None) -> None:
         binary = shutil.which("prometheus")
         if binary is None:
             raise RuntimeError("the `prometheus` binary is missing: `apt-get install prometheus` (.ci/run does)")
         self.port = free_port()
         config = {
-            "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
+            "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
+            "rule_files": [str(p) for p in rule_files or []],
             "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [target]}]}
                                for job, target in targets.items()],
         }
