@@ -183,16 +183,18 @@ def render_addon(hub: list[Obj], cluster: str = "cluster1") -> tuple[list[Obj], 
 # ----------------------------------------------------------------------------------------- validate
 
 
-def _strict(schema: Any) -> Any:
+def strict_schema(schema: Any) -> Any:
     """Close every object schema that lists properties, like a strict decoder would."""
     if isinstance(schema, dict):
-        out = {k: _strict(v) for k, v in schema.items()}
+        out = {k: strict_schema(v) for k, v in schema.items()}
+        if isinstance(out.get("pattern"), str) and out["pattern"].startswith("^(?i)"):
+            out["pattern"] = "(?i)^" + out["pattern"][5:]  # Go allows inline flags anywhere; Python only first
         if ("properties" in out and "additionalProperties" not in out
                 and not out.get("x-kubernetes-preserve-unknown-fields")):
             out["additionalProperties"] = False
         return out
     if isinstance(schema, list):
-        return [_strict(v) for v in schema]
+        return [strict_schema(v) for v in schema]
     return schema
 
 
@@ -205,7 +207,7 @@ def crd_schemas() -> dict[tuple[str, str], Any]:
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:
             if version.get("served"):
-                schema = _strict(version["schema"]["openAPIV3Schema"])
+                schema = strict_schema(version["schema"]["openAPIV3Schema"])
                 schemas[(f"{group}/{version['name']}", kind)] = schema
     return schemas
 

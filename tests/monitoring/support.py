@@ -9,6 +9,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from tests.deploy.support import strict_schema
+
 REPO = Path(__file__).resolve().parents[2]
 COMPONENT = REPO / "deploy" / "daemonset" / "components" / "monitoring"
 ADDON_COMPONENT = REPO / "deploy" / "addon-template" / "components" / "monitoring"
@@ -26,21 +28,6 @@ def alert_rules() -> dict[str, dict[str, Any]]:
     return {r["alert"]: r for g in rules_spec()["groups"] for r in g["rules"] if "alert" in r}
 
 
-def _strict(schema: Any) -> Any:
-    """Close every object schema that lists properties (unknown fields are errors, as with kubectl --strict)."""
-    if isinstance(schema, dict):
-        out = {k: _strict(v) for k, v in schema.items()}
-        if isinstance(out.get("pattern"), str) and out["pattern"].startswith("^(?i)"):
-            out["pattern"] = "(?i)^" + out["pattern"][5:]  # Go allows inline flags anywhere; Python only first
-        if ("properties" in out and "additionalProperties" not in out
-                and not out.get("x-kubernetes-preserve-unknown-fields")):
-            out["additionalProperties"] = False
-        return out
-    if isinstance(schema, list):
-        return [_strict(v) for v in schema]
-    return schema
-
-
 @functools.cache
 def crd_schemas() -> dict[tuple[str, str], Any]:
     """(apiVersion, kind) -> strict openAPIV3Schema of every vendored monitoring.coreos.com CRD."""
@@ -50,7 +37,7 @@ def crd_schemas() -> dict[tuple[str, str], Any]:
         for version in crd["spec"]["versions"]:
             if version.get("served"):
                 key = (f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"])
-                schemas[key] = _strict(version["schema"]["openAPIV3Schema"])
+                schemas[key] = strict_schema(version["schema"]["openAPIV3Schema"])
     return schemas
 
 

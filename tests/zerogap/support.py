@@ -23,6 +23,7 @@ from accelscore.scorer.leadership import Timing
 from accelscore.scorer.publish_policy import PublishPolicy
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.scorer.service import ScorerService
+from tests.e2e.harness import wait_for as wait_for  # one poller for every harness
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ocm_crd_files
 from tests.kubeapi.objects import node_body
@@ -156,15 +157,3 @@ class Rig:
             api.close()
         self.api_server.stop()
         self.hub_server.stop()
-
-
-def wait_for(predicate: Callable[[], Any], *, timeout_s: float = 15.0, every_s: float = 0.05) -> Any:
-    """Poll until `predicate()` is truthy; return its value."""
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(every_s)
-    raise TimeoutError(f"condition not met in {timeout_s}s (last: {last!r})")
