@@ -18,13 +18,31 @@ from accelscore.kube.watch import OnChange, WatchCache, namespaced_key
 V = TypeVar("V")
 JsonObject = dict[str, Any]
 
-__all__ = ["JsonObject", "object_name", "status_amounts", "watch_node", "watch_node_pods", "watch_nodes",
-           "watch_pending_pods"]
+__all__ = ["JsonObject", "node_labels", "node_taints", "object_name", "status_amounts", "watch_node",
+           "watch_node_pods", "watch_nodes", "watch_pending_pods"]
 
 
 def object_name(obj: JsonObject) -> str:
     """`metadata.name` of an API object given as JSON."""
     return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def node_labels(node: JsonObject) -> dict[str, str]:
+    """`metadata.labels` of a Node as str -> str (anything else in there is dropped)."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    if not isinstance(labels, dict):
+        return {}
+    return {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def node_taints(node: JsonObject) -> list[tuple[str, str, str]]:
+    """`spec.taints` of a Node as (key, value, effect) triples; malformed items are dropped."""
+    taints = (node.get("spec") or {}).get("taints") or []
+    out: list[tuple[str, str, str]] = []
+    for taint in taints if isinstance(taints, list) else ():
+        if isinstance(taint, dict) and isinstance(taint.get("key"), str):
+            out.append((taint["key"], str(taint.get("value") or ""), str(taint.get("effect") or "")))
+    return out
 
 
 def status_amounts(node: JsonObject, field: str, wanted: Callable[[str], bool]) -> dict[str, float]:

@@ -7,12 +7,17 @@ within budget and memory O(nodes).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from accelscore.scorer import lanes as _lanes
 
 RESOURCE_USAGE_APS = "resource-usage-score"
 ACCELSCORE_APS = "accelscore"
+CUSTOM_APS = "accelscore-custom"  # user-defined scores (never mixed into the built-in objects)
+KUEUE_APS = "accelscore-kueue"  # Kueue ClusterQueue headroom
+# Every AddOnPlacementScore accelscore may write (hub RBAC, admission policy and hub guard name these).
+OWNED_APS = (RESOURCE_USAGE_APS, ACCELSCORE_APS, CUSTOM_APS, KUEUE_APS)
 
 
 # Pod sizes (whole GPUs) whose fit counts every node summary carries (`gpuClusterFit<k>`).
@@ -69,12 +74,27 @@ class NodeSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class Taint:
+    """One `spec.taints` item of a Node."""
+
+    key: str
+    value: str
+    effect: str  # NoSchedule, PreferNoSchedule or NoExecute
+
+
+@dataclass(frozen=True, slots=True)
 class NodeEntry:
-    """A node the cluster's API says exists, with its newest summary (None = never reported)."""
+    """A node the cluster's API says exists, with its newest summary (None = never reported).
+
+    `labels` and `taints` are the Node object's (empty without a Node watch, e.g. in local mode): node
+    filters of user-defined scores and Kueue flavors' nodeLabels select nodes by them.
+    """
 
     name: str
     schedulable: bool  # from the Node watch: exists, not spec.unschedulable
     summary: NodeSummary | None
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False)
+    taints: tuple[Taint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from accelscore.scorer.model import ClusterSnapshot, NodeEntry, NodeSummary
+from accelscore.scorer.model import ClusterSnapshot, NodeEntry, NodeSummary, Taint
 from accelscore.scorer.plausible import implausible
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.scorer.summarize import summarize
@@ -18,7 +18,8 @@ from accelscore.v1 import report_pb2
 class NodeFacts:
     """What the Node watch keeps per node: whether pods may be placed there and its accelerator amounts.
 
-    `capacity`/`allocatable` hold the accelerator resources (`plausible.accelerator_resource`) of the
+    `labels`/`taints` are the Node's, for node filters and Kueue flavors. `capacity`/`allocatable` hold
+    the accelerator resources (`plausible.accelerator_resource`) of the
     Node's status; None = not known (no watch data), so reports are not bounded by them.
     """
 
@@ -26,6 +27,8 @@ class NodeFacts:
     schedulable: bool
     capacity: Mapping[str, float] | None = field(default=None, compare=False)
     allocatable: Mapping[str, float] | None = field(default=None, compare=False)
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False)
+    taints: tuple[Taint, ...] = ()
 
 
 class ReportRefused(Exception):
@@ -85,7 +88,7 @@ class NodeTable:
         if nodes is None:
             entries = tuple(NodeEntry(name, True, s) for name, s in sorted(summaries.items()))
         else:
-            entries = tuple(NodeEntry(name, facts.schedulable, summaries.get(name))
+            entries = tuple(NodeEntry(name, facts.schedulable, summaries.get(name), facts.labels, facts.taints)
                             for name, facts in sorted(nodes.items()))
         return ClusterSnapshot(self._cluster, entries, pending_gpu_requests=pending_gpus,
                                pending_tpu_requests=pending_tpus)

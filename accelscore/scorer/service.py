@@ -16,7 +16,7 @@ from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.ha_metrics import HaMetrics, HaState
 from accelscore.scorer.ingest import DEFAULT_BURST, IngestStats, build_ingest_server
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
-from accelscore.scorer.model import ScoreSet
+from accelscore.scorer.model import ScoreSet, Taint
 from accelscore.scorer.node_table import NodeFacts, NodeTable
 from accelscore.scorer.plausible import accelerator_resource
 from accelscore.scorer.publish_worker import PublishWorker
@@ -135,7 +135,9 @@ class ScorerService:
         def node_facts(node: kube_nodes.JsonObject) -> NodeFacts:
             return NodeFacts(kube_nodes.object_name(node), not bool((node.get("spec") or {}).get("unschedulable")),
                              capacity=kube_nodes.status_amounts(node, "capacity", accelerator_resource),
-                             allocatable=kube_nodes.status_amounts(node, "allocatable", accelerator_resource))
+                             allocatable=kube_nodes.status_amounts(node, "allocatable", accelerator_resource),
+                             labels=kube_nodes.node_labels(node),
+                             taints=tuple(Taint(*t) for t in kube_nodes.node_taints(node)))
 
         def pending_demand(pod: kube_nodes.JsonObject) -> tuple[float, float]:
             requests = effective_requests(pod)

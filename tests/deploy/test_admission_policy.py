@@ -8,6 +8,7 @@ import celpy
 import pytest
 from celpy import celtypes
 
+from accelscore.scorer.model import OWNED_APS
 from tests.deploy import support
 
 APS = {"group": "cluster.open-cluster-management.io", "version": "v1alpha1", "kind": "AddOnPlacementScore"}
@@ -151,6 +152,12 @@ CASES = [
      "UPDATE", "denied"),
     ("legacy-addon-accelscore-aps", _agent("c1", "resource-usage-collect"), (), "c1", "accelscore", "UPDATE",
      "denied"),
+    ("own-cluster-writes-custom", _agent("c1"), (), "c1", "accelscore-custom", "UPDATE", "allowed"),
+    ("own-cluster-creates-kueue", _agent("c1"), (), "c1", "accelscore-kueue", "CREATE", "allowed"),
+    ("other-cluster-writes-custom", _agent("c2"), (), "c1", "accelscore-custom", "UPDATE", "denied"),
+    ("legacy-addon-kueue-aps", _agent("c1", "resource-usage-collect"), (), "c1", "accelscore-kueue", "UPDATE",
+     "denied"),
+    ("random-user-deletes-kueue", "alice", (), "c1", "accelscore-kueue", "DELETE", "denied"),
 ]
 
 
@@ -231,7 +238,7 @@ def test_the_parameter_binding_is_narrowed_to_accelscore_object_names(hub: list[
         for rule in policy["spec"]["matchConstraints"]["resourceRules"]:
             assert set(rule["resources"]) <= {"addonplacementscores", "addonplacementscores/status"}
             if "paramKind" in policy["spec"]:
-                assert rule["resourceNames"] == ["accelscore", "resource-usage-score"]
+                assert sorted(rule["resourceNames"]) == sorted(OWNED_APS)
     bindings = [o for o in hub if o["kind"] == "ValidatingAdmissionPolicyBinding"]
     assert all(b["spec"]["validationActions"] == ["Deny"] for b in bindings)
     [with_params] = [b for b in bindings if "paramRef" in b["spec"]]
