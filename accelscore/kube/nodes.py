@@ -18,8 +18,8 @@ from accelscore.kube.watch import OnChange, WatchCache, namespaced_key
 V = TypeVar("V")
 JsonObject = dict[str, Any]
 
-__all__ = ["JsonObject", "node_labels", "node_taints", "object_name", "status_amounts", "watch_node",
-           "watch_node_pods", "watch_nodes", "watch_pending_pods"]
+__all__ = ["JsonObject", "node_labels", "node_taints", "object_name", "status_amounts", "watch_bound_pods",
+           "watch_node", "watch_node_pods", "watch_nodes", "watch_pending_pods"]
 
 
 def object_name(obj: JsonObject) -> str:
@@ -73,6 +73,15 @@ def watch_node_pods(api_client: ApiClient, *, node_name: str, transform: Callabl
     return WatchCache(list_func=client.CoreV1Api(api_client).list_pod_for_all_namespaces, raw=True,
                       key=namespaced_key, transform=transform, field_selector=selector,
                       name=f"pods/{node_name}", **options)
+
+
+def watch_bound_pods(api_client: ApiClient, *, transform: Callable[[JsonObject], V],
+                     on_change: OnChange | None = None, **options: Any) -> WatchCache[tuple[str, str], V]:
+    """Every non-terminal pod bound to a node, keyed by (namespace, name): what the nodes have requested."""
+    selector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+    return WatchCache(list_func=client.CoreV1Api(api_client).list_pod_for_all_namespaces, raw=True,
+                      key=namespaced_key, transform=transform, on_change=on_change, field_selector=selector,
+                      name="bound-pods", **options)
 
 
 def watch_nodes(api_client: ApiClient, *, transform: Callable[[JsonObject], V],

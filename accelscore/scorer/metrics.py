@@ -44,8 +44,10 @@ class ScorerMetrics(Collector):
 
     def __init__(self, *, view: ScoringView, config: ScoringConfig,
                  ingest_stats: Callable[[], Mapping[str, int]] | None = None,
-                 publish_stats: Callable[[], Mapping[str, Any]] | None = None) -> None:
+                 publish_stats: Callable[[], Mapping[str, Any]] | None = None,
+                 capped_stats: Callable[[], Mapping[str, int]] | None = None) -> None:
         self._view = view
+        self._capped_stats = capped_stats
         self._config = config
         self._ingest_stats = ingest_stats
         self._publish_stats = publish_stats
@@ -64,6 +66,15 @@ class ScorerMetrics(Collector):
         yield from (timing, count)
         if self._ingest_stats is not None:
             yield from self._ingest(self._ingest_stats())
+        if self._capped_stats is not None:
+            capped = self._capped_stats()
+            family = CounterMetricFamily("accelscore_reports_free_capped",
+                                         "times a node's free count was capped at its Node's allocatable - requested "
+                                         "(the scorer's own pod view), on a report or a Node/pod change",
+                                         labels=["resource"])
+            for resource in ("nvidia.com/gpu", "google.com/tpu"):
+                family.add_metric([resource], capped.get(resource, 0))
+            yield family
         if self._publish_stats is not None:
             yield from self._publish(cluster, self._publish_stats())
 

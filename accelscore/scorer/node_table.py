@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from accelscore.scorer.model import ClusterSnapshot, NodeEntry, NodeSummary, Taint
-from accelscore.scorer.plausible import implausible
+from accelscore.scorer.plausible import cap_free, implausible
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.scorer.summarize import summarize
 from accelscore.scorer.validate import Rejection
@@ -46,9 +46,13 @@ class NodeTable:
         self._cluster = cluster
         self._config = config
         self._lock = threading.Lock()
-        self._summaries: dict[str, NodeSummary] = {}
+        self._reported: dict[str, NodeSummary] = {}  # the newest accepted summary per node, as reported
+        self._summaries: dict[str, NodeSummary] = {}  # what scoring counts: the reported one, capped
         self._nodes: Mapping[str, NodeFacts] | None = None  # None = no Node watch (local mode)
         self._pending: tuple[float, float] = (0.0, 0.0)
+        # Accelerators requested by the pods bound to each node (None = no bound-pod watch, or not synced).
+        self._requested: Mapping[str, Mapping[str, float]] | None = None
+        self._capped: dict[str, int] = {}  # resource -> times a node's free count was capped
         self.version = 0  # bumps on every change, so the scoring loop can skip idle passes
 
     def accept(self, report: report_pb2.NodeReport, received_at: float) -> NodeSummary:
@@ -61,17 +65,59 @@ class NodeTable:
             if rejection is not None:
                 raise ReportRefused(rejection)
         with self._lock:
-            self._summaries[report.node_name] = summary
+            self._reported[report.node_name] = summary
+            self._recount(report.node_name)
             self.version += 1
         return summary
+
+    def _recount(self, name: str) -> None:
+        """(Under the lock.) What scoring counts for `name`: its reported summary, free capped at the Node's
+        allocatable - requested when both are known. Called when either side changes, so a pod that just
+        ended raises the bound without waiting for the node's next report."""
+        summary = self._reported[name]
+        facts = None if self._nodes is None else self._nodes.get(name)
+        if facts is not None and facts.allocatable is not None and self._requested is not None:
+            summary, capped = cap_free(summary, allocatable=facts.allocatable,
+                                       requested=self._requested.get(name, {}))
+            for resource in capped:
+                self._capped[resource] = self._capped.get(resource, 0) + 1
+        self._summaries[name] = summary
 
     def set_nodes(self, nodes: Mapping[str, NodeFacts]) -> None:
         """Replace the Node watch's view; summaries of nodes that no longer exist are dropped."""
         with self._lock:
+            before = self._nodes or {}
             self._nodes = dict(nodes)
-            for gone in set(self._summaries) - set(self._nodes):
+            for gone in set(self._reported) - set(self._nodes):
+                del self._reported[gone]
                 del self._summaries[gone]
+            for name in self._reported:
+                old = before.get(name)
+                if old is None or old.allocatable != self._nodes[name].allocatable:
+                    self._recount(name)
             self.version += 1
+
+    def set_requested(self, requested: Mapping[str, Mapping[str, float]] | None) -> None:
+        """Accelerators requested per node by its bound pods (None: unknown, free is bounded by allocatable
+        only); the nodes whose requests changed are recounted at once."""
+        with self._lock:
+            before = self._requested
+            self._requested = None if requested is None else dict(requested)
+            if before is None or self._requested is None:
+                changed = set(self._reported)
+            else:
+                changed = {n for n in before.keys() | self._requested.keys()
+                           if before.get(n) != self._requested.get(n)} & self._reported.keys()
+            for name in changed:
+                self._recount(name)
+            if changed:
+                self.version += 1
+
+    def capped_counts(self) -> dict[str, int]:
+        """How often a node's free GPUs or TPU chips were capped at allocatable - requested, per resource
+        (when a report arrived, or when the Node or its pods changed)."""
+        with self._lock:
+            return dict(self._capped)
 
     def set_pending(self, *, gpus: float, tpus: float) -> None:
         """Σ GPUs and TPU chips requested by Pending pods that no node has been chosen for."""

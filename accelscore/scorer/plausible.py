@@ -9,12 +9,18 @@ has allocatable. Bounds per family, from the Node's `status.capacity` / `status.
   chips ≤ allocatable `google.com/tpu`; the report's own `resources` allocatable/free of those names
   ≤ the Node's allocatable.
 
-Limit: the scorer watches Pending pods, not bound ones, so "requested" is the agent's own figure; the
-free bound is allocatable, not allocatable - requested. A resource the Node does not advertise counts 0.
+A resource the Node does not advertise counts 0. Those bounds refuse the report.
+
+Free devices are further capped (`cap_free`), not refused, at allocatable - requested as the scorer's own
+watch of bound pods sees it: the agent's report and the scorer's pod watch each lag the other by up to
+a report interval, so a report taken just before a pod was bound (or just after one was deleted) is
+honest and only slightly old; capping keeps every such report and still never counts more free than the
+scorer's own view allows (unknown is never free; a cap only ever lowers).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from accelscore.devices import KINDS, AcceleratorFamily
@@ -65,3 +71,38 @@ def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mappin
                                                            f"{max(amount.allocatable, amount.free):g}, the Node "
                                                            f"advertises allocatable {node_alloc:g}")
     return None
+
+
+def _mig_sum(amounts: Mapping[str, float]) -> float:
+    return sum(v for k, v in amounts.items() if k.startswith(MIG_PREFIX))
+
+
+def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float],
+             requested: Mapping[str, float]) -> tuple[NodeSummary, tuple[str, ...]]:
+    """`summary` with free GPUs / TPU chips (device and API level) at most allocatable - requested of the
+    Node as the scorer sees it, and the resources that were capped (empty: unchanged)."""
+    gpu_bound = max(0.0, allocatable.get(GPU, 0.0) + _mig_sum(allocatable)
+                    - requested.get(GPU, 0.0) - _mig_sum(requested))
+    tpu_bound = max(0.0, allocatable.get(TPU, 0.0) - requested.get(TPU, 0.0))
+    changes: dict[str, object] = {}
+    capped: list[str] = []
+    if summary.gpu_free_known and summary.gpu_free > gpu_bound + _EPS:
+        free = int(gpu_bound)
+        # Keep the mean model weight of the free GPUs: which of them are really taken is not known.
+        changes["gpu_free"] = free
+        changes["gpu_compute_free"] = summary.gpu_compute_free * free / summary.gpu_free
+        capped.append(GPU)
+    if summary.gpu_free_api is not None and summary.gpu_free_api > gpu_bound + _EPS:
+        changes["gpu_free_api"] = gpu_bound
+        if GPU not in capped:
+            capped.append(GPU)
+    if summary.tpu_free_known and summary.tpu_free > tpu_bound + _EPS:
+        changes["tpu_free"] = int(tpu_bound)
+        capped.append(TPU)
+    if summary.tpu_free_api is not None and summary.tpu_free_api > tpu_bound + _EPS:
+        changes["tpu_free_api"] = tpu_bound
+        if TPU not in capped:
+            capped.append(TPU)
+    if not changes:
+        return summary, ()
+    return dataclasses.replace(summary, **changes), tuple(capped)

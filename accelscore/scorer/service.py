@@ -70,13 +70,15 @@ class ScorerService:
         cluster_label = {"cluster": config.cluster_name}  # every series, not only the per-cluster ones
         self.registry.register(ConstantLabels(ScorerMetrics(view=self.view, config=config.scoring,
                                                             ingest_stats=self.ingest_stats.snapshot,
-                                                            publish_stats=self.publisher.stats), cluster_label))
+                                                            publish_stats=self.publisher.stats,
+                                                            capped_stats=self.table.capped_counts), cluster_label))
         self.registry.register(ConstantLabels(UnknownItemsMetrics(self.ingest_stats.unknown), cluster_label))
         self.registry.register(HaMetrics(cluster=config.cluster_name, read=self.ha_state))
         self._cluster_api = cluster_api
         self._watches: list[Any] = []
         self._node_watch: Any = None
         self._pending_watch: Any = None
+        self._bound_watch: Any = None
         self._watches_dirty = threading.Event()
         self._applied_once = False
         self._wake = threading.Event()
@@ -143,6 +145,10 @@ class ScorerService:
             requests = effective_requests(pod)
             return requests.get(GPU, 0.0), requests.get(TPU, 0.0)
 
+        def bound_demand(pod: kube_nodes.JsonObject) -> tuple[str, tuple[tuple[str, float], ...]]:
+            node = str((pod.get("spec") or {}).get("nodeName") or "")
+            return node, tuple((r, v) for r, v in effective_requests(pod).items() if accelerator_resource(r))
+
         def changed(*_: Any) -> None:  # per event: only mark dirty; the loop folds all events into one pass
             self._watches_dirty.set()
             self._wake.set()
@@ -150,6 +156,9 @@ class ScorerService:
         self._node_watch = kube_nodes.watch_nodes(self._cluster_api, transform=node_facts, on_change=changed)
         self._pending_watch = kube_nodes.watch_pending_pods(self._cluster_api, transform=pending_demand,
                                                             on_change=changed)
+        # Bound pods only feed the free-count cap (plausible.cap_free); readiness does not wait for them.
+        self._bound_watch = kube_nodes.watch_bound_pods(self._cluster_api, transform=bound_demand,
+                                                        on_change=changed)
         self._watches = [self._node_watch, self._pending_watch]
 
     def _apply_watches(self) -> None:
@@ -164,6 +173,13 @@ class ScorerService:
         if self._pending_watch is not None and self._pending_watch.synced.is_set():
             demand = list(self._pending_watch.items().values())
             self.table.set_pending(gpus=sum(g for g, _ in demand), tpus=sum(t for _, t in demand))
+        if self._bound_watch is not None and self._bound_watch.synced.is_set():
+            requested: dict[str, dict[str, float]] = {}
+            for node, amounts in self._bound_watch.items().values():
+                per_node = requested.setdefault(node, {})
+                for resource, amount in amounts:
+                    per_node[resource] = per_node.get(resource, 0.0) + amount
+            self.table.set_requested(requested)
 
     # ------------------------------------------------------------------ loop
 
@@ -246,7 +262,8 @@ class ScorerService:
         self.worker.stop()  # no write in flight when the lease goes
         if self.elector is not None:
             self.elector.stop(release=release_lease)
-        for watch in self._watches:
-            watch.stop()
+        for watch in (*self._watches, self._bound_watch):
+            if watch is not None:
+                watch.stop()
         if self.grpc_server is not None:
             self.grpc_server.stop(grace=2).wait()

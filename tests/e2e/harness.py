@@ -173,7 +173,8 @@ class SimCluster:
     def free_gpu(self, node: str, index: int) -> None:
         """The pod on GPU `index` finishes: gone from the API and from the kubelet's assignments."""
         agent = self.agents[node]
-        self.core.delete_namespaced_pod(f"{node}-job-{index}", "default")
+        # grace 0: the kubelet's final delete (a graceful delete keeps the pod, terminating, in the API)
+        self.core.delete_namespaced_pod(f"{node}-job-{index}", "default", grace_period_seconds=0)
         del agent.assigned[(GPU, agent.uuids[index])]
         agent.kubelet.set_responses(list_reply(agent.assigned), None)
 
