@@ -127,7 +127,7 @@ def test_bad_replies_are_unknown(server: LoopbackServer, reason: str) -> None:
     assert run(server.url, "vector(1)") == PromValue(None, None, reason)
 
 
-def test_a_base_url_with_a_path_prefix(prom_url: str) -> None:
+def test_a_base_url_with_a_path_prefix() -> None:
     """Prometheus behind a path prefix (…/prometheus): the API path is appended to the base URL as given."""
     seen: list[str] = []
 
