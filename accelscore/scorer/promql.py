@@ -156,8 +156,9 @@ def _error_text(body: bytes) -> str:
 
 def _run(q: PromQuery, *, now: float) -> tuple[PromValue, str]:
     """One instant query → (value, result class from RESULTS)."""
+    # Prometheus's own `timeout` too, in plain seconds ("0.5s" is no PromQL duration; "0.5" is accepted).
     url = (q.url.rstrip("/") + "/api/v1/query?"
-           + urllib.parse.urlencode({"query": q.query, "timeout": f"{q.timeout_s:g}s"}))
+           + urllib.parse.urlencode({"query": q.query, "timeout": f"{q.timeout_s:g}"}))
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     deadline = time.monotonic() + q.timeout_s
     timed_out = PromValue(None, None, f"timeout after {q.timeout_s:g}s")

@@ -29,6 +29,11 @@ def test_a_vector_of_one_sample_is_the_value(prom_url: str) -> None:
     assert run(prom_url + "/", "vector(3)").value == 3.0  # a trailing slash on the base URL is fine
 
 
+def test_a_fractional_timeout_is_passed_to_prometheus(prom_url: str) -> None:
+    """The server-side `timeout` parameter is plain seconds: Prometheus refuses "0.5s" (not a PromQL duration)."""
+    assert run(prom_url, "vector(3)", timeout_s=0.5).value == 3.0
+
+
 def test_several_series_are_unknown(prom_url: str) -> None:
     assert run(prom_url, "accelscore_test_queue_depth") == PromValue(None, None,
                                                                      "2 series (a query must return one)")
@@ -140,4 +145,4 @@ def test_a_base_url_with_a_path_prefix() -> None:
         assert run(srv.url + "/prometheus/", "up == 1").value == 2.0
     finally:
         srv.stop()
-    assert seen[0].startswith("/prometheus/api/v1/query?query=up+%3D%3D+1&timeout=5s"), seen
+    assert seen[0].startswith("/prometheus/api/v1/query?query=up+%3D%3D+1&timeout=5"), seen
