@@ -25,13 +25,14 @@ from typing import Any
 
 from accelscore.errors import ConfigError
 
-__all__ = ["RESULTS", "PromQuery", "PromValue", "PromqlPoller", "parse_prom_query", "query_instant"]
+__all__ = ["RESULTS", "PromQuery", "PromValue", "PromqlPoller", "apply_staleness", "parse_prom_query",
+           "query_instant"]
 
 log = logging.getLogger(__name__)
 
 # The bounded set of query results the poller counts (`stats()["queries_total"]`).
 RESULTS = ("ok", "stale", "timeout", "unreachable", "http_error", "bad_reply", "no_series", "many_series",
-           "not_a_number")
+           "not_a_number", "error")
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KEYS = {"name": "name", "url": "url", "query": "query", "timeoutSeconds": "timeout_s",
@@ -267,7 +268,11 @@ class PromqlPoller:
 
     def poll_once(self, q: PromQuery) -> PromValue:
         """Run one query now and keep its result (the thread calls this; tests may too)."""
-        value, result = _run(q, now=self._clock())
+        try:
+            value, result = _run(q, now=self._clock())
+        except Exception as err:
+            log.exception("promql query %s failed", q.name)
+            value, result = PromValue(None, None, _short(f"internal error: {type(err).__name__}: {err}")), "error"
         with self._lock:
             self._latest[q.name] = value
             self._counts[result] += 1

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from accelscore.errors import ConfigError
+from accelscore.scorer import promql
 from accelscore.scorer.promql import RESULTS, PromqlPoller, PromQuery, PromValue
 from tests.metrics.prometheus_server import free_port
 
@@ -91,3 +92,20 @@ def test_duplicate_names_are_refused() -> None:
     q = PromQuery(name="a", url="http://p:9090", query="vector(1)")
     with pytest.raises(ConfigError, match="'a' is used twice"):
         PromqlPoller([q, q])
+
+
+def test_a_bug_below_leaves_an_unknown_value_and_a_live_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def broken(q: PromQuery, *, now: float) -> tuple[PromValue, str]:
+        calls.append(q.name)
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(promql, "_run", broken)
+    poller = PromqlPoller([PromQuery(name="b", url="http://p:9090", query="vector(1)", every_s=0.1)]).start()
+    try:
+        wait_until(lambda: len(calls) >= 2)  # the thread survived the first failure
+    finally:
+        poller.stop()
+    assert poller.values(time.time())["b"] == PromValue(None, None, "internal error: RuntimeError: boom")
+    assert poller.stats()["queries_total"]["error"] >= 2
