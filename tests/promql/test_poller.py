@@ -84,7 +84,7 @@ def test_stop_ends_the_thread_within_the_query_timeout() -> None:
         time.sleep(0.1)
         start = time.monotonic()
         poller.stop()
-        assert time.monotonic() - start < 1.0
+        assert time.monotonic() - start < 2.0
         assert poller.values(time.time())["stuck"] == PromValue(None, None, "timeout after 0.5s")
 
 

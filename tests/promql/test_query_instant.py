@@ -85,7 +85,7 @@ def test_an_unreachable_url_is_unknown_quickly() -> None:
     start = time.monotonic()
     got = run(f"http://127.0.0.1:{free_port()}", "vector(1)", timeout_s=5)
     assert got == PromValue(None, None, "connection refused")
-    assert time.monotonic() - start < 1
+    assert time.monotonic() - start < 2
 
 
 def test_an_unresolvable_host_is_unknown() -> None:
@@ -100,13 +100,13 @@ def server(request: pytest.FixtureRequest) -> Iterator[LoopbackServer]:
     srv.stop()
 
 
-@pytest.mark.parametrize("server", [slow(3.0)], indirect=True)
+@pytest.mark.parametrize("server", [slow(5.0)], indirect=True)
 def test_a_slow_server_is_unknown_within_the_timeout(server: LoopbackServer) -> None:
     start = time.monotonic()
     got = run(server.url, "vector(1)", timeout_s=0.5)
     elapsed = time.monotonic() - start
     assert got == PromValue(None, None, "timeout after 0.5s")
-    assert 0.4 < elapsed < 1.2, elapsed
+    assert 0.4 < elapsed < 2.5, elapsed  # well before the 5 s reply
 
 
 @pytest.mark.parametrize("server", [trickle(0.1)], indirect=True)
@@ -115,7 +115,7 @@ def test_a_trickling_reply_is_cut_off_at_the_timeout(server: LoopbackServer) -> 
     got = run(server.url, "vector(1)", timeout_s=0.5)
     elapsed = time.monotonic() - start
     assert got == PromValue(None, None, "timeout after 0.5s")
-    assert elapsed < 1.2, elapsed
+    assert elapsed < 2.5, elapsed  # the whole body would take ~7 s
 
 
 @pytest.mark.parametrize(("server", "reason"), [
