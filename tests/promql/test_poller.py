@@ -1,0 +1,111 @@
+"""`PromqlPoller` against a real Prometheus: values arrive on the thread, staleness is re-applied at read time."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from collections.abc import Callable
+
+import pytest
+
+from accelscore.errors import ConfigError
+from accelscore.scorer import promql
+from accelscore.scorer.promql import RESULTS, PromqlPoller, PromQuery, PromValue
+from tests.metrics.prometheus_server import free_port
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise TimeoutError("condition not met")
+
+
+def test_values_arrive_and_failures_say_why(prom_url: str) -> None:
+    poller = PromqlPoller([
+        PromQuery(name="depth", url=prom_url, query="sum(accelscore_test_queue_depth)", every_s=0.2,
+                  stale_after_s=10),
+        PromQuery(name="many", url=prom_url, query="accelscore_test_queue_depth", every_s=0.2),
+        PromQuery(name="down", url=f"http://127.0.0.1:{free_port()}", query="vector(1)", every_s=0.2),
+    ])
+    before = poller.values(time.time())
+    assert before == dict.fromkeys(("depth", "many", "down"), PromValue(None, None, "not queried yet"))
+    poller.start()
+    try:
+        wait_until(lambda: poller.stats()["queries_total"]["ok"] >= 3)  # the interval repeats the queries
+        values = poller.values(time.time())
+    finally:
+        poller.stop()
+    assert (values["depth"].value, values["depth"].reason) == (8.0, "ok")
+    assert values["many"] == PromValue(None, None, "2 series (a query must return one)")
+    assert values["down"] == PromValue(None, None, "connection refused")
+    counts = poller.stats()["queries_total"]
+    assert set(counts) == set(RESULTS)
+    assert counts["ok"] >= 3 and counts["many_series"] >= 1 and counts["unreachable"] >= 1
+    assert counts["timeout"] == 0
+
+
+def test_a_value_fetched_long_ago_is_unknown_at_read_time(prom_url: str) -> None:
+    q = PromQuery(name="three", url=prom_url, query="vector(3)", every_s=60, stale_after_s=2)
+    poller = PromqlPoller([q])
+    poller.poll_once(q)  # one real query, no thread: nothing refreshes it
+    fetched = poller.values(time.time())["three"]
+    assert (fetched.value, fetched.reason) == (3.0, "ok")
+    later = poller.values(fetched.sample_time + 30)["three"]
+    assert later.value is None and later.sample_time == fetched.sample_time
+    assert re.fullmatch(r"sample 30s old \(stale after 2s\)", later.reason), later.reason
+    # the stored value is unchanged: a read at a fresh time still sees it (staleness is a property of the read)
+    assert poller.values(fetched.sample_time + 1)["three"].value == 3.0
+
+
+def test_the_thread_keeps_values_fresh(prom_url: str) -> None:
+    q = PromQuery(name="t", url=prom_url, query="time()", every_s=0.2, stale_after_s=1)
+    poller = PromqlPoller([q]).start()
+    try:
+        wait_until(lambda: poller.values(time.time())["t"].value is not None)
+        time.sleep(1.5)  # longer than stale_after_s: only a refreshed value is still known
+        value = poller.values(time.time())["t"]
+    finally:
+        poller.stop()
+    assert value.value is not None and abs(value.value - time.time()) < 1.5
+
+
+def test_stop_ends_the_thread_within_the_query_timeout() -> None:
+    """A query stuck on a silent server: stop() returns once its timeout passes."""
+    with socket.socket() as listener:  # accepts connections, never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        poller = PromqlPoller([PromQuery(name="stuck", url=url, query="vector(1)", timeout_s=0.5, every_s=1)])
+        poller.start()
+        time.sleep(0.1)
+        start = time.monotonic()
+        poller.stop()
+        assert time.monotonic() - start < 2.0
+        assert poller.values(time.time())["stuck"] == PromValue(None, None, "timeout after 0.5s")
+
+
+def test_duplicate_names_are_refused() -> None:
+    q = PromQuery(name="a", url="http://p:9090", query="vector(1)")
+    with pytest.raises(ConfigError, match="'a' is used twice"):
+        PromqlPoller([q, q])
+
+
+def test_a_bug_below_leaves_an_unknown_value_and_a_live_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def broken(q: PromQuery, *, now: float) -> tuple[PromValue, str]:
+        calls.append(q.name)
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(promql, "_run", broken)
+    poller = PromqlPoller([PromQuery(name="b", url="http://p:9090", query="vector(1)", every_s=0.1)]).start()
+    try:
+        wait_until(lambda: len(calls) >= 2)  # the thread survived the first failure
+    finally:
+        poller.stop()
+    assert poller.values(time.time())["b"] == PromValue(None, None, "internal error: RuntimeError: boom")
+    assert poller.stats()["queries_total"]["error"] >= 2
