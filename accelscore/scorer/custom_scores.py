@@ -46,9 +46,15 @@ _NUMERIC = {"INT", "UINT", "DOUBLE", "DYN"}
 _TAINTS = _T.List(_T.Map(_T.STRING, _T.STRING))
 
 
+_ZERO_SCAN = (0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0)
+# node.<field> read from NodeSummary.scan (the tuple derived once at ingest; unknown already 0 there).
+_SCAN_INDEX = {"cpuFreeCores": 0, "memoryFreeBytes": 1, "gpuApiFree": 2, "tpuApiFree": 3, "gpuMemFreeMaxBytes": 4,
+               "gpuFree": 5, "tpuFree": 6}
+
+
 def _amounts(e: NodeEntry) -> tuple[float, ...]:
     s = e.summary
-    return s.scan if s is not None else (0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0)
+    return s.scan if s is not None else _ZERO_SCAN
 
 
 def _known(value: float, known: bool) -> float:
@@ -355,10 +361,23 @@ class _Columns:
     def field(self, name: str) -> list[Any]:
         column = self._cache.get(("field", name))
         if column is None:
-            get = NODE_FIELDS[name][2]
-            column = [_hashable(name, get(e)) for e in self.nodes]
+            index = _SCAN_INDEX.get(name)
+            if index is not None:  # amounts: one shared list of the summaries' ready tuples, then an index
+                column = [scan[index] for scan in self._scans()]
+            elif name == "taints":
+                column = [e.taints for e in self.nodes]
+            else:
+                get = NODE_FIELDS[name][2]
+                column = [_hashable(name, get(e)) for e in self.nodes]
             self._cache["field", name] = column
         return column
+
+    def _scans(self) -> list[tuple[Any, ...]]:
+        scans = self._cache.get(("scan", ""))
+        if scans is None:
+            zero = _ZERO_SCAN
+            scans = self._cache["scan", ""] = [zero if e.summary is None else e.summary.scan for e in self.nodes]
+        return scans
 
     def label(self, key: str) -> list[Any]:
         column = self._cache.get(("label", key))
