@@ -471,7 +471,8 @@ def evaluate(custom: CustomScores, snapshot: ClusterSnapshot, *, now: float, sta
             result = compiled.program.eval(data=data)
             value = result.value()
             if result.type().name() == "ERROR":
-                reason = f"evaluation error: {value}"
+                missing = [q for q in d.promql if values.get(q) is None and f'"prom.{q}"' in str(value)]
+                reason = f"unknown PromQL value prom.{missing[0]}" if missing else f"evaluation error: {value}"
             elif isinstance(value, bool) or not isinstance(value, int | float):
                 reason = f"result is not a number: {value!r}"
             elif not math.isfinite(value):

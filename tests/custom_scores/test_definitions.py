@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from accelscore.scorer.custom_scores import compile_scores, evaluate, projection_of
+from accelscore.scorer.custom_scores import ScoreState, compile_scores, evaluate, projection_of
 from accelscore.scorer.model import CUSTOM_APS, NodeEntry, Taint
+from accelscore.scorer.publish_policy import withdrawn_scores
 from tests.scoring.builders import snapshot, summary
 
 NOW = 1000.0
@@ -148,7 +149,7 @@ def test_unknown_prom_value_makes_the_score_unknown() -> None:
     for prom in ({"withProm": {"queue": None}}, {}, None):
         result = evaluate(custom, one, now=NOW, stale_after_s=60, prom=prom)
         assert result.score_set.as_dict() == {"withProm": 0}
-        assert not result.states[0].ok and "prom.queue" in result.states[0].reason
+        assert result.states[0] == ScoreState("withProm", False, "unknown PromQL value prom.queue")
 
 
 def test_budget_exhaustion_leaves_later_scores_unknown() -> None:
@@ -182,3 +183,9 @@ def test_budget_exhaustion_leaves_later_scores_unknown() -> None:
 def test_projection_of_a_filter(source: str, fields: tuple, labels: tuple | None) -> None:
     projection = projection_of(source)
     assert (set(projection.fields), projection.labels) == (set(fields), labels)
+
+
+def test_a_withdrawn_custom_set_is_emptied_like_accelscore() -> None:
+    custom = compile_scores(_one(mapping="signed"))
+    result = evaluate(custom, snapshot(summary("a", gpu_total=8, gpu_free=8)), now=NOW, stale_after_s=60)
+    assert withdrawn_scores(CUSTOM_APS, result.score_set.scores) == ()
