@@ -6,11 +6,12 @@ reference and a mapping. Every input is a *declared, typed variable* (`node.gpuF
 named "node.gpuFree"), so cel-cpp's checker rejects a misspelt field or a type error at compile time.
 
 Cost: a node filter is evaluated once per distinct *projection* of a node onto the inputs it reads, not
-once per node. Because every input is its own variable, the only way an expression reads `node.<f>` is
-the text `node.<f>` (whitespace allowed around the dot); a backtick-quoted name makes the filter key on
-every field. `node.labels["<literal>"]` reads only that label; any other use of `node.labels` keys on the
-whole map. The memo (key -> bool) lives as long as the compiled definition. Evaluating with only the
-projected variables is exact: the expression cannot read anything else, and a missing label stays missing.
+once per node. Because every input is its own variable, the checker resolves each reference to one of
+them, so the variables in the checked AST are exactly what the filter can read (`accelscore.scorer.
+custom_ast`); `node.labels["<constant>"]` and `"<constant>" in node.labels` read only that label, any
+other use of `node.labels` the whole map. The memo (key -> bool) lives as long as the compiled definition.
+Evaluating with only the projected variables is exact: the expression cannot read anything else, and a
+missing label stays missing.
 
 Unknown is never free: a node without a usable summary reads 0 for every amount; an expression that
 fails to evaluate (division by zero, a missing map key, an unknown `prom` value, a non-finite result) makes
@@ -30,6 +31,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
+from accelscore.scorer.custom_ast import node_reads
 from accelscore.scorer.model import CUSTOM_APS, ClusterSnapshot, NodeEntry, Score, ScoreSet
 from accelscore.scorer.score_table import BY_NAME
 from accelscore.scorer.scoring import accel_map
@@ -120,12 +122,6 @@ CLUSTER_FIELDS: Mapping[str, tuple[Any, str, Callable[[ClusterTotals], Any]]] = 
 }
 
 _NODE_ENV = cel.NewEnv(variables={f"node.{k}": v[0] for k, v in NODE_FIELDS.items()})
-_NODE_REF = re.compile(r"\bnode\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
-_LABEL_REF = re.compile(r"""\bnode\s*\.\s*labels\s*\[\s*(?:"([^"\\]*)"|'([^'\\]*)')\s*\]""")
-# `"k" in node.labels` as a whole operand: after nothing that binds tighter than `in` (so not `"a" + "k" in ...`)
-# and with nothing selecting from the map after it.
-_IN_LABELS = re.compile(r"""(?:^|(?<=[(,?:&|\[{]))\s*(?:"([^"\\]*)"|'([^'\\]*)')"""
-                        r"""\s+in\s+node\s*\.\s*labels\b(?!\s*[.\[])""")
 _ABSENT = object()  # a label the node does not have (distinct from every string)
 
 
@@ -183,18 +179,15 @@ def _cel_value(name: str, value: Any) -> Any:
 
 
 def projection_of(source: str) -> Projection:
-    """The node inputs a filter's text can read (see the module doc for why this is exact)."""
-    if "`" in source:
-        return Projection(tuple(NODE_FIELDS), None)
-    fields = sorted({m.group(1) for m in _NODE_REF.finditer(source)} & set(NODE_FIELDS))
-    if "labels" not in fields:
-        return Projection(tuple(fields), ())
-    literal = [*_LABEL_REF.finditer(source), *_IN_LABELS.finditer(source)]
-    every_use = len(re.findall(r"\bnode\s*\.\s*labels\b", source))
-    if literal and len(literal) == every_use:
-        keys = sorted({m.group(1) if m.group(1) is not None else m.group(2) for m in literal})
-        return Projection(tuple(f for f in fields if f != "labels"), tuple(keys))
-    return Projection(tuple(fields), None)
+    """The node inputs a filter reads (compiles it; see `projection_from`)."""
+    return projection_from(_NODE_ENV.compile(source))
+
+
+def projection_from(program: Any) -> Projection:
+    """The node inputs a compiled filter reads, from its checked AST (`accelscore.scorer.custom_ast`)."""
+    fields, labels = node_reads(program.serialize())
+    order = list(NODE_FIELDS)
+    return Projection(tuple(sorted(fields, key=order.index)), None if labels is None else tuple(sorted(labels)))
 
 
 def _checker_message(error: Exception) -> str:
@@ -296,7 +289,7 @@ def compile_definition(definition: Definition, filters: dict[str, CompiledFilter
                 raise DefinitionError(f"{label}: nodeFilter: {_checker_message(error)}") from None
             if check.return_type().name() not in {"BOOL", "DYN"}:
                 raise DefinitionError(f"{label}: nodeFilter: must be a bool, got {check.return_type().name().lower()}")
-            node_filter = CompiledFilter(definition.node_filter, check, projection_of(definition.node_filter))
+            node_filter = CompiledFilter(definition.node_filter, check, projection_from(check))
             filters[definition.node_filter] = node_filter
     return CompiledScore(definition, program, node_filter)
 
