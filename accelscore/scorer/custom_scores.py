@@ -17,7 +17,8 @@ Unknown is never free: a node without a usable summary reads 0 for every amount;
 fails to evaluate (division by zero, a missing map key, an unknown `prom` value, a non-finite result) makes
 its score unknown, published at the bottom of its range (0 for `ceil`, -100 for `signed`), with a reason.
 
-Pure apart from the CEL library (no I/O, no clock): the file source is `accelscore.scorer.custom_scores_file`.
+No I/O, no clock, no kube/grpc/yaml (CEL and the AST reader aside): the file source is
+`accelscore.scorer.custom_scores_file`.
 """
 
 from __future__ import annotations
