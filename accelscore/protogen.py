@@ -10,6 +10,8 @@ PROTO_FILES = (
     "accelscore/v1/report.proto",
     "accelscore/vendor/podresources/v1/api.proto",
     "accelscore/vendor/tpu/tpu_metric_service.proto",
+    "accelscore/vendor/cel/expr/syntax.proto",  # the checked AST of user-defined scores (custom_scores)
+    "accelscore/vendor/cel/expr/checked.proto",
 )
 
 

@@ -24,6 +24,7 @@ from accelscore.agent.report import GpuAssignmentRule, gpu_assignment_rule
 from accelscore.agent.runner import Cycle
 from accelscore.local import explain
 from accelscore.options import Option, add_options, host_port, one_of, resolve, text
+from accelscore.scorer.custom_scores_file import CUSTOM_SCORES_OPTIONS, CustomScoresMetrics, CustomScoresSource
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.model import ScoreSet
 from accelscore.scorer.node_table import NodeTable
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 LOCAL_OPTIONS = (
     *HOST_OPTIONS,
     *SCORING_OPTIONS,
+    *CUSTOM_SCORES_OPTIONS,
     Option("--output", "ACCELSCORE_LOCAL_OUTPUT", one_of("table", "yaml", "json"), "table",
            "table of scores, or the AddOnPlacementScore objects (annotated with why) as YAML or one JSON list"),
     Option("--metrics-address", "ACCELSCORE_METRICS_ADDRESS", host_port, "127.0.0.1:9747",
@@ -80,6 +82,7 @@ class LocalSession:
         self.metrics_address: tuple[str, int] = values["metrics_address"]
         self.cluster: str = values["cluster_name"]
         self.config = scoring_config_from(values)
+        self.custom = CustomScoresSource.from_values(values)
         self.collectors = collectors or app.build_collectors(self.host, read_gpu_processes=True)
         self.table = NodeTable(cluster=self.cluster, config=self.config)
         self.view = ScoringView(cluster=self.cluster)
@@ -104,7 +107,7 @@ class LocalSession:
                               instance="local", now=now, host_as_node=True, rule=self.rule)
         self.table.accept(report, received_at=now)
         score_sets = scoring_pass(table=self.table, config=self.config, view=self.view, publisher=self.publisher,
-                                  now=now)
+                                  now=now, custom=self.custom)
         changed = [s.as_dict() for s in score_sets] != [s.as_dict() for s in self.score_sets]
         self.score_sets = score_sets
         return changed
@@ -122,6 +125,8 @@ class LocalSession:
             yaml.safe_dump_all(self.objects(), out, sort_keys=False, width=4096)
         else:
             out.write(render_table(self.score_sets, self.cycle, self.rule))
+            if self.custom is not None:
+                out.write(render_custom(self.custom))
         out.flush()
 
     def serve(self, out: TextIO) -> int:
@@ -134,6 +139,8 @@ class LocalSession:
         registry.register(ConstantLabels(AgentMetrics(collectors=self.collectors, node_name=self.host.node_name),
                                          cluster_label))
         registry.register(ConstantLabels(ScorerMetrics(view=self.view, config=self.config), cluster_label))
+        if self.custom is not None:
+            registry.register(ConstantLabels(CustomScoresMetrics(self.custom), cluster_label))
         host, port = self.metrics_address
         server = MetricsServer(host, port, render=lambda: generate_latest(registry),
                                healthy=lambda: (True, "local"),
@@ -170,3 +177,12 @@ def render_table(score_sets: Sequence[ScoreSet], cycle: Cycle | None,
         lines.append("")
         lines += explain.table_lines(explain.explain(cycle, rule))
     return "\n".join(lines) + "\n"
+
+
+def render_custom(custom: CustomScoresSource) -> str:
+    """Rejected user-defined scores (one line each) and why a score is unknown this pass."""
+    lines = [f"custom score rejected: {line}" for line in custom.scores.errors]
+    if custom.file_error:
+        lines.append(f"custom scores: {custom.file_error}")
+    lines += [f"custom score {s.name} unknown: {s.reason}" for s in custom.states() if not s.ok]
+    return "".join(f"{line}\n" for line in lines)

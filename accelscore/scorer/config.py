@@ -24,6 +24,8 @@ from accelscore.options import (
     positive_int,
     text,
 )
+from accelscore.scorer.custom_scores import DEFAULT_BUDGET
+from accelscore.scorer.custom_scores_file import CUSTOM_SCORES_OPTIONS
 from accelscore.scorer.publish_policy import PUBLISH_OPTIONS, PublishPolicy, publish_policy_from
 from accelscore.scorer.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
 from accelscore.scorer.startup import DEFAULT_GRACE_S
@@ -97,6 +99,7 @@ SCORER_OPTIONS = (
     Option("--leader-identity", "POD_NAME", text, "", "this replica's name in the Lease; default: the hostname"),
     *PUBLISH_OPTIONS,
     *SCORING_OPTIONS,
+    *CUSTOM_SCORES_OPTIONS,
     LOG_LEVEL,
     LOG_FORMAT,
 )
@@ -132,6 +135,8 @@ class ScorerConfig:
     tls_ca_configmap: str = "accelscore-ca"
     service_name: str = "accelscore-scorer"
     namespace: str = ""
+    custom_scores: str = ""  # file of user-defined scores (the mounted ConfigMap); empty = none
+    custom_scores_budget: int = DEFAULT_BUDGET
 
 
 def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
@@ -178,4 +183,6 @@ def scorer_config_from(values: dict[str, Any]) -> ScorerConfig:
         tls_ca_configmap=values["tls_ca_configmap"],
         service_name=values["service_name"],
         namespace=values["namespace"],
+        custom_scores=values.get("custom_scores") or "",
+        custom_scores_budget=values.get("custom_scores_budget") or DEFAULT_BUDGET,
     )

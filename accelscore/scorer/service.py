@@ -13,18 +13,20 @@ from prometheus_client import CollectorRegistry, generate_latest
 from accelscore.promlabels import ConstantLabels
 from accelscore.scorer.admission import RateLimiter
 from accelscore.scorer.config import ScorerConfig
+from accelscore.scorer.custom_scores_file import CustomScoresMetrics, CustomScoresSource
 from accelscore.scorer.ha_metrics import HaMetrics, HaState
 from accelscore.scorer.ingest import DEFAULT_BURST, IngestStats, build_ingest_server
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
-from accelscore.scorer.model import ScoreSet, Taint
+from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ScoreSet, Taint
 from accelscore.scorer.node_table import NodeFacts, NodeTable
 from accelscore.scorer.plausible import accelerator_resource
 from accelscore.scorer.publish_worker import PublishWorker
 from accelscore.scorer.publisher import Publisher
-from accelscore.scorer.scoring import score_cluster
+from accelscore.scorer.scoring import score_set
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.scorer.skew import UnknownItemsMetrics
 from accelscore.scorer.startup import view_trustworthy
+from accelscore.scorer.totals import cluster_totals
 from accelscore.v1 import report_pb2
 
 log = logging.getLogger(__name__)
@@ -34,12 +36,19 @@ TPU = "google.com/tpu"
 
 
 def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, publisher: Publisher | None,
-                 now: float) -> tuple[ScoreSet, ScoreSet]:
+                 now: float, custom: CustomScoresSource | None = None) -> tuple[ScoreSet, ...]:
     """Snapshot → pure scores → /metrics view → publisher (the scorer's and local mode's one pass). The scorer
-    passes no publisher: it hands the sets to its publishing worker itself, once its view is trustworthy."""
+    passes no publisher: it hands the sets to its publishing worker itself, once its view is trustworthy.
+    (resource-usage-score, accelscore), then accelscore-custom when `custom` has at least one definition."""
     started = time.perf_counter()
     snapshot = table.snapshot()
-    score_sets = score_cluster(snapshot, config, now=now)
+    totals = cluster_totals(snapshot, now=now, stale_after_s=config.stale_after_s)
+    score_sets: tuple[ScoreSet, ...] = (score_set(RESOURCE_USAGE_APS, totals, config),
+                                        score_set(ACCELSCORE_APS, totals, config))
+    if custom is not None:
+        extra = custom.evaluate(snapshot, now=now, stale_after_s=config.stale_after_s, totals=totals)
+        if extra is not None:
+            score_sets = (*score_sets, extra)
     view.update(score_sets=score_sets, snapshot=snapshot, now=now, pass_seconds=time.perf_counter() - started)
     if publisher is not None:
         publisher.offer(score_sets, now)
@@ -73,6 +82,8 @@ class ScorerService:
                                                             publish_stats=self.publisher.stats,
                                                             capped_stats=self.table.capped_counts), cluster_label))
         self.registry.register(ConstantLabels(UnknownItemsMetrics(self.ingest_stats.unknown), cluster_label))
+        self.custom = CustomScoresSource(config.custom_scores or None, budget=config.custom_scores_budget)
+        self.registry.register(ConstantLabels(CustomScoresMetrics(self.custom), cluster_label))
         self.registry.register(HaMetrics(cluster=config.cluster_name, read=self.ha_state))
         self._cluster_api = cluster_api
         self._watches: list[Any] = []
@@ -189,7 +200,7 @@ class ScorerService:
         now = self._clock() if now is None else now
         self._apply_watches()
         score_sets = scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=None,
-                                  now=now)
+                                  now=now, custom=self.custom)
         self.passes += 1
         if self._may_publish(score_sets, now):
             self.worker.offer(score_sets)

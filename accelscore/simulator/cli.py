@@ -29,6 +29,8 @@ from accelscore.options import (
     resolve,
 )
 from accelscore.scorer import publish_policy as pp
+from accelscore.scorer.custom_scores import CustomScores
+from accelscore.scorer.custom_scores_file import CUSTOM_SCORES_OPTIONS, load_text
 from accelscore.scorer.publish_policy import PUBLISH_OPTIONS, publish_policy_from
 from accelscore.scorer.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
 from accelscore.simulator import report, routing
@@ -52,7 +54,7 @@ def _arg(parse):  # type: ignore[no-untyped-def]
 
 
 # Every scoring and publishing option the scorer takes, from the same definitions (flags and env twins).
-SIMULATE_OPTIONS = (*SCORING_OPTIONS, *PUBLISH_OPTIONS, LOG_LEVEL, LOG_FORMAT)
+SIMULATE_OPTIONS = (*SCORING_OPTIONS, *CUSTOM_SCORES_OPTIONS, *PUBLISH_OPTIONS, LOG_LEVEL, LOG_FORMAT)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -173,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         fleet = _load(args)
         if not fleet.placements:
             print(f"warning: {NO_PLACEMENTS}; printing scores only", file=sys.stderr)
-        result = run_oneshot(fleet, config, policy)
+        result = run_oneshot(fleet, config, policy, _custom_scores(values["custom_scores"]))
         for note in fleet.warnings + tuple(w for r in result.rankings for w in r.warnings):
             print(f"warning: {note}", file=sys.stderr)
         if args.output == "table":
@@ -183,3 +185,18 @@ def run(args: argparse.Namespace) -> int:
         return 0
     except FleetError as err:
         raise ConfigError(str(err)) from None
+
+
+def _custom_scores(path: str) -> CustomScores | None:
+    """User-defined scores for one-shot scoring; each rejected definition is one warning line."""
+    if not path:
+        return None
+    try:
+        custom = load_text(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"--custom-scores: cannot read {path}: {err.strerror or err}") from None
+    except ValueError as err:
+        raise ConfigError(f"--custom-scores: {path}: {err}") from None
+    for line in custom.errors:
+        print(f"warning: custom score rejected: {line}", file=sys.stderr)
+    return custom

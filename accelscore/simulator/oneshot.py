@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from accelscore.scorer import publish_policy as pp
+from accelscore.scorer.custom_scores import CustomScores
+from accelscore.scorer.custom_scores import evaluate as evaluate_custom
 from accelscore.scorer.model import ClusterSnapshot, NodeEntry, ScoreSet
 from accelscore.scorer.scoring import score_cluster
 from accelscore.scorer.scoring_config import ScoringConfig
@@ -19,7 +21,7 @@ class ClusterScores:
     """Both score sets of one cluster and what the hub holds for each APS (None = no object / withdrawn)."""
 
     cluster: str
-    sets: tuple[ScoreSet, ScoreSet]
+    sets: tuple[ScoreSet, ...]  # resource-usage-score, accelscore, then accelscore-custom when defined
     hub: Mapping[str, pl.PublishedScores]
     withdrawn: tuple[str, ...]
     frozen: bool = False  # its scorer is dead: nothing on the hub changes during a replay
@@ -37,7 +39,8 @@ class OneShot:
 def snapshot_of(cluster: Cluster, config: ScoringConfig, *, now: float) -> ClusterSnapshot:
     """The scorer's snapshot of a recorded cluster: each report received `report_age_s` before `now`."""
     entries = [NodeEntry(n.report.node_name, n.schedulable,
-                         summarize(n.report, config, received_at=now - n.report_age_s)) for n in cluster.nodes]
+                         summarize(n.report, config, received_at=now - n.report_age_s),
+                         dict(n.report.node.labels)) for n in cluster.nodes]
     entries += [NodeEntry(name, True, None) for name in cluster.unreported]
     return ClusterSnapshot(cluster.name, tuple(entries), cluster.pending_gpus, cluster.pending_tpus)
 
@@ -58,13 +61,18 @@ def first_publish(sets: tuple[ScoreSet, ...], policy: pp.PublishPolicy, *, now: 
     return hub, withdrawn
 
 
-def score_fleet(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy) -> tuple[ClusterScores, ...]:
-    """Score every cluster at fleet time, publish once, then apply the files' hub overrides."""
+def score_fleet(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy, custom: CustomScores | None = None
+                ) -> tuple[ClusterScores, ...]:
+    """Score every cluster at fleet time, publish once, then apply the files' hub overrides. `custom`: the
+    user-defined scores (docs/custom-scores.md), evaluated as the scorer does."""
     out = []
     for cluster in fleet.clusters:
         # A dead scorer's objects are what it wrote when it stopped, from the reports it had then.
         at = fleet.now - (cluster.scorer_stopped_s or 0.0)
-        sets = score_cluster(snapshot_of(cluster, config, now=fleet.now), config, now=at)
+        snapshot = snapshot_of(cluster, config, now=fleet.now)
+        sets: tuple[ScoreSet, ...] = score_cluster(snapshot, config, now=at)
+        if custom is not None and custom.scores:
+            sets = (*sets, evaluate_custom(custom, snapshot, now=at, stale_after_s=config.stale_after_s).score_set)
         hub, withdrawn = first_publish(sets, policy, now=at)
         for aps, override in cluster.hub.items():
             if override.absent:
@@ -80,9 +88,10 @@ def cluster_infos(fleet: Fleet) -> tuple[pl.ClusterInfo, ...]:
     return tuple(pl.ClusterInfo(c.name, dict(c.labels), dict(c.claims), c.available) for c in fleet.clusters)
 
 
-def run_oneshot(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy) -> OneShot:
+def run_oneshot(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy,
+                custom: CustomScores | None = None) -> OneShot:
     """Score the fleet and rank every Placement once (no previous decisions: Steady 0, Balance equal)."""
-    scores = score_fleet(fleet, config, policy)
+    scores = score_fleet(fleet, config, policy, custom)
     hub = {c.cluster: c.hub for c in scores}
     infos = cluster_infos(fleet)
     rankings = tuple(pl.rank(p, infos, hub, now=fleet.now) for p in fleet.placements)

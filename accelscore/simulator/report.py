@@ -60,7 +60,7 @@ def oneshot_table(result: OneShot) -> str:
     """Score names down, clusters across; then one block per Placement."""
     names = [c.cluster for c in result.clusters]
     lines = []
-    for idx in range(2):
+    for idx in range(len(result.clusters[0].sets) if result.clusters else 2):
         aps = result.clusters[0].sets[idx].aps_name if result.clusters else ""
         rows = [[f"{aps}/{s.name}"] + [c.hub.get(aps).scores.get(s.name, "-") if c.hub.get(aps) else "absent"
                                        for c in result.clusters]

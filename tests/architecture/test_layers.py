@@ -51,9 +51,10 @@ def test_every_import_contract_is_kept() -> None:
          "One door to NVML: only the nvidia collector modules import pynvml"),
         ("accelscore.scorer.publisher", "import kubernetes  # noqa", "One door to Kubernetes"),
         ("accelscore.kube.errors", "import accelscore.scorer  # noqa", "Layers: the CLI over the composition roots"),
+        ("accelscore.scorer.service", "import cel_expr_python  # noqa", "One door to cel-cpp"),
     ],
     ids=["kubernetes-in-scoring", "proto-in-model", "scorer-imports-agent", "pynvml-outside-nvidia",
-         "kubernetes-outside-kube", "kube-imports-upward"],
+         "kubernetes-outside-kube", "kube-imports-upward", "cel-cpp-outside-custom-scores"],
 )
 def test_a_planted_violation_fails_naming_its_contract(tmp_path: Path, module: str, line: str, broken: str) -> None:
     result = lint_imports(planted(tmp_path, module, line))

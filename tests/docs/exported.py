@@ -154,9 +154,16 @@ def _newer_agent(report: pb.NodeReport) -> pb.NodeReport:
 def scorer_families(report: pb.NodeReport) -> dict[str, Family]:
     """The scorer's families after two reports through gRPC and one scoring pass (no hub: writes are recorded)."""
     # --startup-grace 0: with no cluster API only the grace period lets a fresh scorer publish (docs/publishing.md)
-    args = ["--cluster-name", "cluster-a", "--disable-auth", "--listen-address", "127.0.0.1:0", "--startup-grace", "0"]
-    service = ScorerService(config=scorer_config_from(_config(SCORER_OPTIONS, args))).start()
     ca_dir = Path(tempfile.mkdtemp(prefix="md-ca-"))
+    # User-defined scores: one that publishes, one unknown (division by zero), one rejected.
+    (ca_dir / "scores.yaml").write_text(
+        "scores:\n"
+        "  - {name: freeGpus, expression: cluster.gpuFree, reference: 8}\n"
+        "  - {name: perNode, expression: cluster.gpuFree / (cluster.nodes - cluster.nodes), reference: 8}\n"
+        "  - {name: broken, expression: 'cluster.gpuFree + \"a\"', reference: 8}\n")
+    args = ["--cluster-name", "cluster-a", "--disable-auth", "--listen-address", "127.0.0.1:0", "--startup-grace", "0",
+            "--custom-scores", str(ca_dir / "scores.yaml")]
+    service = ScorerService(config=scorer_config_from(_config(SCORER_OPTIONS, args))).start()
     (ca_dir / "ca.crt").write_bytes(service.tls_ca_pem)  # no cluster: the scorer's in-memory CA
     sender = ReportSender(address=f"127.0.0.1:{service.grpc_port}", token_file=None, ca_file=ca_dir / "ca.crt",
                           server_name="accelscore-scorer.default.svc")

@@ -1,0 +1,488 @@
+"""User-defined scores (docs/custom-scores.md): definitions from plain data, compiled once, evaluated per pass.
+
+A definition names a score, a CEL expression over the cluster totals (`cluster.<field>`), optionally a
+CEL node filter over per-node inputs (`node.<field>`) and named PromQL results (`prom.<name>`), a
+reference and a mapping. Every input is a *declared, typed variable* (`node.gpuFree` is an int variable
+named "node.gpuFree"), so cel-cpp's checker rejects a misspelt field or a type error at compile time.
+
+Cost: a node filter is evaluated once per distinct *projection* of a node onto the inputs it reads, not
+once per node. Because every input is its own variable, the checker resolves each reference to one of
+them, so the variables in the checked AST are exactly what the filter can read (`accelscore.scorer.
+custom_ast`); `node.labels["<constant>"]` and `"<constant>" in node.labels` read only that label, any
+other use of `node.labels` the whole map. The memo (key -> bool) lives as long as the compiled definition.
+Evaluating with only the projected variables is exact: the expression cannot read anything else, and a
+missing label stays missing.
+
+Unknown is never free: a node without a usable summary reads 0 for every amount; an expression that
+fails to evaluate (division by zero, a missing map key, an unknown `prom` value, a non-finite result) makes
+its score unknown, published at the bottom of its range (0 for `ceil`, -100 for `signed`), with a reason.
+
+No I/O, no clock, no kube/grpc/yaml (CEL and the AST reader aside): the file source is
+`accelscore.scorer.custom_scores_file`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import compress
+from typing import Any
+
+from cel_expr_python import cel
+
+from accelscore.scorer.custom_ast import node_reads
+from accelscore.scorer.model import CUSTOM_APS, ClusterSnapshot, NodeEntry, Score, ScoreSet
+from accelscore.scorer.score_table import BY_NAME
+from accelscore.scorer.scoring import accel_map
+from accelscore.scorer.totals import ClusterTotals, cluster_totals
+
+DEFAULT_BUDGET = 100_000  # CEL evaluations per pass (memo hits are free)
+MEMO_LIMIT = 200_000  # a filter's memo is cleared when it holds more keys than this
+NAME = re.compile(r"^[a-z][A-Za-z0-9]{0,62}$")
+PROM_NAME = re.compile(r"^[a-z][A-Za-z0-9_]{0,62}$")
+MAPPINGS = ("ceil", "signed")
+KEYS = ("name", "expression", "nodeFilter", "reference", "mapping", "aps", "promql")
+_T = cel.Type
+_NUMERIC = {"INT", "UINT", "DOUBLE", "DYN"}
+_TAINTS = _T.List(_T.Map(_T.STRING, _T.STRING))
+
+
+_ZERO_SCAN = (0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0)
+# node.<field> read from NodeSummary.scan (the tuple derived once at ingest; unknown already 0 there).
+_SCAN_INDEX = {"cpuFreeCores": 0, "memoryFreeBytes": 1, "gpuApiFree": 2, "tpuApiFree": 3, "gpuMemFreeMaxBytes": 4,
+               "gpuFree": 5, "tpuFree": 6}
+
+
+def _amounts(e: NodeEntry) -> tuple[float, ...]:
+    s = e.summary
+    return s.scan if s is not None else _ZERO_SCAN
+
+
+def _known(value: float, known: bool) -> float:
+    return value if known else 0
+
+
+# node.<field>: (CEL type, one-line doc, getter). Amounts are 0 when unknown (never free).
+NODE_FIELDS: Mapping[str, tuple[Any, str, Callable[[NodeEntry], Any]]] = {
+    "name": (_T.STRING, "the Node's name", lambda e: e.name),
+    "labels": (_T.Map(_T.STRING, _T.STRING), "the Node's labels (empty without a Node watch)",
+               lambda e: e.labels),
+    "taints": (_TAINTS, "the Node's spec.taints, each {key, value, effect}", lambda e: e.taints),
+    "schedulable": (_T.BOOL, "not cordoned (by the Node watch or the agent's own view)",
+                    lambda e: e.schedulable and not (e.summary is not None and e.summary.unschedulable)),
+    "reported": (_T.BOOL, "the node has a summary (it reported at least once)", lambda e: e.summary is not None),
+    "gpuFree": (_T.INT, "healthy physical GPUs with nothing assigned (0 when unknown)", lambda e: _amounts(e)[5]),
+    "gpuHealthy": (_T.INT, "physical GPUs HEALTHY or DEGRADED",
+                   lambda e: max(0, e.summary.gpu_healthy) if e.summary else 0),
+    "gpuTotal": (_T.INT, "physical GPUs seen by NVML", lambda e: max(0, e.summary.gpu_total) if e.summary else 0),
+    "gpuMemFreeMaxBytes": (_T.DOUBLE, "most free memory on one healthy GPU or MIG instance, bytes",
+                           lambda e: _amounts(e)[4]),
+    "gpuComputeFree": (_T.DOUBLE, "sum of model weights over free GPUs (newest part = 1.0)",
+                       lambda e: float(_known(e.summary.gpu_compute_free, e.summary.gpu_free_known))
+                       if e.summary else 0.0),
+    "tpuFree": (_T.INT, "free TPU chips (0 when unknown)", lambda e: _amounts(e)[6]),
+    "tpuTotal": (_T.INT, "TPU chips", lambda e: max(0, e.summary.tpu_total) if e.summary else 0),
+    "cpuFreeCores": (_T.DOUBLE, "allocatable - requested CPU, cores (0 when unknown)", lambda e: _amounts(e)[0]),
+    "memoryFreeBytes": (_T.DOUBLE, "allocatable - requested memory, bytes (0 when unknown)",
+                        lambda e: _amounts(e)[1]),
+    "gpuApiFree": (_T.DOUBLE, "allocatable - requested nvidia.com/gpu (0 when unknown)", lambda e: _amounts(e)[2]),
+    "tpuApiFree": (_T.DOUBLE, "allocatable - requested google.com/tpu (0 when unknown)", lambda e: _amounts(e)[3]),
+}
+
+# cluster.<field>: (CEL type, one-line doc, getter) over the totals of the nodes that pass the filter.
+CLUSTER_FIELDS: Mapping[str, tuple[Any, str, Callable[[ClusterTotals], Any]]] = {
+    "gpuFree": (_T.INT, "free healthy GPUs, summed", lambda t: t.gpu_free_sum),
+    "gpuHealthy": (_T.INT, "healthy GPUs, summed", lambda t: t.gpu_healthy),
+    "gpuTotal": (_T.INT, "GPUs, summed", lambda t: t.gpu_total),
+    "gpuFit1": (_T.INT, "pods of 1 GPU that fit", lambda t: t.gpu_fit(1)),
+    "gpuFit2": (_T.INT, "pods of 2 GPUs that fit (sum of floor(free/2))", lambda t: t.gpu_fit(2)),
+    "gpuFit4": (_T.INT, "pods of 4 GPUs that fit", lambda t: t.gpu_fit(4)),
+    "gpuFit8": (_T.INT, "pods of 8 GPUs that fit", lambda t: t.gpu_fit(8)),
+    "gpuFreeNodeMax": (_T.INT, "most free GPUs on one node", lambda t: t.gpu_free_node_max),
+    "gpuMemFreeNodeMaxBytes": (_T.DOUBLE, "most free memory on one GPU, bytes",
+                               lambda t: float(t.gpu_mem_free_node_max_bytes)),
+    "gpuComputeFree": (_T.DOUBLE, "sum of model weights over free GPUs", lambda t: float(t.gpu_compute_free)),
+    "tpuFree": (_T.INT, "free TPU chips, summed", lambda t: t.tpu_free_sum),
+    "tpuFreeNodeMax": (_T.INT, "most free TPU chips on one node", lambda t: t.tpu_free_node_max),
+    "tpuTotal": (_T.INT, "TPU chips, summed", lambda t: t.tpu_total),
+    "cpuFreeCores": (_T.DOUBLE, "allocatable - requested CPU, summed (cores)", lambda t: float(t.cpu_free_sum)),
+    "cpuFreeNodeMaxCores": (_T.DOUBLE, "most free CPU on one node (cores)", lambda t: float(t.cpu_free_node_max)),
+    "memoryFreeBytes": (_T.DOUBLE, "allocatable - requested memory, summed", lambda t: float(t.memory_free_sum_bytes)),
+    "memoryFreeNodeMaxBytes": (_T.DOUBLE, "most free memory on one node",
+                               lambda t: float(t.memory_free_node_max_bytes)),
+    "gpuApiFree": (_T.DOUBLE, "allocatable - requested nvidia.com/gpu, summed", lambda t: float(t.gpu_api_free_sum)),
+    "tpuApiFree": (_T.DOUBLE, "allocatable - requested google.com/tpu, summed", lambda t: float(t.tpu_api_free_sum)),
+    "pendingGpuRequests": (_T.DOUBLE, "nvidia.com/gpu requested by Pending pods with no node (whole cluster)",
+                           lambda t: float(t.pending_gpu_requests)),
+    "pendingTpuRequests": (_T.DOUBLE, "google.com/tpu requested by Pending pods with no node (whole cluster)",
+                           lambda t: float(t.pending_tpu_requests)),
+    "nodes": (_T.INT, "schedulable nodes that pass the filter", lambda t: t.schedulable_nodes),
+    "freshNodes": (_T.INT, "of which with a fresh report", lambda t: t.fresh_nodes),
+}
+
+_NODE_ENV = cel.NewEnv(variables={f"node.{k}": v[0] for k, v in NODE_FIELDS.items()})
+_ABSENT = object()  # a label the node does not have (distinct from every string)
+
+
+class DefinitionError(ValueError):
+    """A definition that cannot publish; the message is its one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    index: int
+    name: str
+    expression: str
+    reference: float
+    mapping: str = "ceil"
+    node_filter: str = ""
+    aps: str = CUSTOM_APS
+    promql: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def low(self) -> int:
+        return -100 if self.mapping == "signed" else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """What a node filter reads: whole node fields, and single labels (None: the whole labels map)."""
+
+    fields: tuple[str, ...]
+    labels: tuple[str, ...] | None
+
+    def key(self, entry: NodeEntry) -> tuple[Any, ...]:
+        values = [_hashable(f, NODE_FIELDS[f][2](entry)) for f in self.fields]
+        if self.labels is not None:
+            values.extend(entry.labels.get(k, _ABSENT) for k in self.labels)
+        return tuple(values)
+
+    def activation(self, key: tuple[Any, ...]) -> dict[str, Any]:
+        data = {f"node.{f}": _cel_value(f, v) for f, v in zip(self.fields, key, strict=False)}
+        if self.labels is not None:
+            data["node.labels"] = {k: v for k, v in zip(self.labels, key[len(self.fields):], strict=True)
+                                   if v is not _ABSENT}
+        return data
+
+
+def _hashable(name: str, value: Any) -> Any:
+    return tuple(sorted(value.items())) if name == "labels" else value
+
+
+def _cel_value(name: str, value: Any) -> Any:
+    if name == "labels":
+        return dict(value)
+    if name == "taints":
+        return [{"key": t.key, "value": t.value, "effect": t.effect} for t in value]
+    return value
+
+
+def projection_of(source: str) -> Projection:
+    """The node inputs a filter reads (compiles it; see `projection_from`)."""
+    return projection_from(_NODE_ENV.compile(source))
+
+
+def projection_from(program: Any) -> Projection:
+    """The node inputs a compiled filter reads, from its checked AST (`accelscore.scorer.custom_ast`)."""
+    fields, labels = node_reads(program.serialize())
+    order = list(NODE_FIELDS)
+    return Projection(tuple(sorted(fields, key=order.index)), None if labels is None else tuple(sorted(labels)))
+
+
+def _checker_message(error: Exception) -> str:
+    line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    for prefix in ("INVALID_ARGUMENT: ", "ERROR: "):
+        line = line.removeprefix(prefix)
+    return line
+
+
+def _number(raw: Any, what: str) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        raise DefinitionError(f"{what}: expected a finite number, got {raw!r}")
+    return float(raw)
+
+
+def parse_definition(index: int, item: Any) -> Definition:
+    """One `scores[i]` item from plain data; DefinitionError with its one line."""
+    label = f"scores[{index}]"
+    if not isinstance(item, Mapping):
+        raise DefinitionError(f"{label}: expected a mapping, got {type(item).__name__}")
+    name = item.get("name")
+    if isinstance(name, str):
+        label = f"{label} ({name})"
+    unknown = sorted(set(map(str, item)) - set(KEYS))
+    if unknown:
+        raise DefinitionError(f"{label}: unknown field {unknown[0]!r} (known: {', '.join(KEYS)})")
+    if not isinstance(name, str) or not NAME.match(name):
+        raise DefinitionError(f"{label}: name: expected ^[a-z][A-Za-z0-9]{{0,62}}$, got {name!r}")
+    if name in BY_NAME:
+        raise DefinitionError(f"{label}: name: {name!r} is a built-in score")
+    expression = item.get("expression")
+    if not isinstance(expression, str) or not expression.strip():
+        raise DefinitionError(f"{label}: expression: expected a CEL expression (a non-empty string)")
+    node_filter = item.get("nodeFilter", "")
+    if not isinstance(node_filter, str):
+        raise DefinitionError(f"{label}: nodeFilter: expected a CEL expression (a string)")
+    if "reference" not in item:
+        raise DefinitionError(f"{label}: reference: required (the raw value that maps to 100)")
+    try:
+        reference = _number(item["reference"], "reference")
+    except DefinitionError as error:
+        raise DefinitionError(f"{label}: {error}") from None
+    if not reference > 0:
+        raise DefinitionError(f"{label}: reference: must be > 0, got {item['reference']!r}")
+    mapping = item.get("mapping", "ceil")
+    if mapping not in MAPPINGS:
+        raise DefinitionError(f"{label}: mapping: expected one of {', '.join(MAPPINGS)}, got {mapping!r}")
+    aps = item.get("aps", CUSTOM_APS)
+    if aps != CUSTOM_APS:
+        raise DefinitionError(f"{label}: aps: only {CUSTOM_APS!r} is accepted, got {aps!r}")
+    promql = item.get("promql", {}) or {}
+    if not isinstance(promql, Mapping) or not all(isinstance(k, str) and PROM_NAME.match(k) and isinstance(v, str)
+                                                  for k, v in promql.items()):
+        raise DefinitionError(f"{label}: promql: expected a mapping of names (^[a-z][A-Za-z0-9_]*$) to PromQL text")
+    return Definition(index, name, expression.strip(), reference, mapping, node_filter.strip(), aps, dict(promql))
+
+
+@dataclass(slots=True)
+class CompiledFilter:
+    source: str
+    program: Any
+    projection: Projection
+    memo: dict[tuple[Any, ...], bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledScore:
+    definition: Definition
+    program: Any
+    node_filter: CompiledFilter | None
+
+
+@dataclass(frozen=True, slots=True)
+class CustomScores:
+    """Every definition that compiled, plus one line per one that did not (in file order)."""
+
+    scores: tuple[CompiledScore, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+def compile_definition(definition: Definition, filters: dict[str, CompiledFilter]) -> CompiledScore:
+    label = f"scores[{definition.index}] ({definition.name})"
+    variables = {f"cluster.{k}": v[0] for k, v in CLUSTER_FIELDS.items()}
+    variables.update({f"prom.{k}": _T.DOUBLE for k in definition.promql})
+    try:
+        program = cel.NewEnv(variables=variables).compile(definition.expression)
+    except RuntimeError as error:  # cel-cpp raises RuntimeError with the checker's message
+        raise DefinitionError(f"{label}: expression: {_checker_message(error)}") from None
+    result = program.return_type().name()
+    if result not in _NUMERIC:
+        raise DefinitionError(f"{label}: expression: must be a number (int or double), got {result.lower()}")
+    node_filter = None
+    if definition.node_filter:
+        node_filter = filters.get(definition.node_filter)
+        if node_filter is None:
+            try:
+                check = _NODE_ENV.compile(definition.node_filter)
+            except RuntimeError as error:
+                raise DefinitionError(f"{label}: nodeFilter: {_checker_message(error)}") from None
+            if check.return_type().name() not in {"BOOL", "DYN"}:
+                raise DefinitionError(f"{label}: nodeFilter: must be a bool, got {check.return_type().name().lower()}")
+            node_filter = CompiledFilter(definition.node_filter, check, projection_from(check))
+            filters[definition.node_filter] = node_filter
+    return CompiledScore(definition, program, node_filter)
+
+
+def compile_scores(document: Any) -> CustomScores:
+    """A whole `{scores: [...]}` document: each bad item is one error line; the good ones compile."""
+    if document is None:
+        return CustomScores()
+    if not isinstance(document, Mapping):
+        return CustomScores(errors=(f"expected a mapping with a 'scores' list, got {type(document).__name__}",))
+    extra = sorted(set(map(str, document)) - {"scores"})
+    if extra:
+        return CustomScores(errors=(f"unknown top-level field {extra[0]!r} (expected only 'scores')",))
+    items = document.get("scores") or []
+    if not isinstance(items, Sequence) or isinstance(items, str):
+        return CustomScores(errors=("scores: expected a list of definitions",))
+    compiled: list[CompiledScore] = []
+    errors: list[str] = []
+    seen: set[str] = set()
+    filters: dict[str, CompiledFilter] = {}
+    for index, item in enumerate(items):
+        try:
+            definition = parse_definition(index, item)
+            if definition.name in seen:
+                raise DefinitionError(f"scores[{index}] ({definition.name}): name: duplicate (an earlier "
+                                      "definition has it)")
+            seen.add(definition.name)
+            compiled.append(compile_definition(definition, filters))
+        except DefinitionError as error:
+            errors.append(str(error))
+    return CustomScores(tuple(compiled), tuple(errors))
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreState:
+    """How one definition fared in the last pass: ok, or unknown with the reason."""
+
+    name: str
+    ok: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CustomResult:
+    score_set: ScoreSet
+    states: tuple[ScoreState, ...]
+    evaluations: int  # CEL evaluations this pass (memo hits not counted)
+    budget_exhausted: int  # definitions made unknown by the budget
+
+
+class _Budget(Exception):
+    pass
+
+
+class _Columns:
+    """Per pass: one list per node input a filter reads, built once and shared by every filter reading it."""
+
+    def __init__(self, nodes: Sequence[NodeEntry]) -> None:
+        self.nodes = nodes
+        self._cache: dict[tuple[str, str], list[Any]] = {}
+
+    def field(self, name: str) -> list[Any]:
+        column = self._cache.get(("field", name))
+        if column is None:
+            index = _SCAN_INDEX.get(name)
+            if index is not None:  # amounts: one shared list of the summaries' ready tuples, then an index
+                column = [scan[index] for scan in self._scans()]
+            elif name == "taints":
+                column = [e.taints for e in self.nodes]
+            else:
+                get = NODE_FIELDS[name][2]
+                column = [_hashable(name, get(e)) for e in self.nodes]
+            self._cache["field", name] = column
+        return column
+
+    def _scans(self) -> list[tuple[Any, ...]]:
+        scans = self._cache.get(("scan", ""))
+        if scans is None:
+            zero = _ZERO_SCAN
+            scans = self._cache["scan", ""] = [zero if e.summary is None else e.summary.scan for e in self.nodes]
+        return scans
+
+    def label(self, key: str) -> list[Any]:
+        column = self._cache.get(("label", key))
+        if column is None:
+            column = self._cache["label", key] = [e.labels.get(key, _ABSENT) for e in self.nodes]
+        return column
+
+    def keys(self, projection: Projection) -> Iterable[Any]:
+        """Each node's memo key: its values of the projected inputs (one value: the value itself)."""
+        columns = [self.field(f) for f in projection.fields]
+        columns += [self.label(k) for k in projection.labels or ()]
+        if len(columns) == 1:
+            return columns[0]
+        if not columns:
+            return [()] * len(self.nodes)
+        return zip(*columns, strict=True)
+
+
+def _select(node_filter: CompiledFilter, columns: _Columns, spent: list[int], budget: int) -> tuple[NodeEntry, ...]:
+    """The nodes a filter keeps; a node whose evaluation fails (e.g. a missing label) is not kept."""
+    memo, projection, program = node_filter.memo, node_filter.projection, node_filter.program
+    if len(memo) > MEMO_LIMIT:
+        memo.clear()
+    keys = list(columns.keys(projection))
+    width = len(projection.fields) + len(projection.labels or ())
+    hits = list(map(memo.get, keys))
+    if None in hits:
+        for i, hit in enumerate(hits):
+            if hit is None:
+                key = keys[i]
+                hit = memo.get(key)
+                if hit is None:
+                    if spent[0] >= budget:
+                        raise _Budget
+                    spent[0] += 1
+                    result = program.eval(data=projection.activation(key if width != 1 else (key,))).value()
+                    hit = memo[key] = result is True
+                hits[i] = hit
+    return tuple(compress(columns.nodes, hits))
+
+
+def _cluster_data(totals: ClusterTotals) -> dict[str, Any]:
+    return {f"cluster.{k}": v[2](totals) for k, v in CLUSTER_FIELDS.items()}
+
+
+def map_custom(definition: Definition, raw: float) -> int:
+    if definition.mapping == "ceil":
+        return accel_map(raw, definition.reference)
+    return max(-100, min(100, int(100.0 * raw / definition.reference)))
+
+
+def evaluate(custom: CustomScores, snapshot: ClusterSnapshot, *, now: float, stale_after_s: float,
+             totals: ClusterTotals | None = None, prom: Mapping[str, Mapping[str, float | None]] | None = None,
+             budget: int = DEFAULT_BUDGET) -> CustomResult:
+    """The `accelscore-custom` ScoreSet of one pass. `totals`: the whole cluster's, when the caller has them.
+    `prom`: score name -> query name -> value (None = unknown); a missing query is unknown too."""
+    whole = totals if totals is not None else cluster_totals(snapshot, now=now, stale_after_s=stale_after_s)
+    by_filter: dict[str, ClusterTotals | None] = {"": whole}
+    data_of: dict[int, dict[str, Any]] = {}
+    spent = [0]
+    columns = _Columns(snapshot.nodes)
+    scores: list[Score] = []
+    raws: dict[str, float] = {}
+    states: list[ScoreState] = []
+    exhausted = 0
+    for compiled in custom.scores:
+        d = compiled.definition
+        reason = ""
+        raw = math.nan
+        try:
+            key = d.node_filter
+            if key not in by_filter:
+                try:
+                    kept = _select(compiled.node_filter, columns, spent, budget)  # type: ignore[arg-type]
+                    by_filter[key] = cluster_totals(
+                        ClusterSnapshot(snapshot.cluster, kept, snapshot.pending_gpu_requests,
+                                        snapshot.pending_tpu_requests), now=now, stale_after_s=stale_after_s)
+                except _Budget:
+                    by_filter[key] = None
+            subset = by_filter[key]
+            if subset is None or spent[0] >= budget:
+                raise _Budget
+            data = data_of.get(id(subset))
+            if data is None:
+                data = data_of[id(subset)] = _cluster_data(subset)
+            values = (prom or {}).get(d.name, {})
+            if d.promql:
+                data = dict(data)
+                data.update({f"prom.{q}": float(v) for q in d.promql if (v := values.get(q)) is not None})
+            spent[0] += 1
+            result = compiled.program.eval(data=data)
+            value = result.value()
+            if result.type().name() == "ERROR":
+                missing = [q for q in d.promql if values.get(q) is None and f'"prom.{q}"' in str(value)]
+                reason = f"unknown PromQL value prom.{missing[0]}" if missing else f"evaluation error: {value}"
+            elif isinstance(value, bool) or not isinstance(value, int | float):
+                reason = f"result is not a number: {value!r}"
+            elif not math.isfinite(value):
+                reason = f"result is not finite: {value!r}"
+            else:
+                raw = float(value)
+        except _Budget:
+            reason = "evaluation budget exhausted"
+            exhausted += 1
+        if reason:
+            scores.append(Score(d.name, d.low))
+            states.append(ScoreState(d.name, False, reason))
+        else:
+            scores.append(Score(d.name, map_custom(d, raw)))
+            raws[d.name] = raw
+            states.append(ScoreState(d.name, True))
+    score_set = ScoreSet(CUSTOM_APS, tuple(scores), raws, fresh_nodes=whole.fresh_nodes,
+                         total_nodes=whole.schedulable_nodes)
+    return CustomResult(score_set, tuple(states), spent[0], exhausted)

@@ -1,0 +1,182 @@
+"""User-defined scores from a file (the mounted ConfigMap `accelscore-custom-scores`, key `scores.yaml`).
+
+The file is checked at most every few seconds (size, mtime and content: the kubelet swaps a mounted
+ConfigMap by a symlink, so mtime alone is not enough) and recompiled only when its bytes change. Each bad
+definition is one line logged once per change and counted in /metrics; the others publish. A file that
+is not YAML at all keeps the last good definitions (and says so once). No file: no custom scores, and no
+`accelscore-custom` object is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import yaml
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from accelscore.options import Option, positive_int, text
+from accelscore.scorer.custom_scores import DEFAULT_BUDGET, CustomResult, CustomScores, ScoreState, compile_scores
+from accelscore.scorer.custom_scores import evaluate as evaluate_scores
+from accelscore.scorer.model import ClusterSnapshot, ScoreSet
+from accelscore.scorer.totals import ClusterTotals
+
+log = logging.getLogger(__name__)
+
+CHECK_EVERY_S = 2.0
+
+CUSTOM_SCORES_OPTIONS = (
+    Option("--custom-scores", "ACCELSCORE_CUSTOM_SCORES", text, "",
+           "YAML file of user-defined scores (docs/custom-scores.md), re-read when it changes; empty = none"),
+    Option("--custom-scores-budget", "ACCELSCORE_CUSTOM_SCORES_BUDGET", positive_int, str(DEFAULT_BUDGET),
+           "CEL evaluations per scoring pass for user-defined scores; scores beyond it are unknown for that pass"),
+)
+
+
+def load_text(content: str) -> CustomScores:
+    """A scores.yaml document -> compiled definitions and error lines (ValueError: not YAML at all)."""
+    try:
+        document = yaml.safe_load(content)
+    except yaml.YAMLError as error:
+        raise ValueError(f"not valid YAML: {' '.join(str(error).split())}") from None
+    return compile_scores(document)
+
+
+class CustomScoresSource:
+    """The current definitions from one file, the last pass's outcome, and the counters /metrics shows."""
+
+    def __init__(self, path: str | Path | None, *, budget: int = DEFAULT_BUDGET, check_every_s: float = CHECK_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.path = Path(path) if path else None
+        self.budget = budget
+        self._check_every_s = check_every_s
+        self._clock = clock
+        self._checked_at: float | None = None
+        self._stat: tuple[int, int] | None = None
+        self._digest = b""
+        self._lock = threading.Lock()
+        self.scores = CustomScores()
+        self.file_error = ""  # the file could not be read or parsed (the last good definitions stay)
+        self.loads = 0  # times the definitions were (re)compiled
+        self.invalid_total = 0  # bad definitions seen, counted once per change
+        self.budget_exhausted_total = 0
+        self.last: CustomResult | None = None
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, object]) -> CustomScoresSource | None:
+        path = values.get("custom_scores")
+        if not path:
+            return None
+        budget = values.get("custom_scores_budget") or DEFAULT_BUDGET
+        return cls(str(path), budget=int(budget))  # type: ignore[call-overload]
+
+    def current(self) -> CustomScores:
+        """The definitions, re-read first when the file may have changed (at most every check_every_s)."""
+        now = self._clock()
+        if self.path is None or (self._checked_at is not None and now - self._checked_at < self._check_every_s):
+            return self.scores
+        self._checked_at = now
+        try:
+            st = self.path.stat()
+            stat = (st.st_mtime_ns, st.st_size)
+            if stat == self._stat:
+                return self.scores
+            content = self.path.read_bytes()
+        except FileNotFoundError:
+            if self._stat is not None or self.loads == 0:
+                if self.scores.scores or self.scores.errors:
+                    log.info("custom scores: %s is gone: no user-defined scores", self.path)
+                self._stat, self._digest, self.scores, self.file_error = None, b"", CustomScores(), ""
+                self.loads += 1
+            return self.scores
+        except OSError as error:
+            self._report_file_error(f"cannot read {self.path}: {error.strerror or error}")
+            return self.scores
+        self._stat = stat
+        digest = hashlib.sha256(content).digest()
+        if digest == self._digest:
+            return self.scores
+        self._digest = digest
+        self.reload(content.decode("utf-8", errors="replace"))
+        return self.scores
+
+    def reload(self, content: str) -> None:
+        """Compile new content; log each bad definition once."""
+        try:
+            scores = load_text(content)
+        except ValueError as error:
+            self._report_file_error(f"{self.path}: {error}; keeping the last good definitions")
+            return
+        with self._lock:
+            self.scores, self.file_error = scores, ""
+            self.loads += 1
+            self.invalid_total += len(scores.errors)
+        for line in scores.errors:
+            log.error("custom score rejected: %s", line)
+        log.info("custom scores: %d definitions publish, %d rejected", len(scores.scores), len(scores.errors))
+
+    def _report_file_error(self, message: str) -> None:
+        if message != self.file_error:
+            log.error("custom scores: %s", message)
+        self.file_error = message
+
+    def evaluate(self, snapshot: ClusterSnapshot, *, now: float, stale_after_s: float,
+                 totals: ClusterTotals | None = None,
+                 prom: Mapping[str, Mapping[str, float | None]] | None = None) -> ScoreSet | None:
+        """The accelscore-custom set of this pass, or None when no definition exists (nothing to publish)."""
+        scores = self.current()
+        if not scores.scores:
+            self.last = None
+            return None
+        result = evaluate_scores(scores, snapshot, now=now, stale_after_s=stale_after_s, totals=totals, prom=prom,
+                                 budget=self.budget)
+        with self._lock:
+            self.last = result
+            self.budget_exhausted_total += result.budget_exhausted
+        return result.score_set
+
+    def states(self) -> tuple[ScoreState, ...]:
+        last = self.last
+        return () if last is None else last.states
+
+
+class CustomScoresMetrics(Collector):
+    """`accelscore_custom_score_*`: definitions by state, unknown scores with their reason, CEL evaluations."""
+
+    def __init__(self, source: CustomScoresSource) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        source = self._source
+        definitions = GaugeMetricFamily("accelscore_custom_score_definitions",
+                                        "user-defined score definitions by state (valid: compiled; invalid: rejected)",
+                                        labels=["state"])
+        definitions.add_metric(["valid"], len(source.scores.scores))
+        definitions.add_metric(["invalid"], len(source.scores.errors))
+        rejected = CounterMetricFamily("accelscore_custom_score_rejected",
+                                       "bad user-defined score definitions, counted once per file change")
+        rejected.add_metric([], source.invalid_total)
+        file_error = GaugeMetricFamily("accelscore_custom_score_file_error",
+                                       "1 while the custom scores file cannot be read or is not YAML")
+        file_error.add_metric([], 1 if source.file_error else 0)
+        unknown = GaugeMetricFamily("accelscore_custom_score_unknown",
+                                    "1 per user-defined score that was unknown in the last pass (published at the "
+                                    "bottom of its range), with the reason", labels=["score", "reason"])
+        for state in source.states():
+            if not state.ok:
+                unknown.add_metric([state.name, state.reason], 1)
+        evaluations = GaugeMetricFamily("accelscore_custom_score_evaluations",
+                                        "CEL evaluations in the last scoring pass (memo hits not counted)")
+        last = source.last
+        evaluations.add_metric([], 0 if last is None else last.evaluations)
+        budget = GaugeMetricFamily("accelscore_custom_score_evaluation_budget", "CEL evaluations allowed per pass")
+        budget.add_metric([], source.budget)
+        exhausted = CounterMetricFamily("accelscore_custom_score_budget_exhausted",
+                                        "user-defined scores left unknown because the evaluation budget ran out")
+        exhausted.add_metric([], source.budget_exhausted_total)
+        yield from (definitions, rejected, file_error, unknown, evaluations, budget, exhausted)
