@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from accelscore.options import ConfigError, Option, non_negative_float, non_negative_int, positive_float
-from accelscore.scorer.model import RESOURCE_USAGE_APS, Score, ScoreSet
+from accelscore.scorer.model import CUSTOM_APS, RESOURCE_USAGE_APS, Score, ScoreSet
 
 SCORE_MIN, SCORE_MAX = -100, 100
 FRESH_CONDITION = "ScoresFresh"
@@ -150,8 +150,10 @@ def staleness(new: ScoreSet, policy: PublishPolicy) -> str | None:
 def withdrawn_scores(aps_name: str, scores: Iterable[Score]) -> tuple[Score, ...]:
     """What stale data leaves on the hub: nothing for `accelscore` (OCM counts a missing score as 0 =
     none); every name at -100 for `resource-usage-score`, whose 0 is mid-range: a withdrawn compat score
-    would outrank a live, full cluster at -100 (found by the fleet simulator)."""
-    if aps_name == RESOURCE_USAGE_APS:
+    would outrank a live, full cluster at -100 (found by the fleet simulator). `accelscore-custom` is
+    withdrawn the same way: its `signed` scores have a mid-range 0 too, and -100 is below every score's
+    range, so a withdrawn user score never outranks a live one."""
+    if aps_name in (RESOURCE_USAGE_APS, CUSTOM_APS):
         return tuple(Score(s.name, -100) for s in scores)
     return ()
 

@@ -184,7 +184,7 @@ def test_projection_of_a_filter(source: str, fields: tuple, labels: tuple | None
     assert (set(projection.fields), projection.labels) == (set(fields), labels)
 
 
-def test_a_withdrawn_custom_set_is_emptied_like_accelscore() -> None:
+def test_a_withdrawn_custom_set_is_every_score_at_minus_100_like_resource_usage_score() -> None:
     custom = compile_scores(_one(mapping="signed"))
     result = evaluate(custom, snapshot(summary("a", gpu_total=8, gpu_free=8)), now=NOW, stale_after_s=60)
-    assert withdrawn_scores(CUSTOM_APS, result.score_set.scores) == ()
+    assert {s.value for s in withdrawn_scores(CUSTOM_APS, result.score_set.scores)} == {-100}

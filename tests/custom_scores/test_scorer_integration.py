@@ -116,3 +116,18 @@ def test_budget_exhaustion_is_counted(tmp_path: Path) -> None:
     metrics = service.render().decode()
     assert 'accelscore_custom_score_budget_exhausted_total{cluster="local"} 2.0' in metrics
     assert 'reason="evaluation budget exhausted",score="h100Free"' in metrics
+
+
+def test_a_stale_custom_set_is_withdrawn_to_minus_100_so_signed_scores_never_outrank_live_ones() -> None:
+    from accelscore.scorer import publish_policy as pp
+    from accelscore.scorer.model import CUSTOM_APS, Score, ScoreSet
+
+    stale = ScoreSet(CUSTOM_APS, (Score("queueSlack", 0), Score("h100Free", 40)), {}, fresh_nodes=0, total_nodes=4)
+    policy = pp.PublishPolicy(min_interval_s=10.0, dead_band=5, valid_for_s=300.0, min_fresh_ratio=0.5,
+                              stale_after_s=60.0)
+    decision = pp.decide(None, stale, now=1000.0, policy=policy)
+    assert decision.action is pp.Action.WITHDRAW
+    assert {s.name: s.value for s in decision.scores} == {"queueSlack": -100, "h100Free": -100}
+    guarded = pp.stale_form(CUSTOM_APS, pp.status_body(stale.scores, pp.fresh_condition(stale, policy, None, 1000.0),
+                                                      1300.0), now=1400.0, message="expired")
+    assert {s["name"]: s["value"] for s in guarded["scores"]} == {"queueSlack": -100, "h100Free": -100}
