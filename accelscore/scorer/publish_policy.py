@@ -19,10 +19,11 @@ from accelscore.scorer.model import RESOURCE_USAGE_APS, Score, ScoreSet
 
 SCORE_MIN, SCORE_MAX = -100, 100
 FRESH_CONDITION = "ScoresFresh"
-# validUntil is refreshed when this much of its life is left (or at half-life, whichever comes first): room for a
-# failover (19 s), a restart's startup grace (20 s) and four backed-off retries (10+20+40+80 s) of a failed refresh
-# before the scores expire. Measured (docs/publishing.md "Write rate"): with --valid-for 600 it cuts a quiet
-# cluster's refreshes from 48 to 16 writes/h while keeping the 150 s margin that half of 300 s gave.
+# validUntil is refreshed when this much of its life is left (or at half-life, whichever comes later): room for a
+# failover (19 s), a restart's startup grace (20 s) or three to four backed-off retries of a failed refresh
+# (10, 20, 40, 80 s, jittered down to half) before the scores expire. Measured (docs/publishing.md "Write
+# rate"): with --valid-for 600 it cuts a quiet cluster's refreshes from 48 to 16 writes/h while keeping the 150 s
+# margin that half of 300 s gave.
 REFRESH_MARGIN_S = 150.0
 
 
