@@ -19,6 +19,12 @@ from accelscore.scorer.model import CUSTOM_APS, RESOURCE_USAGE_APS, Score, Score
 
 SCORE_MIN, SCORE_MAX = -100, 100
 FRESH_CONDITION = "ScoresFresh"
+# validUntil is refreshed when this much of its life is left (or at half-life, whichever comes later): room for a
+# failover (19 s), a restart's startup grace (20 s) or three to four backed-off retries of a failed refresh
+# (10, 20, 40, 80 s, jittered down to half) before the scores expire. Measured (docs/publishing.md "Write
+# rate"): with --valid-for 600 it cuts a quiet cluster's refreshes from 48 to 16 writes/h while keeping the 150 s
+# margin that half of 300 s gave.
+REFRESH_MARGIN_S = 150.0
 
 
 class Action(enum.Enum):
@@ -40,7 +46,7 @@ class PublishPolicy:
 
     min_interval_s: float = 10.0  # no two writes of one APS closer than this (a refresh counts)
     dead_band: float = 5.0  # points a score must move from the published value, unless it crosses 0
-    valid_for_s: float = 300.0  # validUntil = write time + this; refreshed at half of it
+    valid_for_s: float = 600.0  # validUntil = write time + this; refreshed with 150 s (at most half of it) left
     min_fresh_ratio: float = 0.5  # below this share of fresh schedulable nodes the scores are withdrawn
     stale_after_s: float = 60.0  # only for the condition message: what "fresh" means
 
@@ -51,15 +57,19 @@ class PublishPolicy:
         if not 0 <= self.min_fresh_ratio <= 1:
             raise ValueError("min_fresh_ratio must be within 0..1")
         # The one place this rule lives (scorer, local mode and simulator all build a PublishPolicy): a refresh
-        # at half of valid_for must still leave room for one more write before the scores expire.
+        # at half of valid_for (or later, see refresh_after_s) must still leave room for one more write before the
+        # scores expire.
         if not (math.isfinite(self.valid_for_s) and self.valid_for_s > 2 * self.min_interval_s):
             raise ValueError(f"must exceed twice the minimum publish interval ({self.min_interval_s:g}s) so "
                              "refreshes land before scores expire")
 
     @property
     def refresh_after_s(self) -> float:
-        """Age of the last write at which validUntil is refreshed (half its life, never inside the min interval)."""
-        return max(self.valid_for_s / 2, self.min_interval_s)
+        """Age of the last write at which validUntil is refreshed: when REFRESH_MARGIN_S of its life is left (at
+        least twice the min interval), but never before half-life (so up to 300 s it is half-life) and never
+        inside the min interval. The margin left always exceeds the min interval, as __post_init__ requires."""
+        margin = min(self.valid_for_s / 2, max(REFRESH_MARGIN_S, 2 * self.min_interval_s))
+        return max(self.valid_for_s - margin, self.min_interval_s)
 
 
 def _ratio(raw: str) -> float:
@@ -75,8 +85,8 @@ MIN_PUBLISH_INTERVAL = Option("--min-publish-interval", "ACCELSCORE_MIN_PUBLISH_
                               "minimum seconds between hub writes per AddOnPlacementScore")
 DEAD_BAND = Option("--dead-band", "ACCELSCORE_DEAD_BAND", non_negative_int, "5",
                    "points a score must move (or cross 0) to be republished")
-VALID_FOR = Option("--valid-for", "ACCELSCORE_VALID_FOR", positive_float, "300",
-                   "validUntil = write time + this; refreshed at half of it")
+VALID_FOR = Option("--valid-for", "ACCELSCORE_VALID_FOR", positive_float, "600",
+                   "validUntil = write time + this; refreshed with 150 s left (at half of it up to 300)")
 # Every publishing option, for every process that publishes or simulates publishing (scorer, simulate).
 PUBLISH_OPTIONS = (MIN_FRESH_RATIO, MIN_PUBLISH_INTERVAL, DEAD_BAND, VALID_FOR)
 
@@ -193,7 +203,7 @@ def decide(last_published: PublishedState | None, new: ScoreSet, *, now: float, 
             refresh_at = last_published.written_at + policy.refresh_after_s
             if now < refresh_at:
                 return Decision(Action.NONE, "unchanged", at=refresh_at)
-            return Decision(Action.REFRESH_VALID_UNTIL, "half-life", scores)
+            return Decision(Action.REFRESH_VALID_UNTIL, "refresh-due", scores)
         want, reason = Action.WRITE_SCORES, changed
     if last_published is not None and now < last_published.written_at + policy.min_interval_s:
         return Decision(Action.WAIT, reason, scores, at=last_published.written_at + policy.min_interval_s,

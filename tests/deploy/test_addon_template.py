@@ -206,3 +206,12 @@ def test_default_scoring_variables_equal_the_scorers_built_in_defaults(hub: list
     assert sc.parse_compat_bounds(variables["ACCELSCORE_COMPAT_BOUNDS"]) == dict(sc.DEFAULT_COMPAT_BOUNDS)
     weights = sc.parse_gpu_model_weights(variables["ACCELSCORE_GPU_MODEL_WEIGHTS"])
     assert weights == sc.DEFAULT_GPU_MODEL_WEIGHTS
+
+
+def test_default_publishing_variables_equal_the_scorers_built_in_defaults(hub: list[support.Obj]) -> None:
+    """The measured publish defaults (docs/publishing.md "Write rate") ship as they are in the code."""
+    from accelscore.scorer.publish_policy import PUBLISH_OPTIONS
+
+    variables = _variables(hub)
+    for option in PUBLISH_OPTIONS:
+        assert float(variables[option.env]) == float(option.default), option.env

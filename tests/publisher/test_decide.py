@@ -1,4 +1,4 @@
-"""decide(): dead-band, crossing 0, min interval, half-life refresh, withdrawal and recovery, as tables."""
+"""decide(): dead-band, crossing 0, min interval, the validUntil refresh point, withdrawal and recovery, as tables."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import pytest
 
 from accelscore.scorer.model import ACCELSCORE_APS, Score, ScoreSet
 from accelscore.scorer.publish_policy import (
+    PUBLISH_OPTIONS,
+    REFRESH_MARGIN_S,
+    VALID_FOR,
     Action,
     Condition,
     PublishedState,
@@ -106,6 +109,41 @@ def test_refresh_comes_at_half_of_valid_for_which_is_past_the_min_interval() -> 
     assert decide(published({"a": 1}), scores({"a": 1}), now=T0 + 124, policy=policy).action is Action.NONE
     assert decide(published({"a": 1}), scores({"a": 1}), now=T0 + 125, policy=policy).action is (
         Action.REFRESH_VALID_UNTIL)
+
+
+def test_default_refreshes_with_150_s_left_of_600() -> None:
+    """The measured default (docs/publishing.md "Write rate"): validUntil 600 s, refreshed at 450 s."""
+    policy = PublishPolicy()
+    assert (policy.valid_for_s, policy.min_interval_s, policy.refresh_after_s) == (600, 10, 450)
+    assert float(VALID_FOR.default) == policy.valid_for_s  # the flag and the dataclass agree
+    assert decide(published({"a": 1}), scores({"a": 1}), now=T0 + 449, policy=policy).at == T0 + 450
+    d = decide(published({"a": 1}), scores({"a": 1}), now=T0 + 450, policy=policy)
+    assert (d.action, d.reason) == (Action.REFRESH_VALID_UNTIL, "refresh-due")
+
+
+@pytest.mark.parametrize(("interval", "valid_for", "refresh_after"), [
+    (10, 300, 150),  # up to 2 x the margin: half-life, as before
+    (10, 100, 50),
+    (10, 900, 750),  # above: REFRESH_MARGIN_S of life left
+    (10, 1800, 1650),
+    (100, 900, 700),  # a long min interval: twice it left, so a failed refresh still has a retry
+    (100, 250, 125),
+    (0, 600, 450),
+])
+def test_refresh_point_leaves_the_margin_and_more_than_one_interval(interval: float, valid_for: float,
+                                                                    refresh_after: float) -> None:
+    policy = PublishPolicy(min_interval_s=interval, valid_for_s=valid_for)
+    assert policy.refresh_after_s == refresh_after
+    left = valid_for - policy.refresh_after_s
+    assert left > interval and left <= max(REFRESH_MARGIN_S, valid_for / 2)
+
+
+def test_publish_options_default_to_the_policy_defaults() -> None:
+    defaults = {o.env: o.default for o in PUBLISH_OPTIONS}
+    policy = PublishPolicy()
+    assert float(defaults["ACCELSCORE_VALID_FOR"]) == policy.valid_for_s
+    assert float(defaults["ACCELSCORE_MIN_PUBLISH_INTERVAL"]) == policy.min_interval_s
+    assert float(defaults["ACCELSCORE_DEAD_BAND"]) == policy.dead_band
 
 
 @pytest.mark.parametrize(("fresh", "total", "action", "reason"), [
