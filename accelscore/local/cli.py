@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.once:
             session.collectors.log_changes = False  # the printed output carries every collector's state
+            if session.custom is not None:
+                session.custom.prime_prometheus()  # one round of the PromQL queries before the one pass
             session.step(settle=True)
             session.print(sys.stdout)
             return 0
@@ -162,6 +164,8 @@ class LocalSession:
 
     def close(self) -> None:
         self.collectors.close()
+        if self.custom is not None:
+            self.custom.stop()
 
 
 def render_table(score_sets: Sequence[ScoreSet], cycle: Cycle | None,

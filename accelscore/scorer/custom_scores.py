@@ -32,8 +32,10 @@ from typing import Any
 
 from cel_expr_python import cel
 
+from accelscore.errors import ConfigError
 from accelscore.scorer.custom_ast import node_reads
 from accelscore.scorer.model import CUSTOM_APS, ClusterSnapshot, NodeEntry, Score, ScoreSet
+from accelscore.scorer.promql import PromQuery, parse_prom_query
 from accelscore.scorer.score_table import BY_NAME
 from accelscore.scorer.scoring import accel_map
 from accelscore.scorer.totals import ClusterTotals, cluster_totals
@@ -139,7 +141,8 @@ class Definition:
     mapping: str = "ceil"
     node_filter: str = ""
     aps: str = CUSTOM_APS
-    promql: Mapping[str, str] = field(default_factory=dict)
+    promql: Mapping[str, str] = field(default_factory=dict)  # name -> PromQL text (declares `prom.<name>`)
+    prom_queries: tuple[PromQuery, ...] = ()  # the same queries with where and how to run them
 
     @property
     def low(self) -> int:
@@ -204,8 +207,34 @@ def _number(raw: Any, what: str) -> float:
     return float(raw)
 
 
-def parse_definition(index: int, item: Any) -> Definition:
-    """One `scores[i]` item from plain data; DefinitionError with its one line."""
+def _prom_queries(label: str, promql: Any, prometheus_url: str) -> dict[str, PromQuery]:
+    """`promql`: name -> PromQL text (run against `prometheus_url`) or a mapping with `query` and optionally
+    url, timeoutSeconds, staleAfterSeconds, everySeconds (`accelscore.scorer.promql.parse_prom_query`)."""
+    if not isinstance(promql, Mapping):
+        raise DefinitionError(f"{label}: promql: expected a mapping of names (^[a-z][A-Za-z0-9_]*$) to PromQL text "
+                              "or to {query, url, timeoutSeconds, staleAfterSeconds, everySeconds}")
+    queries: dict[str, PromQuery] = {}
+    for name, spec in promql.items():
+        if not isinstance(name, str) or not PROM_NAME.match(name) or not isinstance(spec, str | Mapping):
+            raise DefinitionError(f"{label}: promql: expected a mapping of names (^[a-z][A-Za-z0-9_]*$) to PromQL "
+                                  "text or to {query, url, timeoutSeconds, staleAfterSeconds, everySeconds}")
+        raw = {"query": spec} if isinstance(spec, str) else dict(spec)
+        if "name" in raw:
+            raise DefinitionError(f"{label}: promql.{name}: unknown key 'name' (the map key names the query)")
+        raw.setdefault("url", prometheus_url)
+        if not raw["url"]:
+            raise DefinitionError(f"{label}: promql.{name}.url: required (or set prometheus.url at the top of the "
+                                  "file)")
+        try:
+            queries[name] = parse_prom_query({"name": name, **raw}, f"{label}: promql.{name}")
+        except ConfigError as error:
+            raise DefinitionError(str(error)) from None
+    return queries
+
+
+def parse_definition(index: int, item: Any, prometheus_url: str = "") -> Definition:
+    """One `scores[i]` item from plain data; DefinitionError with its one line. `prometheus_url` is the
+    file's `prometheus.url`, for queries that name no URL of their own."""
     label = f"scores[{index}]"
     if not isinstance(item, Mapping):
         raise DefinitionError(f"{label}: expected a mapping, got {type(item).__name__}")
@@ -239,11 +268,9 @@ def parse_definition(index: int, item: Any) -> Definition:
     aps = item.get("aps", CUSTOM_APS)
     if aps != CUSTOM_APS:
         raise DefinitionError(f"{label}: aps: only {CUSTOM_APS!r} is accepted, got {aps!r}")
-    promql = item.get("promql", {}) or {}
-    if not isinstance(promql, Mapping) or not all(isinstance(k, str) and PROM_NAME.match(k) and isinstance(v, str)
-                                                  for k, v in promql.items()):
-        raise DefinitionError(f"{label}: promql: expected a mapping of names (^[a-z][A-Za-z0-9_]*$) to PromQL text")
-    return Definition(index, name, expression.strip(), reference, mapping, node_filter.strip(), aps, dict(promql))
+    queries = _prom_queries(label, item.get("promql", {}) or {}, prometheus_url)
+    return Definition(index, name, expression.strip(), reference, mapping, node_filter.strip(), aps,
+                      {k: q.query for k, q in queries.items()}, tuple(queries.values()))
 
 
 @dataclass(slots=True)
@@ -301,9 +328,13 @@ def compile_scores(document: Any) -> CustomScores:
         return CustomScores()
     if not isinstance(document, Mapping):
         return CustomScores(errors=(f"expected a mapping with a 'scores' list, got {type(document).__name__}",))
-    extra = sorted(set(map(str, document)) - {"scores"})
+    extra = sorted(set(map(str, document)) - {"scores", "prometheus"})
     if extra:
-        return CustomScores(errors=(f"unknown top-level field {extra[0]!r} (expected only 'scores')",))
+        return CustomScores(errors=(f"unknown top-level field {extra[0]!r} (expected 'scores' and 'prometheus')",))
+    prometheus = document.get("prometheus") or {}
+    url = prometheus.get("url", "") if isinstance(prometheus, Mapping) else None
+    if not isinstance(url, str) or set(prometheus) - {"url"}:
+        return CustomScores(errors=("prometheus: expected {url: <base URL of the cluster's Prometheus>}",))
     items = document.get("scores") or []
     if not isinstance(items, Sequence) or isinstance(items, str):
         return CustomScores(errors=("scores: expected a list of definitions",))
@@ -313,7 +344,7 @@ def compile_scores(document: Any) -> CustomScores:
     filters: dict[str, CompiledFilter] = {}
     for index, item in enumerate(items):
         try:
-            definition = parse_definition(index, item)
+            definition = parse_definition(index, item, url)
             if definition.name in seen:
                 raise DefinitionError(f"scores[{index}] ({definition.name}): name: duplicate (an earlier "
                                       "definition has it)")

@@ -9,6 +9,7 @@ is not YAML at all keeps the last good definitions (and says so once). No file: 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import threading
@@ -24,6 +25,7 @@ from accelscore.options import Option, positive_int, text
 from accelscore.scorer.custom_scores import DEFAULT_BUDGET, CustomResult, CustomScores, ScoreState, compile_scores
 from accelscore.scorer.custom_scores import evaluate as evaluate_scores
 from accelscore.scorer.model import ClusterSnapshot, ScoreSet
+from accelscore.scorer.promql import RESULTS, PromqlPoller
 from accelscore.scorer.totals import ClusterTotals
 
 log = logging.getLogger(__name__)
@@ -51,8 +53,14 @@ class CustomScoresSource:
     """The current definitions from one file, the last pass's outcome, and the counters /metrics shows."""
 
     def __init__(self, path: str | Path | None, *, budget: int = DEFAULT_BUDGET, check_every_s: float = CHECK_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, query_prometheus: bool = True) -> None:
         self.path = Path(path) if path else None
+        # The definitions' PromQL queries run on a background poller (never on the scoring path); without one
+        # (the simulator: no live Prometheus) every `prom.<name>` is unknown.
+        self._query_prometheus = query_prometheus
+        self._poller: PromqlPoller | None = None
+        self._poller_keys: dict[str, tuple[str, str]] = {}  # poller query name -> (score, query name)
+        self._promql_counts: dict[str, int] = dict.fromkeys(RESULTS, 0)  # of pollers already replaced
         self.budget = budget
         self._check_every_s = check_every_s
         self._clock = clock
@@ -116,9 +124,62 @@ class CustomScoresSource:
             self.scores, self.file_error = scores, ""
             self.loads += 1
             self.invalid_total += len(scores.errors)
+        self._restart_poller(scores)
         for line in scores.errors:
             log.error("custom score rejected: %s", line)
         log.info("custom scores: %d definitions publish, %d rejected", len(scores.scores), len(scores.errors))
+
+    def _restart_poller(self, scores: CustomScores) -> None:
+        """One poller for every query of the current definitions (score `s`, query `q` polled as `s__q`)."""
+        old, self._poller, self._poller_keys = self._poller, None, {}
+        if old is not None:
+            old.stop()
+            for result, n in old.stats()["queries_total"].items():
+                self._promql_counts[result] += n
+        if not self._query_prometheus:
+            return
+        queries = []
+        for compiled in scores.scores:
+            for q in compiled.definition.prom_queries:
+                key = f"{compiled.definition.name}__{q.name}"
+                self._poller_keys[key] = (compiled.definition.name, q.name)
+                queries.append(dataclasses.replace(q, name=key))
+        if queries:
+            self._poller = PromqlPoller(queries).start()
+            log.info("custom scores: %d PromQL queries, each every %s s", len(queries),
+                     "/".join(sorted({f"{q.every_s:g}" for q in queries})))
+
+    def prime_prometheus(self) -> None:
+        """Run every query once now (local mode --once: no background round to wait for)."""
+        self.current()
+        poller = self._poller
+        for q in () if poller is None else poller.queries:
+            poller.poll_once(q)  # type: ignore[union-attr]
+
+    def prom_values(self) -> dict[str, dict[str, float | None]]:
+        """score -> query -> the poller's value now (None = unknown: failed, stale, or not queried yet)."""
+        poller = self._poller
+        if poller is None:
+            return {}
+        out: dict[str, dict[str, float | None]] = {}
+        for key, value in poller.values(time.time()).items():
+            score, query = self._poller_keys[key]
+            out.setdefault(score, {})[query] = value.value
+        return out
+
+    def promql_counts(self) -> dict[str, int]:
+        """PromQL queries run, by result (accelscore.scorer.promql.RESULTS), since start."""
+        counts = dict(self._promql_counts)
+        poller = self._poller
+        if poller is not None:
+            for result, n in poller.stats()["queries_total"].items():
+                counts[result] += n
+        return counts
+
+    def stop(self) -> None:
+        """Stop the PromQL poller, if any."""
+        if self._poller is not None:
+            self._poller.stop()
 
     def _report_file_error(self, message: str) -> None:
         if message != self.file_error:
@@ -133,6 +194,8 @@ class CustomScoresSource:
         if not scores.scores:
             self.last = None
             return None
+        if prom is None:
+            prom = self.prom_values()
         result = evaluate_scores(scores, snapshot, now=now, stale_after_s=stale_after_s, totals=totals, prom=prom,
                                  budget=self.budget)
         with self._lock:
@@ -179,4 +242,9 @@ class CustomScoresMetrics(Collector):
         exhausted = CounterMetricFamily("accelscore_custom_score_budget_exhausted",
                                         "user-defined scores left unknown because the evaluation budget ran out")
         exhausted.add_metric([], source.budget_exhausted_total)
-        yield from (definitions, rejected, file_error, unknown, evaluations, budget, exhausted)
+        queries = CounterMetricFamily("accelscore_custom_score_promql_queries",
+                                      "PromQL queries of user-defined scores run, by result (ok, or why the value is "
+                                      "unknown)", labels=["result"])
+        for result, n in source.promql_counts().items():
+            queries.add_metric([result], n)
+        yield from (definitions, rejected, file_error, unknown, evaluations, budget, exhausted, queries)

@@ -271,6 +271,7 @@ class ScorerService:
         self._wake.set()
         self.worker.set_active(False)
         self.worker.stop()  # no write in flight when the lease goes
+        self.custom.stop()
         if self.elector is not None:
             self.elector.stop(release=release_lease)
         for watch in (*self._watches, self._bound_watch):

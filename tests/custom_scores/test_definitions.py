@@ -36,10 +36,14 @@ def _one(**fields) -> dict:
     ({"refrence": 8}, "scores[0] (myScore): unknown field 'refrence' (known: name, expression, nodeFilter, "
                       "reference, mapping, aps, promql)"),
     ({"promql": {"Bad": "up"}}, "scores[0] (myScore): promql: expected a mapping of names (^[a-z][A-Za-z0-9_]*$) "
-                                "to PromQL text"),
+                                "to PromQL text or to {query, url, timeoutSeconds, staleAfterSeconds, everySeconds}"),
+    ({"promql": {"q": "up"}}, "scores[0] (myScore): promql.q.url: required (or set prometheus.url at the top of "
+                              "the file)"),
+    ({"promql": {"q": {"query": "up", "url": "http://p:9090", "timeoutSeconds": 90}}},
+     "scores[0] (myScore): promql.q.timeoutSeconds: must be at most 60, got 90"),
 ], ids=["type-error", "unknown-input", "parse-error", "bool-result", "filter-not-bool", "filter-type-error",
         "zero-reference", "string-reference", "bad-mapping", "foreign-aps", "built-in-name", "bad-name",
-        "unknown-field", "bad-prom-name"])
+        "unknown-field", "bad-prom-name", "prom-without-url", "prom-timeout-too-long"])
 def test_a_bad_definition_is_one_line(fields: dict, error: str) -> None:
     custom = compile_scores(_one(**fields))
     assert custom.scores == ()
@@ -59,7 +63,7 @@ def test_duplicate_name_rejects_the_second_only() -> None:
 
 @pytest.mark.parametrize(("document", "error"), [
     ([1, 2], "expected a mapping with a 'scores' list, got list"),
-    ({"score": []}, "unknown top-level field 'score' (expected only 'scores')"),
+    ({"score": []}, "unknown top-level field 'score' (expected 'scores' and 'prometheus')"),
     ({"scores": "x"}, "scores: expected a list of definitions"),
     ({"scores": [3]}, "scores[0]: expected a mapping, got int"),
 ])
@@ -140,7 +144,7 @@ def test_signed_mapping() -> None:
 
 
 def test_unknown_prom_value_makes_the_score_unknown() -> None:
-    custom = compile_scores({"scores": [
+    custom = compile_scores({"prometheus": {"url": "http://prometheus:9090"}, "scores": [
         {"name": "withProm", "expression": "prom.queue * 2.0", "reference": 10, "promql": {"queue": "sum(x)"}},
     ]})
     one = snapshot(summary("a"))

@@ -1,0 +1,84 @@
+"""User-defined scores over PromQL, through the real ScorerService and a real Prometheus: a good query
+feeds `prom.<name>`; a failed or stale one makes its score unknown (published 0, never a guess) while the
+others publish (issue 13: "a failed or stale query makes the score unknown → 0")."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from accelscore.options import add_options, resolve
+from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
+from accelscore.scorer.model import CUSTOM_APS
+from accelscore.scorer.node_table import NodeFacts
+from accelscore.scorer.service import ScorerService
+from tests.e2e.harness import wait_for
+from tests.scoring.builders import gpus, report
+
+SCORES = """
+prometheus:
+  url: {url}
+scores:
+  - name: queueDepth
+    expression: prom.depth
+    reference: 16
+    promql:
+      depth: sum(accelscore_test_queue_depth)
+  - name: freshOnly
+    expression: prom.old + 1.0
+    reference: 16
+    promql:
+      old:
+        query: accelscore_test_old and (time() - timestamp(accelscore_test_old) < 60)
+        everySeconds: 1
+        timeoutSeconds: 1
+        staleAfterSeconds: 5
+  - name: unreachable
+    expression: prom.x
+    reference: 16
+    promql:
+      x: {{query: "vector(1)", url: "http://127.0.0.1:9", timeoutSeconds: 1, everySeconds: 1, staleAfterSeconds: 5}}
+  - name: gpus
+    expression: cluster.gpuFree
+    reference: 16
+"""
+
+
+def _service(path: Path) -> ScorerService:
+    parser = argparse.ArgumentParser()
+    add_options(parser, SCORER_OPTIONS)
+    values = resolve(parser.parse_args([]), SCORER_OPTIONS, environ={
+        "ACCELSCORE_DISABLE_AUTH": "true", "ACCELSCORE_CUSTOM_SCORES": str(path)})
+    service = ScorerService(config=scorer_config_from(values))
+    now = time.time()
+    service.table.set_nodes({"h": NodeFacts("h", True)})
+    service.table.accept(report("h", devices=gpus("h", 8, busy=4), time=now), received_at=now)
+    return service
+
+
+def _custom(service: ScorerService) -> dict[str, int]:
+    service.score_once()
+    return next(s.as_dict() for s in service.view.read()[0] if s.aps_name == CUSTOM_APS)
+
+
+def test_promql_inputs_feed_scores_and_failed_or_stale_ones_publish_0(prom_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "scores.yaml"
+    path.write_text(SCORES.format(url=prom_url))
+    service = _service(path)
+    try:
+        # Before the first round every prom value is unknown: those scores are 0, the others publish.
+        first = _custom(service)
+        assert first["gpus"] == 25
+        assert wait_for(lambda: _custom(service)["queueDepth"] == 50)  # 3 + 5 queued of a 16 reference
+        scores = _custom(service)
+        assert scores == {"queueDepth": 50, "freshOnly": 0, "unreachable": 0, "gpus": 25}
+        reasons = {s.name: s.reason for s in service.custom.states() if not s.ok}
+        assert reasons == {"freshOnly": "unknown PromQL value prom.old", "unreachable": "unknown PromQL value prom.x"}
+        wait_for(lambda: service.custom.promql_counts()["unreachable"] >= 1)
+        metrics = service.render().decode()
+        assert 'accelscore_custom_score_promql_queries_total{cluster="local",result="no_series"}' in metrics
+        assert 'accelscore_custom_score_unknown{cluster="local",reason="unknown PromQL value prom.x",' \
+               'score="unreachable"} 1.0' in metrics
+    finally:
+        service.stop()
