@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -16,7 +16,7 @@ from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.ha_metrics import HaMetrics, HaState
 from accelscore.scorer.ingest import DEFAULT_BURST, IngestStats, build_ingest_server
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
-from accelscore.scorer.model import ScoreSet, Taint
+from accelscore.scorer.model import ClusterSnapshot, ScoreSet, Taint
 from accelscore.scorer.node_table import NodeFacts, NodeTable
 from accelscore.scorer.plausible import accelerator_resource
 from accelscore.scorer.publish_worker import PublishWorker
@@ -32,14 +32,22 @@ log = logging.getLogger(__name__)
 GPU = "nvidia.com/gpu"
 TPU = "google.com/tpu"
 
+# An extra set of one pass (e.g. `accelscore-kueue`) from the pass's snapshot and time; None = none this pass.
+ExtraScoreSet = Callable[[ClusterSnapshot, float], ScoreSet | None]
+
 
 def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, publisher: Publisher | None,
-                 now: float) -> tuple[ScoreSet, ScoreSet]:
+                 now: float, extra: Sequence[ExtraScoreSet] = ()) -> tuple[ScoreSet, ...]:
     """Snapshot → pure scores → /metrics view → publisher (the scorer's and local mode's one pass). The scorer
-    passes no publisher: it hands the sets to its publishing worker itself, once its view is trustworthy."""
+    passes no publisher: it hands the sets to its publishing worker itself, once its view is trustworthy.
+    The two built-in sets come first; each `extra` producer may add one more set (Kueue headroom)."""
     started = time.perf_counter()
     snapshot = table.snapshot()
-    score_sets = score_cluster(snapshot, config, now=now)
+    score_sets: tuple[ScoreSet, ...] = score_cluster(snapshot, config, now=now)
+    for produce in extra:
+        produced = produce(snapshot, now)
+        if produced is not None:
+            score_sets = (*score_sets, produced)
     view.update(score_sets=score_sets, snapshot=snapshot, now=now, pass_seconds=time.perf_counter() - started)
     if publisher is not None:
         publisher.offer(score_sets, now)
@@ -77,6 +85,7 @@ class ScorerService:
         self._watches: list[Any] = []
         self._node_watch: Any = None
         self._pending_watch: Any = None
+        self.extra_sets: list[ExtraScoreSet] = []  # optional sets beyond the built-in two (Kueue headroom)
         self._watches_dirty = threading.Event()
         self._applied_once = False
         self._wake = threading.Event()
@@ -151,6 +160,17 @@ class ScorerService:
         self._pending_watch = kube_nodes.watch_pending_pods(self._cluster_api, transform=pending_demand,
                                                             on_change=changed)
         self._watches = [self._node_watch, self._pending_watch]
+        self._start_kueue(changed)
+
+    def _start_kueue(self, changed: Callable[..., None]) -> None:
+        """Kueue headroom (`accelscore-kueue`) when the cluster serves Kueue's ClusterQueues; else one log line."""
+        from accelscore.scorer.kueue_source import KueueSource
+
+        kueue = KueueSource.start(self._cluster_api, on_change=changed)
+        if kueue.present:
+            self._watches.extend(kueue.watches.values())
+            self.extra_sets.append(
+                lambda snapshot, now: kueue.score_set(snapshot, now, self.config.scoring.stale_after_s))
 
     def _apply_watches(self) -> None:
         """Copy the watch caches into the node table once per pass (not once per event: O(nodes) per pass)."""
@@ -173,7 +193,7 @@ class ScorerService:
         now = self._clock() if now is None else now
         self._apply_watches()
         score_sets = scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=None,
-                                  now=now)
+                                  now=now, extra=self.extra_sets)
         self.passes += 1
         if self._may_publish(score_sets, now):
             self.worker.offer(score_sets)
