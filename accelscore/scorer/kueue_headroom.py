@@ -21,6 +21,7 @@ docs/kueue.md states the rule, the naming of the published scores, and the simpl
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -315,6 +316,15 @@ def score_names(queue: str, resource: str) -> tuple[str, str]:
     """(mapped score, raw count score) names of one queue and resource: `cq.<queue>.gpu`, `cq.<queue>.gpu.count`."""
     word = RESOURCE_WORDS[resource]
     return f"cq.{queue}.{word}", f"cq.{queue}.{word}.count"
+
+
+# Every name `score_names` can make (a ClusterQueue name is a DNS subdomain: lower case, digits, '-' and '.').
+SCORE_NAME = re.compile(r"^cq\.[a-z0-9]([-a-z0-9.]*[a-z0-9])?\.(gpu|tpu)(\.count)?$")
+
+
+def is_score_name(name: str) -> bool:
+    """True for a name the `accelscore-kueue` set may carry (for checking Placements)."""
+    return SCORE_NAME.match(name) is not None
 
 
 def ceil_map(value: int, ref: int) -> int:
