@@ -83,6 +83,7 @@ class ScorerService:
         self.registry.register(HaMetrics(cluster=config.cluster_name, read=self.ha_state))
         self._cluster_api = cluster_api
         self._watches: list[Any] = []
+        self._optional_watches: list[Any] = []
         self._node_watch: Any = None
         self._pending_watch: Any = None
         self.extra_sets: list[ExtraScoreSet] = []  # optional sets beyond the built-in two (Kueue headroom)
@@ -168,7 +169,9 @@ class ScorerService:
 
         kueue = KueueSource.start(self._cluster_api, on_change=changed)
         if kueue.present:
-            self._watches.extend(kueue.watches.values())
+            # Stopped with the others, but not part of readiness: a queue watch that cannot sync (RBAC not yet
+            # updated) only keeps the kueue set away, never the built-in scores.
+            self._optional_watches.extend(kueue.watches.values())
             self.extra_sets.append(
                 lambda snapshot, now: kueue.score_set(snapshot, now, self.config.scoring.stale_after_s))
 
@@ -266,7 +269,7 @@ class ScorerService:
         self.worker.stop()  # no write in flight when the lease goes
         if self.elector is not None:
             self.elector.stop(release=release_lease)
-        for watch in self._watches:
+        for watch in (*self._watches, *self._optional_watches):
             watch.stop()
         if self.grpc_server is not None:
             self.grpc_server.stop(grace=2).wait()

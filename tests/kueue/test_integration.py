@@ -18,7 +18,7 @@ from accelscore.kube.hub_scores import PLURAL as HUB_PLURAL
 from accelscore.kube.hub_scores import VERSION as HUB_VERSION
 from accelscore.kube.hub_scores import HubClient
 from accelscore.scorer.config import ScorerConfig
-from accelscore.scorer.model import KUEUE_APS
+from accelscore.scorer.model import KUEUE_APS, ScoreSet
 from accelscore.scorer.publish_policy import PublishPolicy
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.scorer.service import ScorerService
@@ -129,6 +129,12 @@ class Cluster:
         self.hub_server.stop()
 
 
+def kueue_set_of(scorer: ScorerService) -> ScoreSet | None:
+    """One scoring pass; its accelscore-kueue set, if any."""
+    scorer.score_once()
+    return next((s for s in scorer.view.read()[0] if s.aps_name == KUEUE_APS), None)
+
+
 @pytest.fixture
 def kueue_cluster(tmp_path: Path) -> Iterator[Cluster]:
     cluster = Cluster(tmp_path, kueue=True)
@@ -164,8 +170,7 @@ def test_exhausted_quota_scores_zero_and_cohort_borrowing_counts(kueue_cluster: 
         "cq.team-a.gpu": 38, "cq.team-a.gpu.count": 3,  # borrows team-b's 3 unused
         "cq.team-b.gpu": 38, "cq.team-b.gpu.count": 3,  # its own 3 (the others lend it nothing unused)
     }
-    scorer.score_once()
-    kueue_set = next(s for s in scorer.view.read()[0] if s.aps_name == KUEUE_APS)
+    kueue_set = wait_for(lambda: kueue_set_of(scorer))  # its watches sync on their own (not part of readiness)
     assert kueue_set.as_dict() == expected
     assert wait_for(lambda: c.hub_scores(KUEUE_APS)) == expected
 
