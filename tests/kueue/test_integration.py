@@ -198,3 +198,38 @@ def test_without_kueue_nothing_changes_and_one_line_is_logged(plain_cluster: Clu
     kueue_lines = [r for r in caplog.records if "kueue" in r.getMessage().lower()]
     assert len(kueue_lines) == 1 and kueue_lines[0].levelno == logging.INFO, [r.getMessage() for r in kueue_lines]
     assert not any("kueue" in r.path for r in plain_cluster.api_server.requests if r.path != "/apis")
+
+
+def test_an_older_kueue_serving_only_v1beta1_is_read_in_v1beta1(tmp_path: Path) -> None:
+    """Kueue before v0.15: no v1beta2, `spec.cohort`; discovery picks the version served."""
+    import yaml
+
+    from accelscore.kube import kueue as kube_kueue
+    from accelscore.scorer.kueue_source import KueueSource
+
+    files = []
+    for path in kueue_crd_paths():
+        crd = yaml.safe_load(path.read_text())
+        crd["spec"]["versions"] = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta1"]
+        crd["spec"]["versions"][0]["storage"] = True
+        files.append(tmp_path / path.name)
+        files[-1].write_text(yaml.safe_dump(crd))
+    server = KubeApiServer(crd_files=files)
+    api = from_kubeconfig(server.write_kubeconfig(tmp_path / "old.kubeconfig"))
+    source = None
+    try:
+        assert kube_kueue.discover(api) == {"clusterqueues": "v1beta1", "resourceflavors": "v1beta1",
+                                            "cohorts": "v1beta1"}
+        custom = k8s.CustomObjectsApi(api)
+        body = cluster_queue("old", nominal=4)
+        body["apiVersion"] = f"{KUEUE}/v1beta1"
+        body["spec"]["cohort"] = "legacy"
+        custom.create_cluster_custom_object(KUEUE, "v1beta1", "clusterqueues", body)
+        source = KueueSource.start(api)
+        state = wait_for(source.state)
+        assert [(q.name, q.cohort) for q in state.queues] == [("old", "legacy")]
+    finally:
+        if source is not None:
+            source.stop()
+        api.close()
+        server.stop()
