@@ -29,7 +29,6 @@ from accelscore.scorer.model import (
     KUEUE_APS,
     ClusterSnapshot,
     NodeEntry,
-    NodeSummary,
     Score,
     ScoreSet,
 )
@@ -230,17 +229,6 @@ class _Tree:
 # ---------------------------------------------------------------------------------------------- headroom
 
 
-def _free(summary: NodeSummary, resource: str) -> int:
-    if resource == GPU:
-        return max(0, summary.gpu_free) if summary.gpu_free_known else 0
-    return max(0, summary.tpu_free) if summary.tpu_free_known else 0
-
-
-def _matches(entry: NodeEntry, node_labels: Mapping[str, str]) -> bool:
-    labels = entry.labels
-    return all(labels.get(k) == v for k, v in node_labels.items())
-
-
 def counted_entries(snapshot: ClusterSnapshot, *, now: float, stale_after_s: float) -> tuple[int, int,
                                                                                             list[NodeEntry]]:
     """(fresh nodes, schedulable nodes, the entries whose capacity counts) by the one census rule."""
@@ -250,20 +238,47 @@ def counted_entries(snapshot: ClusterSnapshot, *, now: float, stale_after_s: flo
     return nodes.fresh_nodes, nodes.schedulable_nodes, entries
 
 
+def _physical(flavors: Iterable[FlavorInfo], entries: Sequence[NodeEntry]) -> dict[FlavorResource, int]:
+    """Free devices per (flavor, resource) on the counted nodes matching each flavor's nodeLabels.
+
+    Nodes with nothing free are dropped first; flavors selecting by one label (the usual case) share one
+    pass per label key that sums the free devices per label value."""
+    rows = []
+    for entry in entries:
+        scan = entry.summary.scan  # type: ignore[union-attr]  # counted entries all have one
+        gpu, tpu = scan[5], scan[6]  # free GPUs / TPU chips, 0 when the assignment is unknown (model.NodeSummary)
+        if gpu or tpu:
+            rows.append((entry.labels, gpu, tpu))
+    by_key: dict[str, dict[str, list[int]]] = {}
+    for flavor in flavors:
+        if len(flavor.node_labels) == 1:
+            by_key.setdefault(next(iter(flavor.node_labels)), {})
+    for key, sums in by_key.items():
+        for labels, gpu, tpu in rows:
+            value = labels.get(key)
+            if value is not None:
+                acc = sums.setdefault(value, [0, 0])
+                acc[0] += gpu
+                acc[1] += tpu
+    out: dict[FlavorResource, int] = {}
+    for flavor in flavors:
+        wanted = tuple(flavor.node_labels.items())
+        if len(wanted) == 1:
+            gpu, tpu = by_key[wanted[0][0]].get(wanted[0][1], (0, 0))
+        else:
+            matching = [row for row in rows if all(row[0].get(k) == v for k, v in wanted)]
+            gpu, tpu = sum(row[1] for row in matching), sum(row[2] for row in matching)
+        out[(flavor.name, GPU)], out[(flavor.name, TPU)] = gpu, tpu
+    return out
+
+
 def queue_headrooms(state: KueueState, entries: Sequence[NodeEntry]) -> list[QueueHeadroom]:
     """Every CQ (sorted by name) and accelerator resource it has quota for, with the best flavor's headroom."""
     tree = _Tree(state)
-    flavors = {f.name: f for f in state.flavors}
-    physical_cache: dict[FlavorResource, int] = {}
+    free = _physical(state.flavors, entries)
 
     def physical(fr: FlavorResource) -> int | None:
-        flavor = flavors.get(fr[0])
-        if flavor is None:
-            return None
-        if fr not in physical_cache:
-            physical_cache[fr] = sum(_free(e.summary, fr[1]) for e in entries  # type: ignore[arg-type]
-                                     if _matches(e, flavor.node_labels))
-        return physical_cache[fr]
+        return free.get(fr)  # None: no such ResourceFlavor
 
     out: list[QueueHeadroom] = []
     for q in sorted(state.queues, key=lambda q: q.name):
