@@ -233,3 +233,19 @@ def test_an_older_kueue_serving_only_v1beta1_is_read_in_v1beta1(tmp_path: Path) 
             source.stop()
         api.close()
         server.stop()
+
+
+def test_kueue_without_queues_publishes_one_empty_object_and_does_not_rewrite_it(kueue_cluster: Cluster) -> None:
+    import time
+
+    scorer = kueue_cluster.start_scorer()
+    kueue_cluster.report(busy=5)
+    assert wait_for(lambda: kueue_set_of(scorer)).scores == ()
+    assert wait_for(lambda: kueue_cluster.hub_scores(KUEUE_APS) is not None)
+    for _ in range(10):
+        scorer.score_once()
+        time.sleep(0.05)
+    writes = [r for r in kueue_cluster.hub_server.requests
+              if r.method in ("POST", "PUT", "PATCH") and KUEUE_APS in r.path]
+    assert kueue_cluster.hub_scores(KUEUE_APS) == {}
+    assert len(writes) <= 2, writes  # create + first status write
