@@ -1,4 +1,5 @@
-"""The OCM CustomResourceDefinitions accelscore works with, vendored in `ocm/` (see `ocm/SOURCE.md`).
+"""The OCM CustomResourceDefinitions accelscore works with, vendored in `ocm/` (see `ocm/SOURCE.md`), and
+Kueue's (ClusterQueue, ResourceFlavor, Cohort, LocalQueue) in `kueue/` (see `kueue/SOURCE.md`).
 
 They ship inside the package, so the installed simulator validates Placements against the real schema
 and the tests serve the real hub kinds without anything outside the repository.
@@ -10,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 _OCM = "ocm"
+_KUEUE = "kueue"
 
 
 def ocm_dir() -> Path:
@@ -31,3 +33,16 @@ def crd_path(name: str) -> Path:
         if path.name in (name, f"{name}.crd.yaml") or path.name.endswith(f"_{name}.crd.yaml"):
             return path
     raise FileNotFoundError(f"no vendored OCM CRD named {name!r} in {ocm_dir()}")
+
+
+def kueue_dir() -> Path:
+    """The folder holding the vendored Kueue CRD YAML files."""
+    path = Path(str(resources.files(__package__).joinpath(_KUEUE)))
+    if not path.is_dir():
+        raise FileNotFoundError(f"vendored Kueue CRDs missing: {path} (a broken install of accelscore?)")
+    return path
+
+
+def kueue_crd_paths() -> list[Path]:
+    """Every vendored Kueue CRD file (`kueue.x-k8s.io_<plural>.yaml`), sorted by name."""
+    return sorted(kueue_dir().glob("kueue.x-k8s.io_*.yaml"))

@@ -5,7 +5,7 @@ cache; and one small module per use: `quantity` and `pod_requests` (pure), `node
 `tokenreview` (TokenReview, pod → node), `hub_scores` (AddOnPlacementScore create and status writes;
 every cluster's objects for the hub guard), `lease` (the leader-election Lease).
 `tokenreview` (TokenReview, pod → node), `hub_scores` (AddOnPlacementScore create and status writes),
-`tls_objects` (the scorer's TLS Secret and CA ConfigMap).
+`tls_objects` (the scorer's TLS Secret and CA ConfigMap), `kueue` (Kueue discovery, read-only queue watches).
 """
 
 from accelscore.kube.config import from_kubeconfig, load_api_client

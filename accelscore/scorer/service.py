@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -17,7 +17,7 @@ from accelscore.scorer.custom_scores_file import CustomScoresMetrics, CustomScor
 from accelscore.scorer.ha_metrics import HaMetrics, HaState
 from accelscore.scorer.ingest import DEFAULT_BURST, IngestStats, build_ingest_server
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ScoreSet, Taint
+from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, ScoreSet, Taint
 from accelscore.scorer.node_table import NodeFacts, NodeTable
 from accelscore.scorer.plausible import accelerator_resource
 from accelscore.scorer.publish_worker import PublishWorker
@@ -34,21 +34,30 @@ log = logging.getLogger(__name__)
 GPU = "nvidia.com/gpu"
 TPU = "google.com/tpu"
 
+# An extra set of one pass (e.g. `accelscore-kueue`) from the pass's snapshot and time; None = none this pass.
+ExtraScoreSet = Callable[[ClusterSnapshot, float], ScoreSet | None]
+
 
 def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, publisher: Publisher | None,
-                 now: float, custom: CustomScoresSource | None = None) -> tuple[ScoreSet, ...]:
+                 now: float, custom: CustomScoresSource | None = None,
+                 extra: Sequence[ExtraScoreSet] = ()) -> tuple[ScoreSet, ...]:
     """Snapshot → pure scores → /metrics view → publisher (the scorer's and local mode's one pass). The scorer
     passes no publisher: it hands the sets to its publishing worker itself, once its view is trustworthy.
-    (resource-usage-score, accelscore), then accelscore-custom when `custom` has at least one definition."""
+    (resource-usage-score, accelscore), then accelscore-custom when `custom` has at least one definition,
+    then what each `extra` producer adds (Kueue headroom)."""
     started = time.perf_counter()
     snapshot = table.snapshot()
     totals = cluster_totals(snapshot, now=now, stale_after_s=config.stale_after_s)
     score_sets: tuple[ScoreSet, ...] = (score_set(RESOURCE_USAGE_APS, totals, config),
                                         score_set(ACCELSCORE_APS, totals, config))
     if custom is not None:
-        extra = custom.evaluate(snapshot, now=now, stale_after_s=config.stale_after_s, totals=totals)
-        if extra is not None:
-            score_sets = (*score_sets, extra)
+        custom_set = custom.evaluate(snapshot, now=now, stale_after_s=config.stale_after_s, totals=totals)
+        if custom_set is not None:
+            score_sets = (*score_sets, custom_set)
+    for produce in extra:
+        produced = produce(snapshot, now)
+        if produced is not None:
+            score_sets = (*score_sets, produced)
     view.update(score_sets=score_sets, snapshot=snapshot, now=now, pass_seconds=time.perf_counter() - started)
     if publisher is not None:
         publisher.offer(score_sets, now)
@@ -87,9 +96,11 @@ class ScorerService:
         self.registry.register(HaMetrics(cluster=config.cluster_name, read=self.ha_state))
         self._cluster_api = cluster_api
         self._watches: list[Any] = []
+        self._optional_watches: list[Any] = []
         self._node_watch: Any = None
         self._pending_watch: Any = None
         self._bound_watch: Any = None
+        self.extra_sets: list[ExtraScoreSet] = []  # optional sets beyond the built-in two (Kueue headroom)
         self._watches_dirty = threading.Event()
         self._applied_once = False
         self._wake = threading.Event()
@@ -171,6 +182,19 @@ class ScorerService:
         self._bound_watch = kube_nodes.watch_bound_pods(self._cluster_api, transform=bound_demand,
                                                         on_change=changed)
         self._watches = [self._node_watch, self._pending_watch]
+        self._start_kueue(changed)
+
+    def _start_kueue(self, changed: Callable[..., None]) -> None:
+        """Kueue headroom (`accelscore-kueue`) when the cluster serves Kueue's ClusterQueues; else one log line."""
+        from accelscore.scorer.kueue_source import KueueSource
+
+        kueue = KueueSource.start(self._cluster_api, on_change=changed)
+        if kueue.present:
+            # Stopped with the others, but not part of readiness: a queue watch that cannot sync (RBAC not yet
+            # updated) only keeps the kueue set away, never the built-in scores.
+            self._optional_watches.extend(kueue.watches.values())
+            self.extra_sets.append(
+                lambda snapshot, now: kueue.score_set(snapshot, now, self.config.scoring.stale_after_s))
 
     def _apply_watches(self) -> None:
         """Copy the watch caches into the node table once per pass (not once per event: O(nodes) per pass)."""
@@ -200,7 +224,7 @@ class ScorerService:
         now = self._clock() if now is None else now
         self._apply_watches()
         score_sets = scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=None,
-                                  now=now, custom=self.custom)
+                                  now=now, custom=self.custom, extra=self.extra_sets)
         self.passes += 1
         if self._may_publish(score_sets, now):
             self.worker.offer(score_sets)
@@ -274,7 +298,7 @@ class ScorerService:
         self.custom.stop()
         if self.elector is not None:
             self.elector.stop(release=release_lease)
-        for watch in (*self._watches, self._bound_watch):
+        for watch in (*self._watches, *self._optional_watches, self._bound_watch):
             if watch is not None:
                 watch.stop()
         if self.grpc_server is not None:

@@ -61,7 +61,9 @@ def test_managed_cluster_roles_grant_exactly_what_each_process_needs(
         grants[name] = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]
                         for v in rule["verbs"]}
     read = {("", r, v) for r in ("nodes", "pods") for v in READ_VERBS}
-    assert sorted(grants.values(), key=len) == [read, read | {("authentication.k8s.io", "tokenreviews", "create")}]
+    kueue = {("kueue.x-k8s.io", r, v) for r in ("clusterqueues", "resourceflavors", "cohorts") for v in READ_VERBS}
+    assert sorted(grants.values(), key=len) == [
+        read, read | {("authentication.k8s.io", "tokenreviews", "create")} | kueue]
     roles_in_namespace = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Role"}
     assert sorted(roles_in_namespace) == ["accelscore-scorer-leader-election", "accelscore-scorer-tls"]
     assert _scorer_tls_grants(roles_in_namespace["accelscore-scorer-tls"]["rules"]) == SCORER_TLS_GRANTS

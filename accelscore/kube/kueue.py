@@ -1,0 +1,66 @@
+"""Kueue on the managed cluster: discovery, and read-only watches of its cluster-scoped kinds as raw JSON.
+
+Kueue is optional: `discover` says which versions of ClusterQueues, ResourceFlavors and Cohorts the API
+serves (None when the `kueue.x-k8s.io` group or its ClusterQueues are not served). Watches go through
+`CustomObjectsApi` (list + watch only; the scorer never writes Kueue objects) and, like `nodes`, hand the
+JSON dicts to the caller's `transform`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kubernetes import client
+
+from accelscore.kube.config import ApiClient
+from accelscore.kube.errors import NotFound, call
+from accelscore.kube.nodes import JsonObject, object_name
+from accelscore.kube.watch import OnChange, WatchCache
+
+V = TypeVar("V")
+
+GROUP = "kueue.x-k8s.io"
+CLUSTER_QUEUES, RESOURCE_FLAVORS, COHORTS = "clusterqueues", "resourceflavors", "cohorts"
+# Versions whose fields accelscore reads, newest first (v1beta2: Kueue v0.15+; Cohorts v1alpha1: v0.9-v0.12).
+KNOWN_VERSIONS = ("v1beta2", "v1beta1", "v1alpha1")
+
+__all__ = ["CLUSTER_QUEUES", "COHORTS", "GROUP", "KNOWN_VERSIONS", "RESOURCE_FLAVORS", "JsonObject", "discover",
+           "watch_kueue"]
+
+
+def discover(api_client: ApiClient) -> dict[str, str] | None:
+    """plural -> version to read, for the Kueue kinds the API serves; None without Kueue's ClusterQueues.
+
+    The group's preferred version comes first, then the known ones; a version accelscore does not know is
+    never chosen. Raises KubeError when discovery itself fails (the caller decides to retry or give up)."""
+    groups = call(client.ApisApi(api_client).get_api_versions)
+    group = next((g for g in groups.groups or () if g.name == GROUP), None)
+    if group is None:
+        return None
+    served = [v.version for v in group.versions or ()]
+    preferred = group.preferred_version.version if group.preferred_version is not None else ""
+    order = [v for v in dict.fromkeys([preferred, *KNOWN_VERSIONS]) if v in served and v in KNOWN_VERSIONS]
+    custom = client.CustomObjectsApi(api_client)
+    chosen: dict[str, str] = {}
+    for version in order:
+        try:
+            listed = call(custom.get_api_resources, GROUP, version)
+        except NotFound:
+            continue
+        for resource in listed.resources or ():
+            if resource.name in (CLUSTER_QUEUES, RESOURCE_FLAVORS, COHORTS):
+                chosen.setdefault(resource.name, version)
+    return chosen if CLUSTER_QUEUES in chosen else None
+
+
+def watch_kueue(api_client: ApiClient, *, plural: str, version: str, transform: Callable[[JsonObject], V],
+                on_change: OnChange | None = None, **options: Any) -> WatchCache[str, V]:
+    """Every object of one cluster-scoped Kueue kind, keyed by name (read-only: list and watch)."""
+    api = client.CustomObjectsApi(api_client)
+
+    def list_objects(**kwargs: Any) -> Any:
+        return api.list_cluster_custom_object(GROUP, version, plural, **kwargs)
+
+    return WatchCache(list_func=list_objects, raw=True, key=object_name, transform=transform,
+                      on_change=on_change, name=f"kueue-{plural}", **options)

@@ -1,0 +1,164 @@
+"""Kueue objects → `kueue_headroom` inputs, and the scorer's optional `accelscore-kueue` set.
+
+`KueueSource.start` discovers Kueue once. Without it: one INFO line, no watch, no set, nothing else.
+With it: read-only watches of ClusterQueues, ResourceFlavors and (when served) Cohorts, each object reduced
+to the frozen dataclasses of `accelscore.scorer.kueue_headroom` as it arrives.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from accelscore.kube import kueue as kube_kueue
+from accelscore.kube.errors import KubeError
+from accelscore.kube.nodes import node_labels, object_name
+from accelscore.kube.quantity import InvalidQuantity, quantity
+from accelscore.scorer.kueue_headroom import (
+    RESOURCE_WORDS,
+    ClusterQueueInfo,
+    CohortInfo,
+    FlavorInfo,
+    FlavorResource,
+    KueueState,
+    Quota,
+    flavors_of,
+    kueue_score_set,
+)
+from accelscore.scorer.model import ClusterSnapshot, ScoreSet
+
+log = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+
+
+def _amount(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(quantity(value, where))
+    except InvalidQuantity:
+        return None
+
+
+def _quotas(spec: Json, where: str) -> tuple[tuple[str, ...], dict[FlavorResource, Quota]]:
+    """Accelerator quotas of `spec.resourceGroups` (a bad nominalQuota counts 0: never more than shown)."""
+    pairs: list[tuple[str, dict[str, Quota]]] = []
+    for group in spec.get("resourceGroups") or ():
+        for flavor in (group or {}).get("flavors") or ():
+            name = str((flavor or {}).get("name") or "")
+            resources: dict[str, Quota] = {}
+            for item in (flavor or {}).get("resources") or ():
+                resource = str((item or {}).get("name") or "")
+                if resource not in RESOURCE_WORDS:
+                    continue
+                resources[resource] = Quota(
+                    nominal=_amount(item.get("nominalQuota"), f"{where}.nominalQuota") or 0.0,
+                    borrowing_limit=_amount(item.get("borrowingLimit"), f"{where}.borrowingLimit"),
+                    lending_limit=_amount(item.get("lendingLimit"), f"{where}.lendingLimit"))
+            if name:
+                pairs.append((name, resources))
+    return flavors_of(pairs)
+
+
+def _usage(status: Json) -> dict[FlavorResource, float] | None:
+    """status.flavorsReservation (else flavorsUsage) as (flavor, resource) -> total; None when neither."""
+    items = status.get("flavorsReservation")
+    if items is None:
+        items = status.get("flavorsUsage")
+    if items is None:
+        return None
+    usage: dict[FlavorResource, float] = {}
+    for flavor in items or ():
+        for item in (flavor or {}).get("resources") or ():
+            resource = str((item or {}).get("name") or "")
+            if resource in RESOURCE_WORDS:
+                total = _amount(item.get("total"), "status.flavorsReservation.total")
+                if total is None:
+                    return None  # an unreadable usage is unknown usage
+                usage[(str(flavor.get("name") or ""), resource)] = total
+    return usage
+
+
+def cluster_queue(obj: Json) -> ClusterQueueInfo:
+    """One ClusterQueue (v1beta1 `spec.cohort` or v1beta2 `spec.cohortName`)."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    flavors, quotas = _quotas(spec, "spec.resourceGroups")
+    active: bool | None = None
+    current = True
+    for cond in status.get("conditions") or ():
+        if (cond or {}).get("type") == "Active":
+            active = cond.get("status") == "True"
+            generation = (obj.get("metadata") or {}).get("generation")
+            observed = cond.get("observedGeneration")
+            if isinstance(generation, int) and isinstance(observed, int) and observed < generation:
+                current = False
+    return ClusterQueueInfo(name=object_name(obj), cohort=str(spec.get("cohortName") or spec.get("cohort") or ""),
+                            quotas=quotas, flavors=flavors, usage=_usage(status), active=active,
+                            status_current=current)
+
+
+def cohort(obj: Json) -> CohortInfo:
+    spec = obj.get("spec") or {}
+    return CohortInfo(name=object_name(obj), parent=str(spec.get("parentName") or spec.get("parent") or ""),
+                      quotas=_quotas(spec, "spec.resourceGroups")[1])
+
+
+def resource_flavor(obj: Json) -> FlavorInfo:
+    return FlavorInfo(name=object_name(obj), node_labels=node_labels({"metadata": {
+        "labels": (obj.get("spec") or {}).get("nodeLabels") or {}}}))
+
+
+_TRANSFORMS = {kube_kueue.CLUSTER_QUEUES: cluster_queue, kube_kueue.RESOURCE_FLAVORS: resource_flavor,
+               kube_kueue.COHORTS: cohort}
+
+
+class KueueSource:
+    """The Kueue watches of one scorer (or none): `state()` is None until Kueue is found and synced."""
+
+    def __init__(self, watches: Mapping[str, Any] | None = None) -> None:
+        self.watches: dict[str, Any] = dict(watches or {})
+
+    @classmethod
+    def start(cls, api_client: Any, *, on_change: Any = None) -> KueueSource:
+        """Discover Kueue once; watch its kinds when served. Absent or undiscoverable: one log line."""
+        try:
+            versions = kube_kueue.discover(api_client)
+        except KubeError as err:
+            log.info("Kueue discovery failed (%s): no accelscore-kueue scores until the scorer restarts", err)
+            return cls()
+        if versions is None:
+            log.info("Kueue not found (no %s ClusterQueues served): no accelscore-kueue scores",
+                     kube_kueue.GROUP)
+            return cls()
+        log.info("Kueue found: watching %s", ", ".join(f"{p}.{v}" for p, v in sorted(versions.items())))
+        return cls({plural: kube_kueue.watch_kueue(api_client, plural=plural, version=version,
+                                                   transform=_TRANSFORMS[plural], on_change=on_change)
+                    for plural, version in versions.items()})
+
+    @property
+    def present(self) -> bool:
+        return bool(self.watches)
+
+    def state(self) -> KueueState | None:
+        if not self.watches or not all(w.synced.is_set() for w in self.watches.values()):
+            return None
+
+        def values(plural: str) -> tuple[Any, ...]:
+            watch = self.watches.get(plural)
+            return tuple(watch.items().values()) if watch is not None else ()
+
+        return KueueState(queues=values(kube_kueue.CLUSTER_QUEUES), cohorts=values(kube_kueue.COHORTS),
+                          flavors=values(kube_kueue.RESOURCE_FLAVORS))
+
+    def score_set(self, snapshot: ClusterSnapshot, now: float, stale_after_s: float) -> ScoreSet | None:
+        """The `accelscore-kueue` set of this pass; None without Kueue (or before its watches synced)."""
+        state = self.state()
+        if state is None:
+            return None
+        return kueue_score_set(state, snapshot, now=now, stale_after_s=stale_after_s)[0]
+
+    def stop(self) -> None:
+        for watch in self.watches.values():
+            watch.stop()
