@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import json
 import re
 from collections.abc import Iterator
@@ -104,6 +105,26 @@ def prune(obj: Any, schema: dict[str, Any], *, root: bool = False) -> Any:
         return out
     if isinstance(obj, list) and isinstance(schema.get("items"), dict):
         return [prune(item, schema["items"]) for item in obj]
+    return obj
+
+
+def apply_defaults(obj: Any, schema: dict[str, Any]) -> Any:
+    """Fill `default` values of missing properties, recursing into what is present, as the apiserver's
+    structural defaulting does after pruning and before validation (a CRD field with `default` and in
+    `required` is accepted when omitted)."""
+    if isinstance(obj, dict):
+        props = schema.get("properties") or {}
+        for key, sub in props.items():
+            if key not in obj and "default" in sub:
+                obj[key] = copy.deepcopy(sub["default"])
+            if key in obj:
+                obj[key] = apply_defaults(obj[key], sub)
+        additional = schema.get("additionalProperties")
+        if isinstance(additional, dict):
+            for key in [k for k in obj if k not in props]:
+                obj[key] = apply_defaults(obj[key], additional)
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        return [apply_defaults(item, schema["items"]) for item in obj]
     return obj
 
 

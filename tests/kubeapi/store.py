@@ -76,7 +76,7 @@ class Store:
         causes = objectmeta.object_meta_causes(meta, namespaced=rt.namespaced, check=objectmeta.name_check(rt.kind))
         if rt.custom:
             spec = rt.schemas.get(version) or {}
-            obj = schema.prune(obj, spec, root=True)
+            obj = schema.apply_defaults(schema.prune(obj, spec, root=True), spec)
             causes += schema.validate(obj, spec, root="status" if status_only else "")
             causes += objectmeta.embedded_causes(obj, spec)
         if causes:
