@@ -114,6 +114,9 @@ _TRANSFORMS = {kube_kueue.CLUSTER_QUEUES: cluster_queue, kube_kueue.RESOURCE_FLA
                kube_kueue.COHORTS: cohort}
 
 
+REDISCOVER_S = 300  # how often a scorer without Kueue looks again (Kueue installed later needs no restart)
+
+
 class KueueSource:
     """The Kueue watches of one scorer (or none): `state()` is None until Kueue is found and synced."""
 
@@ -121,16 +124,20 @@ class KueueSource:
         self.watches: dict[str, Any] = dict(watches or {})
 
     @classmethod
-    def start(cls, api_client: Any, *, on_change: Any = None) -> KueueSource:
-        """Discover Kueue once; watch its kinds when served. Absent or undiscoverable: one log line."""
+    def start(cls, api_client: Any, *, on_change: Any = None, log_absent: bool = True) -> KueueSource:
+        """Discover Kueue; watch its kinds when served. Absent or undiscoverable: one log line (none with
+        `log_absent=False`: the scorer's quiet re-discovery)."""
         try:
             versions = kube_kueue.discover(api_client)
         except KubeError as err:
-            log.info("Kueue discovery failed (%s): no accelscore-kueue scores until the scorer restarts", err)
+            if log_absent:
+                log.info("Kueue discovery failed (%s): no accelscore-kueue scores for now (retried every %d s)",
+                         err, REDISCOVER_S)
             return cls()
         if versions is None:
-            log.info("Kueue not found (no %s ClusterQueues served): no accelscore-kueue scores",
-                     kube_kueue.GROUP)
+            if log_absent:
+                log.info("Kueue not found (no %s ClusterQueues served): no accelscore-kueue scores (looked for "
+                         "again every %d s)", kube_kueue.GROUP, REDISCOVER_S)
             return cls()
         log.info("Kueue found: watching %s", ", ".join(f"{p}.{v}" for p, v in sorted(versions.items())))
         return cls({plural: kube_kueue.watch_kueue(api_client, plural=plural, version=version,

@@ -185,16 +185,30 @@ class ScorerService:
         self._start_kueue(changed)
 
     def _start_kueue(self, changed: Callable[..., None]) -> None:
-        """Kueue headroom (`accelscore-kueue`) when the cluster serves Kueue's ClusterQueues; else one log line."""
-        from accelscore.scorer.kueue_source import KueueSource
+        """Kueue headroom (`accelscore-kueue`) when the cluster serves Kueue's ClusterQueues; else one log line,
+        and a quiet look again every REDISCOVER_S on a background thread until it is there."""
+        from accelscore.scorer.kueue_source import REDISCOVER_S, KueueSource
 
-        kueue = KueueSource.start(self._cluster_api, on_change=changed)
+        if self._use_kueue(KueueSource.start(self._cluster_api, on_change=changed)):
+            return
+
+        def rediscover() -> None:
+            while not self._stop.wait(REDISCOVER_S):
+                if self._use_kueue(KueueSource.start(self._cluster_api, on_change=changed, log_absent=False)):
+                    self._wake.set()
+                    return
+
+        threading.Thread(target=rediscover, name="kueue-discovery", daemon=True).start()
+
+    def _use_kueue(self, kueue: Any) -> bool:
+        """Add the kueue set's producer when Kueue is there; whether it is."""
         if kueue.present:
             # Stopped with the others, but not part of readiness: a queue watch that cannot sync (RBAC not yet
             # updated) only keeps the kueue set away, never the built-in scores.
             self._optional_watches.extend(kueue.watches.values())
             self.extra_sets.append(
                 lambda snapshot, now: kueue.score_set(snapshot, now, self.config.scoring.stale_after_s))
+        return bool(kueue.present)
 
     def _apply_watches(self) -> None:
         """Copy the watch caches into the node table once per pass (not once per event: O(nodes) per pass)."""

@@ -52,6 +52,12 @@ class KubeApiServer:
         self._thread.start()
         self._stopped = False
 
+    def install_crds(self, crd_files: Sequence[Path]) -> None:
+        """Serve more CRDs from now on, as a cluster does once they are applied (discovery lists them)."""
+        added = load_crds(crd_files)
+        with self._state.lock:
+            self._state.types = [*self._state.types, *added]
+
     @property
     def url(self) -> str:
         """Base URL, e.g. http://127.0.0.1:41234."""

@@ -4,6 +4,7 @@ client): its read-only watches, the `accelscore-kueue` set published to a hub; a
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -249,3 +250,23 @@ def test_kueue_without_queues_publishes_one_empty_object_and_does_not_rewrite_it
               if r.method in ("POST", "PUT", "PATCH") and KUEUE_APS in r.path]
     assert kueue_cluster.hub_scores(KUEUE_APS) == {}
     assert len(writes) <= 2, writes  # create + first status write
+
+
+def test_kueue_installed_after_the_scorer_started_is_found_without_a_restart(
+        plain_cluster: Cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from accelscore.scorer import kueue_source
+
+    monkeypatch.setattr(kueue_source, "REDISCOVER_S", 0.2)
+    c = plain_cluster
+    with caplog.at_level(logging.INFO, logger="accelscore"):
+        scorer = c.start_scorer()
+        c.report(busy=5)
+        assert kueue_set_of(scorer) is None
+        time.sleep(0.5)  # a few quiet looks: still absent, nothing more logged
+        c.api_server.install_crds(kueue_crd_paths())  # the operator installs Kueue
+        c.create("resourceflavors", flavor("h100", POOL))
+        c.create("clusterqueues", cluster_queue("solo", nominal=4), queue_status(1))
+        found = wait_for(lambda: kueue_set_of(scorer))
+    assert found.as_dict()["cq.solo.gpu.count"] == 3
+    absent = [r for r in caplog.records if "Kueue not found" in r.getMessage()]
+    assert len(absent) == 1
