@@ -123,3 +123,34 @@ def test_replay_reevaluates_kueue_headroom_as_gpus_fill() -> None:
                   opts=opts).run()
     assert dict(queue.placed_per_cluster) == {"cohort-borrow": 1, "quota-free": 1}
     assert dict(idle.placed_per_cluster) == {"idle-exhausted": 2}
+
+
+CUSTOM = """
+scores:
+  - name: untaintedPoolFree
+    expression: cluster.gpuFree
+    reference: 64
+    nodeFilter: '"pool" in node.labels && node.labels["pool"] == "h100" && node.taints.size() == 0'
+"""
+
+
+def test_custom_scores_see_fleet_labels_and_taints_in_one_shot_and_replay(tmp_path: Path) -> None:
+    from accelscore.scorer.custom_scores_file import load_text
+    from accelscore.scorer.model import CUSTOM_APS
+
+    custom = load_text(CUSTOM)
+    assert not custom.errors, custom.errors
+    fleet = fl.load_fleet(KUEUE_FLEET)
+    result = run_oneshot(fleet, default_scoring_config(), pp.PublishPolicy(), custom)
+    raw = {c.cluster: next(s for s in c.sets if s.aps_name == CUSTOM_APS).raw["untaintedPoolFree"]
+           for c in result.clusters}
+    assert raw == {"cohort-borrow": 0.0, "idle-exhausted": 16.0, "quota-free": 2.0}  # node -0 (tainted) left out
+    jobs = parse_trace({"jobs": [{"name": "a", "arrivalSeconds": 10, "pods": 1, "gpusPerPod": 1,
+                                  "durationSeconds": 600}]})
+    replay = Replay(fleet, jobs, "queue-team-a", config=default_scoring_config(), policy=pp.PublishPolicy(),
+                    opts=ReplayOptions(), custom=custom)
+    replay.run()
+    assert set(replay.u.hub["quota-free"]) >= {CUSTOM_APS, KUEUE_APS}
+    assert replay.u.hub_writes > 0  # the replay's scorer re-published
+    labels, taints = replay.u.node_meta[("quota-free", "quota-free-0")]  # what the replay's snapshots carry
+    assert labels["pool"] == "h100" and taints == (Taint("nvidia.com/gpu", "present", "NoSchedule"),)
