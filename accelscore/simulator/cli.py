@@ -124,7 +124,8 @@ def _check_plot(path: Path | None) -> None:
         raise ConfigError(f"--plot {path}: folder {path.parent} does not exist")
 
 
-def _replay(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishPolicy) -> int:
+def _replay(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishPolicy,
+            custom: CustomScores | None) -> int:
     _check_plot(args.plot)
     fleet = _load(args)
     jobs = load_trace(args.trace)
@@ -140,9 +141,9 @@ def _replay(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishP
     opts = ReplayOptions(tick_s=args.tick, report_delay_s=args.report_delay, delay_jitter=args.delay_jitter,
                          seed=args.seed, horizon_s=args.horizon, check_invariants=args.check_invariants,
                          job_timeout_s=args.job_timeout, progress=progress)
-    results = [Replay(fleet, jobs, e, config=config, policy=policy, opts=opts).run()
+    results = [Replay(fleet, jobs, e, config=config, policy=policy, opts=opts, custom=custom).run()
                for e in entries if e != routing.ORACLE]
-    oracle = Replay(fleet, jobs, routing.ORACLE, config=config, policy=policy, opts=opts).run()
+    oracle = Replay(fleet, jobs, routing.ORACLE, config=config, policy=policy, opts=opts, custom=custom).run()
     if args.output == "table":
         sys.stdout.write(report.replay_table(results, oracle))
     else:
@@ -171,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     policy = publish_policy_from(values, stale_after_s=config.stale_after_s)
     try:
         if args.trace:
-            return _replay(args, config, policy)
+            return _replay(args, config, policy, _custom_scores(values["custom_scores"]))
         fleet = _load(args)
         if not fleet.placements:
             print(f"warning: {NO_PLACEMENTS}; printing scores only", file=sys.stderr)
@@ -188,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _custom_scores(path: str) -> CustomScores | None:
-    """User-defined scores for one-shot scoring; each rejected definition is one warning line."""
+    """User-defined scores (one-shot and replay); each rejected definition is one warning line."""
     if not path:
         return None
     try:

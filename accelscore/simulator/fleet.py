@@ -2,7 +2,9 @@
 
 Cluster files are checked by hand (every error names the file and the field); NodeReports are parsed
 strictly with `json_format`; Placements are validated against the OCM Placement CRD schema vendored in
-`accelscore.crds` when `jsonschema` is installed, else against basic structural checks.
+`accelscore.crds` when `jsonschema` is installed, else against basic structural checks. A cluster's
+`kueue` objects (ClusterQueues, ResourceFlavors, Cohorts: the real API objects as YAML) are validated against
+the vendored Kueue CRDs the same way and reduced to a `KueueState` by the scorer's own `kueue_source`.
 """
 
 from __future__ import annotations
@@ -18,15 +20,25 @@ from typing import Any
 import yaml
 from google.protobuf import json_format
 
-from accelscore.crds import crd_path
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
+from accelscore.crds import crd_path, kueue_dir
+from accelscore.scorer import kueue_source
+from accelscore.scorer.kueue_headroom import KueueState
+from accelscore.scorer.model import ACCELSCORE_APS, KUEUE_APS, RESOURCE_USAGE_APS, Taint
 from accelscore.simulator import placement as pl
 from accelscore.v1 import report_pb2
 
 _CLUSTER_KEYS = {"cluster", "labels", "claims", "reportAgeSeconds", "reports", "nodes", "unreportedNodes",
-                 "pendingPods", "hub", "available", "scorerStoppedSeconds"}
+                 "pendingPods", "hub", "available", "scorerStoppedSeconds", "kueue"}
 _AVAILABLE = {True: "True", False: "False", "True": "True", "False": "False", "Unknown": "Unknown"}
-_NODE_KEYS = {"schedulable", "reportAgeSeconds"}
+_NODE_KEYS = {"schedulable", "reportAgeSeconds", "labels", "taints"}
+_TAINT_KEYS = {"key", "value", "effect"}
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# `kueue:` field -> (Kueue kind, vendored CRD plural, kueue_source's conversion of one object)
+_KUEUE_KINDS = {"clusterQueues": ("ClusterQueue", "clusterqueues", kueue_source.cluster_queue),
+                "resourceFlavors": ("ResourceFlavor", "resourceflavors", kueue_source.resource_flavor),
+                "cohorts": ("Cohort", "cohorts", kueue_source.cohort)}
+_KUEUE_GROUP = "kueue.x-k8s.io"
+_HUB_APS = (ACCELSCORE_APS, RESOURCE_USAGE_APS, KUEUE_APS)
 _HUB_KEYS = {"absent", "validUntilSeconds"}
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the fleet files are large; libyaml reads them 10x faster
 
@@ -37,11 +49,14 @@ class FleetError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """One reporting node: its NodeReport, whether the API lists it schedulable, and its report's age."""
+    """One reporting node: its NodeReport, whether the API lists it schedulable, its report's age, and the
+    Node object's labels (over the report's own) and taints, which Kueue flavors and custom-score filters read."""
 
     report: report_pb2.NodeReport
     schedulable: bool = True
     report_age_s: float = 0.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +81,7 @@ class Cluster:
     hub: Mapping[str, HubOverride] = field(default_factory=dict)
     available: str = "True"  # ManagedClusterConditionAvailable; not True = tainted by OCM
     scorer_stopped_s: float | None = None  # the scorer died this long ago: the hub keeps what it wrote then
+    kueue: KueueState | None = None  # the cluster's Kueue objects; None = no Kueue (no accelscore-kueue set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +99,18 @@ def placement_schema() -> dict[str, Any]:
     return _schema_at(str(crd_path("placements")))
 
 
-@functools.lru_cache(maxsize=4)
-def _schema_at(path: str) -> dict[str, Any]:
-    """Parse the CRD once per path (it is 700 lines of YAML)."""
+@functools.lru_cache(maxsize=16)
+def _schema_at(path: str, version: str = "v1beta1") -> dict[str, Any]:
+    """Parse the CRD once per path (it is 700 lines of YAML); the named version's schema."""
     crd = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_LOADER)
-    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta1")
-    return version["schema"]["openAPIV3Schema"]
+    found = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+    return found["schema"]["openAPIV3Schema"]
+
+
+def kueue_versions(plural: str) -> tuple[str, ...]:
+    """The versions the vendored Kueue CRD of `plural` serves (v1beta1, v1beta2)."""
+    crd = yaml.load((kueue_dir() / f"{_KUEUE_GROUP}_{plural}.yaml").read_text(encoding="utf-8"), Loader=_LOADER)
+    return tuple(v["name"] for v in crd["spec"]["versions"] if v.get("served"))
 
 
 def _structural_check(obj: Mapping[str, Any], where: str) -> None:
@@ -108,16 +130,24 @@ def _structural_check(obj: Mapping[str, Any], where: str) -> None:
 def validate_placement(obj: Mapping[str, Any], where: str, schema: Mapping[str, Any]) -> list[str]:
     """Raise FleetError when `obj` breaks the CRD schema; returns warnings (jsonschema not installed)."""
     try:
-        import jsonschema
+        import jsonschema  # noqa: F401
     except ImportError:
         _structural_check(obj, where)
         return [f"{where}: jsonschema is not installed; only structural checks were made"]
+    _check_schema(obj, where, schema)
+    return []
+
+
+def _check_schema(obj: Mapping[str, Any], where: str, schema: Mapping[str, Any]) -> None:
+    """FleetError when `obj` breaks a CRD schema; no check without `jsonschema` (kueue_source reads leniently)."""
+    try:
+        import jsonschema
+    except ImportError:
+        return
     errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(obj), key=lambda e: list(e.absolute_path))
     if errors:
-        first = errors[0]
-        path = ".".join(str(p) for p in first.absolute_path) or "(root)"
-        raise FleetError(f"{where}: {path}: {first.message}")
-    return []
+        path = ".".join(str(p) for p in errors[0].absolute_path) or "(root)"
+        raise FleetError(f"{where}: {path}: {errors[0].message}")
 
 
 def read_input(path: Path) -> str:
@@ -199,11 +229,73 @@ def _nodes(doc: Mapping[str, Any], where: str) -> tuple[Node, ...]:
         if not isinstance(schedulable, bool):
             raise FleetError(f"{where}: nodes.{name}.schedulable must be true or false")
         age = _age(over.get("reportAgeSeconds", default_age), f"{where}: nodes.{name}.reportAgeSeconds")
-        nodes.append(Node(report, schedulable, age))
+        labels = {**report.node.labels, **_string_map(over.get("labels"), f"{where}: nodes.{name}.labels")}
+        nodes.append(Node(report, schedulable, age, labels, _taints(over.get("taints"), f"{where}: nodes.{name}")))
     unknown = sorted(set(overrides) - seen)
     if unknown:
         raise FleetError(f"{where}: nodes: overrides for nodes with no report: {', '.join(unknown)}")
     return tuple(nodes)
+
+
+def _taints(value: Any, where: str) -> tuple[Taint, ...]:
+    """A node's `taints`: a list of {key, value, effect} as in a Node's spec.taints."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise FleetError(f"{where}.taints must be a list of {{key, value, effect}}")
+    out = []
+    for i, raw in enumerate(value):
+        at = f"{where}.taints[{i}]"
+        if not isinstance(raw, dict):
+            raise FleetError(f"{at}: expected a map with key, value, effect")
+        _unknown_keys(raw, _TAINT_KEYS, at)
+        key, val, effect = raw.get("key"), raw.get("value", ""), raw.get("effect")
+        if not isinstance(key, str) or not key:
+            raise FleetError(f"{at}.key: a non-empty string is required")
+        if not isinstance(val, str):
+            raise FleetError(f"{at}.value must be a string")
+        if effect not in _TAINT_EFFECTS:
+            raise FleetError(f"{at}.effect must be one of {', '.join(_TAINT_EFFECTS)}, got {effect!r}")
+        out.append(Taint(key, val, effect))
+    return tuple(out)
+
+
+def _kueue(value: Any, where: str) -> KueueState | None:
+    """`kueue: {clusterQueues, resourceFlavors, cohorts}`: Kueue API objects, checked against the vendored CRDs
+    and converted by the scorer's `kueue_source` (the one parser). Absent = no Kueue on the cluster."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise FleetError(f"{where}: kueue must be a map with {', '.join(_KUEUE_KINDS)}")
+    _unknown_keys(value, set(_KUEUE_KINDS), f"{where}: kueue")
+    converted: dict[str, list[Any]] = {}
+    for field_name, (kind, plural, convert) in _KUEUE_KINDS.items():
+        items = value.get(field_name) or []
+        if not isinstance(items, list):
+            raise FleetError(f"{where}: kueue.{field_name} must be a list of {kind} objects")
+        served, names, out = kueue_versions(plural), set(), []
+        for i, obj in enumerate(items):
+            at = f"{where}: kueue.{field_name}[{i}]"
+            if not isinstance(obj, dict):
+                raise FleetError(f"{at}: expected a {kind} object")
+            if obj.get("kind", kind) != kind:
+                raise FleetError(f"{at}: kind must be {kind}, got {obj.get('kind')!r}")
+            api = obj.get("apiVersion", f"{_KUEUE_GROUP}/v1beta1")
+            group, _, version = str(api).partition("/")
+            if group != _KUEUE_GROUP or version not in served:
+                raise FleetError(f"{at}: apiVersion must be {_KUEUE_GROUP}/one of {', '.join(served)}, got {api!r}")
+            name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
+            if not isinstance(name, str) or not name:
+                raise FleetError(f"{at}: metadata.name is required")
+            if name in names:
+                raise FleetError(f"{at}: {kind} {name!r} is defined twice")
+            names.add(name)
+            full = {**obj, "apiVersion": api, "kind": kind}
+            _check_schema(full, at, _schema_at(str(kueue_dir() / f"{_KUEUE_GROUP}_{plural}.yaml"), version))
+            out.append(convert(full))
+        converted[field_name] = out
+    return KueueState(queues=tuple(converted["clusterQueues"]), cohorts=tuple(converted["cohorts"]),
+                      flavors=tuple(converted["resourceFlavors"]))
 
 
 def _pending(doc: Mapping[str, Any], where: str) -> tuple[float, float]:
@@ -221,8 +313,8 @@ def _hub(doc: Mapping[str, Any], where: str) -> dict[str, HubOverride]:
     """Per-APS hub overrides: absent, or validUntilSeconds relative to simulation time."""
     out = {}
     for aps, raw in (doc.get("hub") or {}).items():
-        if aps not in (ACCELSCORE_APS, RESOURCE_USAGE_APS) or not isinstance(raw, dict):
-            raise FleetError(f"{where}: hub.{aps}: expected {ACCELSCORE_APS} or {RESOURCE_USAGE_APS} with a map")
+        if aps not in _HUB_APS or not isinstance(raw, dict):
+            raise FleetError(f"{where}: hub.{aps}: expected one of {', '.join(_HUB_APS)} with a map")
         _unknown_keys(raw, _HUB_KEYS, f"{where}: hub.{aps}")
         valid = raw.get("validUntilSeconds")
         if valid is not None and (isinstance(valid, bool) or not isinstance(valid, int | float)):
@@ -250,7 +342,7 @@ def parse_cluster(doc: Mapping[str, Any], where: str) -> Cluster:
         scorer_stopped_s=None if stopped is None else _age(stopped, f"{where}: scorerStoppedSeconds"),
         name=name, nodes=_nodes(doc, where), labels=_string_map(doc.get("labels"), f"{where}: labels"),
         claims=_string_map(doc.get("claims"), f"{where}: claims"), unreported=tuple(unreported),
-        pending_gpus=gpus, pending_tpus=tpus, hub=_hub(doc, where),
+        pending_gpus=gpus, pending_tpus=tpus, hub=_hub(doc, where), kueue=_kueue(doc.get("kueue"), where),
     )
 
 

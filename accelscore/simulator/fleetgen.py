@@ -172,7 +172,54 @@ def dead(rng: random.Random) -> list[dict]:
     ]
 
 
-FLEETS = {"mixed": mixed, "tpu-v5e": tpu, "fragmented": fragmented, "stale": stale, "dead": dead}
+def _kq(name: str, gpus: int, used: int, *, cohort: str = "", borrowing_limit: int | None = None) -> dict:
+    """A ClusterQueue as the API returns it (v1beta1): GPU quota in flavor h100, Active, reserving `used`."""
+    gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": gpus}
+    if borrowing_limit is not None:
+        gpu["borrowingLimit"] = borrowing_limit
+    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": [
+        {"coveredResources": ["cpu", "nvidia.com/gpu"],
+         "flavors": [{"name": "h100", "resources": [{"name": "cpu", "nominalQuota": 256}, gpu]}]}]}
+    if cohort:
+        spec["cohort"] = cohort
+    return {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": name, "generation": 1},
+            "spec": spec, "status": {
+                "conditions": [{"type": "Active", "status": "True", "reason": "Ready",
+                                "message": "Can admit new workloads", "observedGeneration": 1,
+                                "lastTransitionTime": "2025-12-31T00:00:00Z"}],
+                "flavorsReservation": [{"name": "h100", "resources": [
+                    {"name": "cpu", "total": str(8 * used), "borrowed": "0"},
+                    {"name": "nvidia.com/gpu", "total": str(used), "borrowed": str(max(0, used - gpus))}]}]}}
+
+
+def _kueue_cluster(name: str, free: list[int], queues: list[dict], rng: random.Random) -> dict:
+    """H100 nodes labelled `pool: h100` (the flavor's nodeLabels, set as Node labels) and Kueue objects."""
+    doc = _cluster(name, {"region": "east", "accelerator": "h100"},
+                   [(f"{name}-{i}", H100, _busy(rng, 8, f)) for i, f in enumerate(free)])
+    nodes: dict[str, Any] = {f"{name}-{i}": {"labels": {"pool": "h100"}} for i in range(len(free))}
+    nodes[f"{name}-0"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "h100"},
+              "spec": {"nodeLabels": {"pool": "h100"}}}
+    return {**doc, "nodes": nodes, "kueue": {"clusterQueues": queues, "resourceFlavors": [flavor]}}
+
+
+def kueue(rng: random.Random) -> list[dict]:
+    """Queue-aware placement (docs/simulate.md): the cluster with the most idle GPUs cannot admit on team-a.
+
+    idle-exhausted: 24 GPUs free, team-a's 8 GPUs all reserved, no cohort → cq.team-a.gpu 0.
+    quota-free: 6 GPUs free, team-a 16 nominal with 8 reserved → headroom min(8, 6) = 6.
+    cohort-borrow: 8 GPUs free, team-a's own 4 all reserved, borrows up to 4 from team-b (idle, same cohort).
+    """
+    return [
+        _kueue_cluster("idle-exhausted", [8, 8, 8, 0], [_kq("team-a", 8, 8)], rng),
+        _kueue_cluster("quota-free", [4, 2, 0], [_kq("team-a", 16, 8)], rng),
+        _kueue_cluster("cohort-borrow", [8, 0, 0],
+                       [_kq("team-a", 4, 4, cohort="research", borrowing_limit=4),
+                        _kq("team-b", 8, 0, cohort="research")], rng),
+    ]
+
+
+FLEETS = {"mixed": mixed, "tpu-v5e": tpu, "fragmented": fragmented, "stale": stale, "dead": dead, "kueue": kueue}
 
 
 def write(out: Path) -> None:

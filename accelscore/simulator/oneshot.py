@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from accelscore.scorer import publish_policy as pp
 from accelscore.scorer.custom_scores import CustomScores
 from accelscore.scorer.custom_scores import evaluate as evaluate_custom
+from accelscore.scorer.kueue_headroom import kueue_score_set
 from accelscore.scorer.model import ClusterSnapshot, NodeEntry, ScoreSet
 from accelscore.scorer.scoring import score_cluster
 from accelscore.scorer.scoring_config import ScoringConfig
@@ -21,7 +22,8 @@ class ClusterScores:
     """Both score sets of one cluster and what the hub holds for each APS (None = no object / withdrawn)."""
 
     cluster: str
-    sets: tuple[ScoreSet, ...]  # resource-usage-score, accelscore, then accelscore-custom when defined
+    sets: tuple[ScoreSet, ...]  # resource-usage-score, accelscore, then accelscore-custom when defined, then
+    # accelscore-kueue when the cluster carries Kueue objects
     hub: Mapping[str, pl.PublishedScores]
     withdrawn: tuple[str, ...]
     frozen: bool = False  # its scorer is dead: nothing on the hub changes during a replay
@@ -40,7 +42,7 @@ def snapshot_of(cluster: Cluster, config: ScoringConfig, *, now: float) -> Clust
     """The scorer's snapshot of a recorded cluster: each report received `report_age_s` before `now`."""
     entries = [NodeEntry(n.report.node_name, n.schedulable,
                          summarize(n.report, config, received_at=now - n.report_age_s),
-                         dict(n.report.node.labels)) for n in cluster.nodes]
+                         dict(n.labels) or dict(n.report.node.labels), n.taints) for n in cluster.nodes]
     entries += [NodeEntry(name, True, None) for name in cluster.unreported]
     return ClusterSnapshot(cluster.name, tuple(entries), cluster.pending_gpus, cluster.pending_tpus)
 
@@ -64,7 +66,8 @@ def first_publish(sets: tuple[ScoreSet, ...], policy: pp.PublishPolicy, *, now: 
 def score_fleet(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy, custom: CustomScores | None = None
                 ) -> tuple[ClusterScores, ...]:
     """Score every cluster at fleet time, publish once, then apply the files' hub overrides. `custom`: the
-    user-defined scores (docs/custom-scores.md), evaluated as the scorer does."""
+    user-defined scores (docs/custom-scores.md), evaluated as the scorer does; a cluster carrying `kueue`
+    objects also gets the `accelscore-kueue` set (docs/kueue.md), as its scorer would publish it."""
     out = []
     for cluster in fleet.clusters:
         # A dead scorer's objects are what it wrote when it stopped, from the reports it had then.
@@ -73,6 +76,8 @@ def score_fleet(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy, c
         sets: tuple[ScoreSet, ...] = score_cluster(snapshot, config, now=at)
         if custom is not None and custom.scores:
             sets = (*sets, evaluate_custom(custom, snapshot, now=at, stale_after_s=config.stale_after_s).score_set)
+        if cluster.kueue is not None:
+            sets = (*sets, kueue_score_set(cluster.kueue, snapshot, now=at, stale_after_s=config.stale_after_s)[0])
         hub, withdrawn = first_publish(sets, policy, now=at)
         for aps, override in cluster.hub.items():
             if override.absent:

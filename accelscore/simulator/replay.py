@@ -7,6 +7,11 @@ when a published score changed (or at the 10-minute resync) every Placement is r
 previous decision (Steady) and the others' decisions (Balance); then the queue is tried in FIFO order.
 A job that waits longer than `job_timeout_s` leaves the queue (timed out). The `oracle` entry skips the
 hub and sends each job only to a cluster where it can start now (the tightest such cluster).
+
+User-defined scores (`accelscore-custom`) and, for clusters whose fleet file carries Kueue objects,
+`accelscore-kueue` are re-evaluated at every publish like the built-in sets. The Kueue objects stay as
+recorded: the trace's jobs are not Kueue workloads, so the queues' reserved quota does not grow as jobs
+start; only the free devices on each flavor's nodes follow the replay (docs/simulate.md).
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from accelscore.scorer import publish_policy as pp
-from accelscore.scorer.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry, NodeSummary
+from accelscore.scorer.custom_scores import CustomScores
+from accelscore.scorer.custom_scores import evaluate as evaluate_custom
+from accelscore.scorer.kueue_headroom import kueue_score_set
+from accelscore.scorer.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry, NodeSummary, ScoreSet
 from accelscore.scorer.scoring import score_cluster
 from accelscore.scorer.scoring_config import ScoringConfig
 from accelscore.scorer.summarize import summarize
@@ -58,8 +66,13 @@ class _Running:
 class _Universe:
     """One replay: the truth, the scorer's node table, the hub and the decisions, for one comparison entry."""
 
-    def __init__(self, fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy, opts: ReplayOptions) -> None:
+    def __init__(self, fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy, opts: ReplayOptions,
+                 custom: CustomScores | None = None) -> None:
         self.config, self.policy, self.opts = config, policy, opts
+        self.custom = custom if custom is not None and custom.scores else None
+        self.kueue = {c.name: c.kueue for c in fleet.clusters if c.kueue is not None}
+        self.node_meta = {(c.name, n.report.node_name): (dict(n.labels) or dict(n.report.node.labels), n.taints)
+                          for c in fleet.clusters for n in c.nodes}
         self.rng = random.Random(opts.seed)
         self.nodes = {c.name: truth.node_states(c, stale_after_s=config.stale_after_s) for c in fleet.clusters}
         self.pending_static = {c.name: c.pending_gpus for c in fleet.clusters}
@@ -75,7 +88,7 @@ class _Universe:
         self.schedulable = {(c.name, n.report.node_name): n.schedulable for c in fleet.clusters for n in c.nodes}
         self.inflight: list[tuple[float, int, str, str, NodeSummary]] = []
         self.seq = 0
-        initial = score_fleet(fleet, config, policy)
+        initial = score_fleet(fleet, config, policy, self.custom)
         self.frozen = {c.cluster for c in initial if c.frozen}  # a dead scorer writes nothing
         self.absent = {(c.name, aps) for c in fleet.clusters for aps, o in c.hub.items() if o.absent}
         self.hub: dict[str, dict[str, pl.PublishedScores]] = {c.cluster: dict(c.hub) for c in initial}
@@ -119,11 +132,11 @@ class _Universe:
         for cluster, states in self.nodes.items():
             if cluster in self.frozen:
                 continue
-            entries = [NodeEntry(n.name, self.schedulable[(cluster, n.name)], self.table.get((cluster, n.name)))
-                       for n in states]
+            entries = [NodeEntry(n.name, self.schedulable[(cluster, n.name)], self.table.get((cluster, n.name)),
+                                 *self.node_meta.get((cluster, n.name), ({}, ()))) for n in states]
             entries += [NodeEntry(name, True, None) for name in self.unreported[cluster]]
             snap = ClusterSnapshot(cluster, tuple(entries), self.pending_static[cluster] + pending.get(cluster, 0.0))
-            for score_set in score_cluster(snap, self.config, now=now):
+            for score_set in self.score_sets(cluster, snap, now):
                 key = (cluster, score_set.aps_name)
                 if key in self.absent:
                     continue  # that APS's producer is not installed on this cluster
@@ -139,6 +152,18 @@ class _Universe:
                 changed = changed or old is None or dict(old.scores) != scores
         return changed
 
+    def score_sets(self, cluster: str, snap: ClusterSnapshot, now: float) -> tuple[ScoreSet, ...]:
+        """The built-in sets, then accelscore-custom (when defined), then accelscore-kueue (when the cluster has
+        Kueue objects): what `oneshot.score_fleet` scores, as the scorer would at `now`."""
+        sets: tuple[ScoreSet, ...] = score_cluster(snap, self.config, now=now)
+        stale_after = self.config.stale_after_s
+        if self.custom is not None:
+            sets = (*sets, evaluate_custom(self.custom, snap, now=now, stale_after_s=stale_after).score_set)
+        state = self.kueue.get(cluster)
+        if state is not None:
+            sets = (*sets, kueue_score_set(state, snap, now=now, stale_after_s=stale_after)[0])
+        return sets
+
     def stale(self, cluster: str, now: float) -> bool:
         """The hub holds no usable accelscore scores for the cluster: absent, expired or withdrawn."""
         aps = self.hub.get(cluster, {}).get(ACCELSCORE_APS)
@@ -153,12 +178,12 @@ class Replay:
     `auto` or `oracle`)."""
 
     def __init__(self, fleet: Fleet, jobs: Sequence[Job], entry: str, *, config: ScoringConfig,
-                 policy: pp.PublishPolicy, opts: ReplayOptions) -> None:
+                 policy: pp.PublishPolicy, opts: ReplayOptions, custom: CustomScores | None = None) -> None:
         self.fleet, self.jobs, self.entry, self.opts = fleet, tuple(jobs), entry, opts
         self.by_name = {p.name: p for p in fleet.placements}
         self.oracle = entry == routing.ORACLE
         self.route = routing.route(entry, self.jobs, self.by_name)
-        self.u = _Universe(fleet, config, policy, opts)
+        self.u = _Universe(fleet, config, policy, opts, custom)
         self.decisions: dict[str, tuple[str, ...]] = {}
         self.frag_shape = common_shape(self.jobs)
         self._fits: dict[tuple[str, truth.Shape, int], bool] = {}  # cleared whenever a device is bound or freed

@@ -56,15 +56,32 @@ def _state(c: ClusterScores, now: float) -> str:
     return ""
 
 
+def _aps_rows(clusters: Sequence[ClusterScores]) -> list[tuple[str, list[str]]]:
+    """Every APS any cluster has (first seen first) with the union of its score names in first-seen order:
+    `accelscore-kueue` exists only on clusters carrying Kueue, and each names its own queues."""
+    out: dict[str, dict[str, None]] = {}
+    for c in clusters:
+        for score_set in c.sets:
+            names = out.setdefault(score_set.aps_name, {})
+            for s in score_set.scores:
+                names.setdefault(s.name, None)
+    return [(aps, list(names)) for aps, names in out.items()]
+
+
+def _held(c: ClusterScores, aps: str, name: str) -> Any:
+    """One cell: the score as the hub holds it, `-` when its object lacks it, `absent` when there is none."""
+    if not any(s.aps_name == aps for s in c.sets):
+        return "n/a"  # this cluster's scorer makes no such set (e.g. no Kueue)
+    obj = c.hub.get(aps)
+    return obj.scores.get(name, "-") if obj is not None else "absent"
+
+
 def oneshot_table(result: OneShot) -> str:
     """Score names down, clusters across; then one block per Placement."""
     names = [c.cluster for c in result.clusters]
     lines = []
-    for idx in range(len(result.clusters[0].sets) if result.clusters else 2):
-        aps = result.clusters[0].sets[idx].aps_name if result.clusters else ""
-        rows = [[f"{aps}/{s.name}"] + [c.hub.get(aps).scores.get(s.name, "-") if c.hub.get(aps) else "absent"
-                                       for c in result.clusters]
-                for s in (result.clusters[0].sets[idx].scores if result.clusters else ())]
+    for aps, score_names in _aps_rows(result.clusters):
+        rows = [[f"{aps}/{name}"] + [_held(c, aps, name) for c in result.clusters] for name in score_names]
         lines += [*_grid(["score (as on the hub)", *names], rows), ""]
     fresh = [f"{c.sets[0].fresh_nodes}/{c.sets[0].total_nodes}" + _state(c, result.now) for c in result.clusters]
     lines += [*_grid(["", *names], [["fresh / schedulable nodes", *fresh]])[1:], ""]

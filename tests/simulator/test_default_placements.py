@@ -12,7 +12,8 @@ from accelscore.simulator import cli as simulate_cli
 from accelscore.simulator.fleet import load_placements
 
 ROOT = Path(__file__).resolve().parents[2]
-FLEETS = sorted(p.name for p in (ROOT / "fixtures" / "fleets").iterdir())
+# Fleets whose directory holds no Placement of its own (fleets/kueue does: those replace the default).
+FLEETS = sorted(p.name for p in (ROOT / "fixtures" / "fleets").iterdir() if not load_placements([p])[0])
 TRACE = str(ROOT / "fixtures" / "traces" / "small-40.yaml")
 EXAMPLES = ROOT / "deploy" / "examples"
 
