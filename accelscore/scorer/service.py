@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -50,8 +51,10 @@ class ScorerService:
     """Owns every long-lived part; `start()` binds ports, `run()` loops until `stop()`."""
 
     def __init__(self, *, config: ScorerConfig, cluster_api: Any = None, hub: Any = None,
-                 clock: Callable[[], float] = time.time, elector_factory: Callable[..., Any] | None = None) -> None:
+                 clock: Callable[[], float] = time.time, elector_factory: Callable[..., Any] | None = None,
+                 watch_options: dict[str, Any] | None = None) -> None:
         self.config = config
+        self._watch_options = dict(watch_options or {})  # WatchCache knobs (timeouts, backoff); tests shorten them
         self._clock = clock
         self.table = NodeTable(cluster=config.cluster_name, config=config.scoring)
         self.view = ScoringView(cluster=config.cluster_name)
@@ -79,6 +82,7 @@ class ScorerService:
         self._pending_watch: Any = None
         self._watches_dirty = threading.Event()
         self._applied_once = False
+        self._pending_applied = False
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.grpc_server: Any = None
@@ -147,23 +151,29 @@ class ScorerService:
             self._watches_dirty.set()
             self._wake.set()
 
-        self._node_watch = kube_nodes.watch_nodes(self._cluster_api, transform=node_facts, on_change=changed)
+        options = self._watch_options
+        self._node_watch = kube_nodes.watch_nodes(self._cluster_api, transform=node_facts, on_change=changed,
+                                                  **options)
         self._pending_watch = kube_nodes.watch_pending_pods(self._cluster_api, transform=pending_demand,
-                                                            on_change=changed)
+                                                            on_change=changed, **options)
         self._watches = [self._node_watch, self._pending_watch]
 
     def _apply_watches(self) -> None:
         """Copy the watch caches into the node table once per pass (not once per event: O(nodes) per pass)."""
         if self._node_watch is None or not self._node_watch.synced.is_set():
             return
-        if self._applied_once and not self._watches_dirty.is_set():
+        pending_synced = self._pending_watch is not None and self._pending_watch.synced.is_set()
+        if self._applied_once and not self._watches_dirty.is_set() and pending_synced == self._pending_applied:
             return
         self._watches_dirty.clear()
         self._applied_once = True
+        self._pending_applied = pending_synced
         self.table.set_nodes({facts.name: facts for facts in self._node_watch.items().values()})
-        if self._pending_watch is not None and self._pending_watch.synced.is_set():
+        if pending_synced:
             demand = list(self._pending_watch.items().values())
             self.table.set_pending(gpus=sum(g for g, _ in demand), tpus=sum(t for _, t in demand))
+        elif self._pending_watch is not None:  # never listed: the backlog is unknown, so it leaves no headroom
+            self.table.set_pending(gpus=math.inf, tpus=math.inf)
 
     # ------------------------------------------------------------------ loop
 
