@@ -78,7 +78,7 @@ def test_a_tokenreview_slower_than_the_scorers_timeout_is_unavailable_then_the_r
         sender.close()
 
 
-def test_a_tokenreview_slower_than_the_agents_deadline_times_the_push_out_and_nothing_is_taken_unreviewed(
+def test_a_tokenreview_slower_than_the_agents_deadline_times_the_push_out_and_the_late_call_is_not_taken(
         ingest: Ingest) -> None:
     sender = ingest.sender("node-b", timeout_s=0.3)
     try:
@@ -86,14 +86,16 @@ def test_a_tokenreview_slower_than_the_agents_deadline_times_the_push_out_and_no
         first = sender.send(eight_gpu_report("node-b", sequence=1))
         assert (first.result, first.code) == (PushResult.RETRYABLE, "DEADLINE_EXCEEDED")
         assert ingest.accepted.nodes() == []  # the review has not answered yet: nothing taken
-        # The review finishes after the agent gave up; the token is then cached, so the retry is quick.
+        # The review finishes after the agent gave up: that call is refused as cancelled, never taken late;
+        # the token is now cached, so the retry needs no review.
         deadline = time.monotonic() + 5
         while ingest.reviews() < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(1.0)
         retry = sender.send(eight_gpu_report("node-b", sequence=2))
         assert retry.result is PushResult.OK
-        assert ingest.accepted.sequences()[-1] == 2
+        assert ingest.accepted.sequences() == [2]  # the first, whose agent gave up, was never taken
+        assert ingest.stats.snapshot()["cancelled"] == 1 and ingest.stats.snapshot()["oversized"] == 0
         assert ingest.reviews() == 1  # one review served both calls
     finally:
         sender.close()
