@@ -197,7 +197,8 @@ class ScorerService:
                 return False
             if self._gate_open:
                 return True
-            watch = "none" if self._node_watch is None else "synced" if self._applied_once else "pending"
+            watch = ("none" if self._node_watch is None else "pending" if not self._applied_once
+                     else "synced" if self._pending_applied or self._pending_watch is None else "backlog")
             first = score_sets[0]
             verdict = view_trustworthy(watch=watch, fresh=first.fresh_nodes, total=first.total_nodes,
                                        since_start_s=now - self._term_started,

@@ -127,6 +127,11 @@ class KubeApiServer:
         with self._state.lock:
             self._state.watch_faults.append(WatchFault(re.compile(path_regex), seconds, times))
 
+    def pending_watch_stalls(self) -> int:
+        """How many injected watch stalls have not been served yet (0: each one is running or done)."""
+        with self._state.lock:
+            return sum(fault.times for fault in self._state.watch_faults)
+
     def drop_watches(self, path_regex: str) -> int:
         """Cut every open watch on a matching URL path mid-stream (socket shut down, no last chunk): a dropped
         connection as a client sees it when a load balancer or apiserver goes away. Returns how many."""
