@@ -157,3 +157,29 @@ def test_a_stalled_watch_keeps_the_last_state_then_times_out_and_re_watches(
     assert scorer._node_watch.relists == 1  # re-watched from its resourceVersion, no relist
     assert _counts(scorer) == (2, 3)
     assert any("Read timed out" in r.getMessage() for r in caplog.records if r.name == "accelscore.kube.watch")
+
+
+def _pending_pod(core: k8s.CoreV1Api, name: str, gpus: int) -> None:
+    core.create_namespaced_pod("default", k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name=name),
+        spec=k8s.V1PodSpec(containers=[k8s.V1Container(
+            name="main", image="trainer", resources=k8s.V1ResourceRequirements(
+                requests={"nvidia.com/gpu": str(gpus)}, limits={"nvidia.com/gpu": str(gpus)}))]),
+        status=k8s.V1PodStatus(phase="Pending")))
+
+
+def test_the_pending_pod_watch_relists_after_410_gone_and_its_backlog_follows(rig: Rig) -> None:
+    scorer = rig.start_scorer(watch_options={"backoff_initial_s": 0.05, "backoff_max_s": 0.2})
+    wait_for(lambda: scorer.ready()[0])
+    _reported_and_scored(rig, scorer, 9.0)
+    server, core = rig.api_server, _core(rig)
+    _pending_pod(core, "wants-2", 2)
+    wait_for(lambda: _raw(scorer).get("gpuClusterHeadroom") == 7.0)
+    server.delay("GET", PODS, 1.0)  # the re-watch is answered late, from a compacted history: 410 Gone
+    assert server.drop_watches(PODS) == 1
+    core.delete_namespaced_pod("wants-2", "default")
+    _pending_pod(core, "wants-3", 3)
+    server.compact()
+    wait_for(lambda: _raw(scorer).get("gpuClusterHeadroom") == 6.0)
+    assert scorer._pending_watch.relists == 2
+    assert _raw(scorer)["gpuClusterFree"] == 9.0 and scorer.ready()[0]
