@@ -59,6 +59,7 @@ class WatchCache(Generic[K, V]):
         on_change: OnChange | None = None,
         raw: bool = False,
         timeout_seconds: int = 300,
+        stall_slack_s: float = 30.0,
         page_size: int = 500,
         backoff_initial_s: float = 0.2,
         backoff_max_s: float = 30.0,
@@ -71,6 +72,9 @@ class WatchCache(Generic[K, V]):
                                              ("label_selector", label_selector)) if v}
         self._extra = dict(list_kwargs or {})
         self._on_change, self._raw, self._timeout, self._page = on_change, raw, timeout_seconds, page_size
+        # A watch that sends nothing (not even a bookmark) this long past timeoutSeconds is stalled: the read
+        # times out, the round counts as failed, and the next one re-watches from the last resourceVersion.
+        self._stall_slack = stall_slack_s
         self._wait = tenacity.wait_random_exponential(multiplier=backoff_initial_s, max=backoff_max_s)
         self.name = name
         self.synced = threading.Event()
@@ -78,6 +82,7 @@ class WatchCache(Generic[K, V]):
         self._lock = threading.Lock()
         self._items: dict[K, V] = {}
         self._rv = ""
+        self._need_list = True  # list before the next watch round (at start, and after 410 Gone)
         self._watch: k8s_watch.Watch | None = None
         self.relists = 0  # full lists done (1 + one per 410 Gone or watch failure that needed it)
         self.failures = 0  # consecutive failed attempts; 0 while healthy
@@ -116,7 +121,6 @@ class WatchCache(Generic[K, V]):
     # ------------------------------------------------------------ thread
 
     def _run(self) -> None:
-        need_list = True
         retrying = tenacity.Retrying(
             wait=self._wait,
             retry=tenacity.retry_if_exception(lambda _e: not self._stop.is_set()),
@@ -127,25 +131,27 @@ class WatchCache(Generic[K, V]):
             try:
                 for attempt in retrying:
                     with attempt:
-                        need_list = self._cycle(need_list)
+                        self._cycle()
             except Exception as err:  # noqa: BLE001 - only reached while stopping
                 log.debug("%s: stopped during %s", self.name, err)
 
-    def _cycle(self, need_list: bool) -> bool:
-        """One list (if needed) and one watch round; returns whether the next round must relist."""
+    def _cycle(self) -> None:
+        """One list (if needed) and one watch round. A watch that fails after a good list resumes from the
+        last resourceVersion; only 410 Gone (or a list that failed) makes the next round relist."""
         try:
-            if need_list:
+            if self._need_list:
                 self._relist()
+                self._need_list = False
             self._watch_round()
             self.failures, self.last_error = 0, ""
-            return False
         except Exception as exc:
             if self._stop.is_set():
-                return False
+                return
             err = translate(exc)
             if isinstance(err, Gone):
                 log.info("%s: resourceVersion %s expired; relisting", self.name, self._rv)
-                return True
+                self._need_list = True
+                return
             self.failures += 1
             self.last_error = str(err)
             log.warning("%s: %s (attempt %d)", self.name, err, self.failures)
@@ -196,7 +202,7 @@ class WatchCache(Generic[K, V]):
                 return
             stream = w.stream(
                 self._list_func, resource_version=self._rv, allow_watch_bookmarks=True,
-                timeout_seconds=self._timeout, _request_timeout=(10, self._timeout + 30),
+                timeout_seconds=self._timeout, _request_timeout=(10, self._timeout + self._stall_slack),
                 **self._selectors, **self._extra,
             )
             for event in stream:

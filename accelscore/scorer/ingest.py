@@ -74,6 +74,7 @@ _CODES: dict[RejectReason, grpc.StatusCode] = {
     RejectReason.IMPLAUSIBLE: grpc.StatusCode.FAILED_PRECONDITION,
     RejectReason.SEQUENCE_JUMP: grpc.StatusCode.INVALID_ARGUMENT,
     RejectReason.STALE_SEQUENCE: grpc.StatusCode.OK,
+    RejectReason.CANCELLED: grpc.StatusCode.CANCELLED,
     RejectReason.INTERNAL: grpc.StatusCode.INTERNAL,
 }
 
@@ -166,6 +167,7 @@ class ReportIngest:
 
     def _checked(self, requests: Iterator[bytes], context: grpc.ServicerContext, now: float) -> pb.NodeReport:
         identity = self._identity(context)
+        self._still_wanted(context)  # a slow TokenReview may outlast the agent's deadline
         if identity is not None:
             self._rate_check(identity.node)
         request = self._body(requests, context)
@@ -198,6 +200,13 @@ class ReportIngest:
             return self._auth.authenticate(bearer_token(context.invocation_metadata()))
         except AuthError as err:
             raise _Refused(Rejection(err.reason, str(err))) from None
+
+    @staticmethod
+    def _still_wanted(context: grpc.ServicerContext) -> None:
+        """Refuse (as `cancelled`) a call its agent already gave up on: nothing is taken after its deadline."""
+        if not context.is_active():
+            raise _Refused(Rejection(RejectReason.CANCELLED, "the agent's deadline passed or it cancelled the call "
+                                                             "before the scorer could take the report"))
 
     def _rate_check(self, key: str) -> None:
         if self._rate is not None and not self._rate.allow(key):

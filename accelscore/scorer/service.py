@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -68,8 +69,10 @@ class ScorerService:
     """Owns every long-lived part; `start()` binds ports, `run()` loops until `stop()`."""
 
     def __init__(self, *, config: ScorerConfig, cluster_api: Any = None, hub: Any = None,
-                 clock: Callable[[], float] = time.time, elector_factory: Callable[..., Any] | None = None) -> None:
+                 clock: Callable[[], float] = time.time, elector_factory: Callable[..., Any] | None = None,
+                 watch_options: dict[str, Any] | None = None) -> None:
         self.config = config
+        self._watch_options = dict(watch_options or {})  # WatchCache knobs (timeouts, backoff); tests shorten them
         self._clock = clock
         self.table = NodeTable(cluster=config.cluster_name, config=config.scoring)
         self.view = ScoringView(cluster=config.cluster_name)
@@ -103,6 +106,7 @@ class ScorerService:
         self.extra_sets: list[ExtraScoreSet] = []  # optional sets beyond the built-in two (Kueue headroom)
         self._watches_dirty = threading.Event()
         self._applied_once = False
+        self._pending_applied = False
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.grpc_server: Any = None
@@ -175,12 +179,14 @@ class ScorerService:
             self._watches_dirty.set()
             self._wake.set()
 
-        self._node_watch = kube_nodes.watch_nodes(self._cluster_api, transform=node_facts, on_change=changed)
+        options = self._watch_options
+        self._node_watch = kube_nodes.watch_nodes(self._cluster_api, transform=node_facts, on_change=changed,
+                                                  **options)
         self._pending_watch = kube_nodes.watch_pending_pods(self._cluster_api, transform=pending_demand,
-                                                            on_change=changed)
+                                                            on_change=changed, **options)
         # Bound pods only feed the free-count cap (plausible.cap_free); readiness does not wait for them.
         self._bound_watch = kube_nodes.watch_bound_pods(self._cluster_api, transform=bound_demand,
-                                                        on_change=changed)
+                                                        on_change=changed, **options)
         self._watches = [self._node_watch, self._pending_watch]
         self._start_kueue(changed)
 
@@ -214,14 +220,18 @@ class ScorerService:
         """Copy the watch caches into the node table once per pass (not once per event: O(nodes) per pass)."""
         if self._node_watch is None or not self._node_watch.synced.is_set():
             return
-        if self._applied_once and not self._watches_dirty.is_set():
+        pending_synced = self._pending_watch is not None and self._pending_watch.synced.is_set()
+        if self._applied_once and not self._watches_dirty.is_set() and pending_synced == self._pending_applied:
             return
         self._watches_dirty.clear()
         self._applied_once = True
+        self._pending_applied = pending_synced
         self.table.set_nodes({facts.name: facts for facts in self._node_watch.items().values()})
-        if self._pending_watch is not None and self._pending_watch.synced.is_set():
+        if pending_synced:
             demand = list(self._pending_watch.items().values())
             self.table.set_pending(gpus=sum(g for g, _ in demand), tpus=sum(t for _, t in demand))
+        elif self._pending_watch is not None:  # never listed: the backlog is unknown, so it leaves no headroom
+            self.table.set_pending(gpus=math.inf, tpus=math.inf)
         if self._bound_watch is not None and self._bound_watch.synced.is_set():
             requested: dict[str, dict[str, float]] = {}
             for node, amounts in self._bound_watch.items().values():
@@ -252,7 +262,8 @@ class ScorerService:
                 return False
             if self._gate_open:
                 return True
-            watch = "none" if self._node_watch is None else "synced" if self._applied_once else "pending"
+            watch = ("none" if self._node_watch is None else "pending" if not self._applied_once
+                     else "synced" if self._pending_applied or self._pending_watch is None else "backlog")
             first = score_sets[0]
             verdict = view_trustworthy(watch=watch, fresh=first.fresh_nodes, total=first.total_nodes,
                                        since_start_s=now - self._term_started,

@@ -24,9 +24,10 @@ class Verdict:
 
 
 def view_trustworthy(*, watch: str, fresh: int, total: int, since_start_s: float, grace_s: float) -> Verdict:
-    """The startup rule. `watch`: "synced" (the Node watch is in the table), "pending" (not yet: never publish,
-    the node count would be "the nodes that happened to report") or "none" (no cluster API: only the grace
-    period can open the gate)."""
+    """The startup rule. `watch`: "synced" (the Node and pending-pod watches are in the table), "pending" (the
+    Node watch is not yet: never publish, the node count would be "the nodes that happened to report"),
+    "backlog" (the Node watch is, the pending-pod watch not yet: the headroom would read 0, so only the grace
+    period opens the gate) or "none" (no cluster API: only the grace period can open the gate)."""
     if watch == "pending":
         return Verdict(False, "waiting for the Node watch to sync")
     if watch == "synced" and total > 0 and fresh >= total:

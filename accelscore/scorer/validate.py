@@ -51,6 +51,7 @@ class RejectReason(enum.StrEnum):
     IMPLAUSIBLE = "implausible"
     SEQUENCE_JUMP = "sequence_jump"
     STALE_SEQUENCE = "stale_sequence"
+    CANCELLED = "cancelled"
     INTERNAL = "internal"
 
 

@@ -38,6 +38,7 @@ def test_watch_expired_while_disconnected_is_recovered_by_relist(staged: tuple[A
         until(col, cpu_is(1.0))
         # The next re-watch fails; while the agent is backing off, a pod arrives and history is compacted.
         server.inject("GET", r"^/api/v1/pods$", 503, times=2)
+        server.delay("GET", r"^/api/v1/pods$", 1.0)  # the third try is served late: after the compaction below
         deadline = time.monotonic() + 5
         while not any(r.status == 503 for r in server.requests) and time.monotonic() < deadline:
             time.sleep(0.02)

@@ -16,7 +16,7 @@ _PATH = re.compile(rf"`((?:{_TOPS})/[^`\s]*)`")
 
 
 def named_paths(text: str) -> set[str]:
-    return {m.rstrip("/.,:") for m in _PATH.findall(text) if not re.search(r"[<>*…{}$=]", m)}
+    return {m.split("::")[0].rstrip("/.,:") for m in _PATH.findall(text) if not re.search(r"[<>*…{}$=]", m)}
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
@@ -32,3 +32,7 @@ def test_no_doc_points_outside_the_repository(doc: Path) -> None:
 
 def test_the_path_finder_skips_placeholders() -> None:
     assert named_paths("`docs/a.md` and `deploy/<name>` and `fixtures/x/`.") == {"docs/a.md", "fixtures/x"}
+
+
+def test_the_path_finder_reads_a_pytest_node_id_as_its_file() -> None:
+    assert named_paths("`tests/a.py::test_b`") == {"tests/a.py"}

@@ -133,13 +133,20 @@ class SimCluster:
             pod = f"{node}-job-{i}"
             self._create_gpu_pod(node, pod)
             assigned[(GPU, uuids[i])] = ("default", pod, "main")
-        kubelet = KubeletServer(self._sockets / f"{node}.sock", list_reply(assigned),
+        return self.start_agent(node, nvml=nvml, assigned=assigned)
+
+    def start_agent(self, node: str, *, nvml: FakeNvml,
+                    assigned: dict[tuple[str, str], tuple[str, str, str]] | None = None) -> SimAgent:
+        """An agent process for an existing Node (a new agent instance: fresh instance id, sequence from 1)."""
+        uuids = [g["uuid"] for g in nvml.scenario.gpus]
+        assigned = dict(assigned or {})
+        kubelet = KubeletServer(self._sockets / f"{node}-{secrets.token_hex(3)}.sock", list_reply(assigned),
                                 allocatable_reply((GPU, u) for u in uuids)).start()
-        token = secrets.token_urlsafe(24)
+        token = secrets.token_urlsafe(24)  # a new pod of the DaemonSet gets a new projected token
         self.api_server.add_token(token, username=AGENT_SA, audiences=("accelscore",),
                                   extra={"authentication.kubernetes.io/node-name": [node],
                                          "authentication.kubernetes.io/pod-name": [f"agent-{node}"]})
-        token_file = self.workdir / f"{node}.token"
+        token_file = self.workdir / f"{node}-{secrets.token_hex(3)}.token"
         token_file.write_text(token)
         collectors = CollectorSet([
             NodeCollector(node_name=node, api_client_factory=lambda: from_kubeconfig(self.kubeconfig)),

@@ -58,6 +58,7 @@ _TOP: dict[str, Any] = {
     "changes": [{"step": _INT, "gpu": _INT, "set": "gpu"}],
     "events": [{"step": _INT, "gpu": _INT, "xid": _INT}],
     "hangs": [{"step": _INT, "call": _STR, "gpu": _INT}],
+    "errors": "errors",  # calls that take no device handle (e.g. nvmlEventSetCreate) and raise instead
 }
 _REQUIRED_GPU = ("uuid", "name", "pci_bus_id")
 
@@ -118,6 +119,7 @@ class Scenario:
     changes: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     hangs: list[dict[str, Any]] = field(default_factory=list)
+    errors: dict[str, Raise] = field(default_factory=dict)
 
 
 def scenario_from_dict(raw: Any, source: str = "<dict>") -> Scenario:
@@ -256,6 +258,9 @@ class FakeNvml:
             raise pynvml.NVMLError_InvalidArgument()
         self._maybe_hang(call, gpu_index)
         if gpu_index is None:
+            scripted_call = self.scenario.errors.get(call)
+            if scripted_call is not None:
+                raise scripted_call.error()
             return {}, None
         gpu = self._state[gpu_index]
         if gpu.get("lost"):

@@ -276,12 +276,19 @@ class KubeHandler(BaseHTTPRequestHandler):
             bookmarks=q.get("allowWatchBookmarks") in ("true", "1"),
             bookmark_interval=lambda: state.bookmark_interval_s,
         )
+        stall = state.take_watch_fault(route_path := self._record[1])
         self._start(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.wfile.flush()
+        with state.lock:
+            state.open_watches[id(self)] = (route_path, self.connection)
         try:
+            if stall is not None:  # a stalled watch: the connection stays open and carries nothing
+                state.store.wait_closed(stall.seconds)
+                events.close()  # type: ignore[attr-defined]
+                events = iter(())
             for event in events:
                 self._chunk(event)
             self.wfile.write(b"0\r\n\r\n")
@@ -289,7 +296,11 @@ class KubeHandler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, OSError):
             self.close_connection = True
         finally:
-            events.close()  # type: ignore[attr-defined]
+            with state.lock:
+                state.open_watches.pop(id(self), None)
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
 
     def _chunk(self, event: tuple[str, Any]) -> None:
         data = json.dumps({"type": event[0], "object": event[1]}).encode() + b"\n"

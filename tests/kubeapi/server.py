@@ -9,8 +9,10 @@ chunked newline-delimited JSON with bookmarks, selector moves sent as DELETED/AD
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
+import socket
 import threading
 from collections.abc import Mapping, Sequence
 from http.server import ThreadingHTTPServer
@@ -22,7 +24,7 @@ import yaml
 
 from tests.kubeapi.handler import KubeHandler
 from tests.kubeapi.resources import BUILTINS, load_crds
-from tests.kubeapi.state import Fault, RequestRecord, ServerState
+from tests.kubeapi.state import Fault, RequestRecord, ServerState, WatchFault
 from tests.kubeapi.store import Store
 
 _INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -124,6 +126,32 @@ class KubeApiServer:
         fault = Fault(method.upper() if method != "*" else "*", re.compile(path_regex), 0, times, delay_s=seconds)
         with self._state.lock:
             self._state.faults.append(fault)
+
+    def stall_watches(self, path_regex: str, seconds: float, *, times: int = 1) -> None:
+        """The next `times` watches on a matching URL path get headers, then nothing for `seconds` (no events,
+        no bookmarks, timeoutSeconds ignored: a hung apiserver or a black-holed link), then a clean end."""
+        with self._state.lock:
+            self._state.watch_faults.append(WatchFault(re.compile(path_regex), seconds, times))
+
+    def pending_watch_stalls(self) -> int:
+        """How many injected watch stalls have not been served yet (0: each one is running or done)."""
+        with self._state.lock:
+            return sum(fault.times for fault in self._state.watch_faults)
+
+    def drop_watches(self, path_regex: str) -> int:
+        """Cut every open watch on a matching URL path mid-stream (socket shut down, no last chunk): a dropped
+        connection as a client sees it when a load balancer or apiserver goes away. Returns how many."""
+        with self._state.lock:
+            sockets = [sock for path, sock in self._state.open_watches.values() if re.search(path_regex, path)]
+        for sock in sockets:
+            with contextlib.suppress(OSError):  # already closed by the client
+                sock.shutdown(socket.SHUT_RDWR)
+        return len(sockets)
+
+    def open_watch_count(self, path_regex: str) -> int:
+        """How many watches on a matching URL path are being served right now."""
+        with self._state.lock:
+            return sum(1 for path, _ in self._state.open_watches.values() if re.search(path_regex, path))
 
     @property
     def requests(self) -> list[RequestRecord]:

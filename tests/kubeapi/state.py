@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tests.kubeapi.auth import TokenTable
 from tests.kubeapi.resources import ResourceType
@@ -35,6 +35,16 @@ class Fault:
 
 
 @dataclass
+class WatchFault:
+    """An injected stall: the next `times` watches on a matching path get their headers, then nothing at all
+    (no events, no bookmarks, whatever timeoutSeconds says) for `seconds`, then a clean end of stream."""
+
+    path_regex: re.Pattern[str]
+    seconds: float
+    times: int
+
+
+@dataclass
 class ServerState:
     """Everything the HTTP handler reads and changes; guarded by `lock` except the store (own lock)."""
 
@@ -43,6 +53,8 @@ class ServerState:
     tokens: TokenTable = field(default_factory=TokenTable)
     api_tokens: set[str] = field(default_factory=set)
     faults: list[Fault] = field(default_factory=list)
+    watch_faults: list[WatchFault] = field(default_factory=list)
+    open_watches: dict[int, tuple[str, Any]] = field(default_factory=dict)  # id -> (path, socket)
     latencies: list[tuple[str, re.Pattern[str], float]] = field(default_factory=list)
     requests: list[RequestRecord] = field(default_factory=list)
     bookmark_interval_s: float = 1.0
@@ -72,6 +84,17 @@ class ServerState:
                     fault.times -= 1
                     if fault.times <= 0:
                         self.faults.remove(fault)
+                    return fault
+        return None
+
+    def take_watch_fault(self, path: str) -> WatchFault | None:
+        """Consume one matching injected watch stall."""
+        with self.lock:
+            for fault in self.watch_faults:
+                if fault.path_regex.search(path):
+                    fault.times -= 1
+                    if fault.times <= 0:
+                        self.watch_faults.remove(fault)
                     return fault
         return None
 

@@ -240,6 +240,13 @@ class Store:
             self.closed = True
             self.cond.notify_all()
 
+    def wait_closed(self, seconds: float) -> None:
+        """Sleep `seconds`, or less if the store closes first (a stalled watch must not delay shutdown)."""
+        deadline = time.monotonic() + seconds
+        with self.cond:
+            while not self.closed and (left := deadline - time.monotonic()) > 0:
+                self.cond.wait(left)
+
     # ------------------------------------------------------------ watch
 
     def watch(

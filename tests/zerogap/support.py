@@ -116,7 +116,8 @@ class Rig:
         return api
 
     def start_scorer(self, *, identity: str | None = None, timing: Timing = FAST, grace_s: float = 20.0,
-                     rescore_every_s: float = 0.1, listen_port: int = 0) -> ScorerService:
+                     rescore_every_s: float = 0.1, listen_port: int = 0,
+                     watch_options: dict[str, Any] | None = None) -> ScorerService:
         """A scorer (auth off, real Node watch, real hub client), running; with an identity it elects."""
         config = ScorerConfig(
             cluster_name=self.cluster, hub_kubeconfig=self.hub_kubeconfig, listen_address=("127.0.0.1", listen_port),
@@ -130,7 +131,8 @@ class Rig:
             factory = lambda on_change: LeaderElector(  # noqa: E731
                 store=store, identity=identity, timing=timing, on_change=on_change)
         service = ScorerService(config=config, cluster_api=self._client(self.kubeconfig), elector_factory=factory,
-                                hub=HubClient(kubeconfig=self.hub_kubeconfig, namespace=self.cluster))
+                                hub=HubClient(kubeconfig=self.hub_kubeconfig, namespace=self.cluster),
+                                watch_options=watch_options)
         service.start()
         threading.Thread(target=service.run, kwargs={"rescore_every_s": rescore_every_s}, daemon=True,
                          name=f"scorer-{identity or len(self.scorers)}").start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -48,11 +49,21 @@ class NvidiaCollector:
         self._driver_version = ""
         self._identities: dict[int, GpuIdentity] = {}
         self._events_registered = False
+        self._xid_note = ""
         self._closed = False
 
     def collect(self) -> Reading[NvidiaSnapshot]:
-        """One cycle: OK with every GPU, ABSENT (no NVIDIA hardware here) or UNKNOWN (should be there, cannot read)."""
-        return timed_reading(self.name, self._read)
+        """One cycle: OK with every GPU, ABSENT (no NVIDIA hardware here) or UNKNOWN (should be there, cannot read).
+        An OK reading's reason says when XID events could not be registered (health then lacks XIDs)."""
+        reading = timed_reading(self.name, self._read)
+        if reading.state is State.OK and self._xid_note:
+            return dataclasses.replace(reading, reason=self._xid_note)
+        return reading
+
+    @property
+    def xid_events(self) -> str:
+        """"" while XID events are registered for every GPU (or not tried yet), else what failed."""
+        return self._xid_note
 
     def close(self) -> None:
         """Stop the XID thread, free the event set and shut NVML down (skipped while a call is hung)."""
@@ -163,10 +174,14 @@ class NvidiaCollector:
         self._events_registered = True
         devices = [(gpu.handle, gpu.uuid) for gpu in self._identities.values()]
         try:
-            self._xids.register(devices, self._worker.mark)
+            failed = self._xids.register(devices, self._worker.mark)
         except self._nvml.NVMLError as err:
             log.warning("XID events unavailable (%s); GPU health will not include XIDs", err)
+            self._xid_note = f"XID events unavailable ({err}); GPU health does not include XIDs"
             return
+        if failed:
+            self._xid_note = (f"XID events unavailable for {len(failed)} of {len(devices)} GPUs "
+                              f"({', '.join(failed)}); their health does not include XIDs")
         self._xids.start()
 
     def _shutdown(self, event_set: Any) -> None:

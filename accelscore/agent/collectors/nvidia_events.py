@@ -45,19 +45,23 @@ class XidWatcher:
         self._event_set: Any = None
         self._thread: threading.Thread | None = None
 
-    def register(self, devices: Iterable[tuple[Any, str]], mark: Callable[[str], None]) -> None:
-        """Create the event set and register each (handle, uuid) for XID events; run on the NVML thread."""
+    def register(self, devices: Iterable[tuple[Any, str]], mark: Callable[[str], None]) -> list[str]:
+        """Create the event set and register each (handle, uuid) for XID events; run on the NVML thread.
+        Returns the UUIDs that could not be registered."""
         nvml = self._nvml
         mark("nvmlEventSetCreate")
         self._event_set = nvml.nvmlEventSetCreate()
+        failed: list[str] = []
         for handle, uuid in devices:
             mark("nvmlDeviceRegisterEvents")
             try:
                 nvml.nvmlDeviceRegisterEvents(handle, nvml.nvmlEventTypeXidCriticalError, self._event_set)
             except nvml.NVMLError as err:
                 log.warning("XID events not available for %s: %s", uuid, err)
+                failed.append(uuid)
                 continue
             self._uuids[handle_key(handle)] = uuid
+        return failed
 
     def start(self) -> None:
         """Start the waiting thread (once)."""

@@ -1,0 +1,123 @@
+"""A slow TokenReview: the agent's real sender against the scorer's real gRPC ingest, whose authenticator
+asks the Kubernetes API test server (answering TokenReviews late). Outcome: a push whose review is too slow
+is refused or times out, and is retried; no report is taken before its token was reviewed; agents whose
+token is already cached are served meanwhile."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from accelscore.agent.push import PushResult, ReportSender
+from accelscore.scorer.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
+from accelscore.scorer.ingest import IngestStats, build_ingest_server
+from tests.e2e.harness import wait_for
+from tests.ingest.harness import AGENT_SA, Accepted
+from tests.ingest.sample import eight_gpu_report
+from tests.kubeapi.fixtures import ApiHandle
+from tests.kubeapi.server import KubeApiServer
+
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+
+
+@dataclass
+class Ingest:
+    server: KubeApiServer
+    accepted: Accepted
+    stats: IngestStats
+    port: int
+    tmp: Path
+
+    def sender(self, node: str, *, timeout_s: float) -> ReportSender:
+        token = f"token-{node}"
+        self.server.add_token(token, username=AGENT_SA, extra={EXTRA_POD_NAME: [f"agent-{node}"],
+                                                              EXTRA_NODE_NAME: [node]})
+        token_file = self.tmp / f"{node}.token"
+        token_file.write_text(token)
+        return ReportSender(address=f"127.0.0.1:{self.port}", token_file=token_file, insecure_plaintext=True,
+                            timeout_s=timeout_s)
+
+    def reviews(self) -> int:
+        return sum(1 for r in self.server.requests if r.method == "POST" and r.path == TOKEN_REVIEWS)
+
+
+@pytest.fixture
+def ingest(kube_test_server: ApiHandle, tmp_path: Path) -> Iterator[Ingest]:
+    assert kube_test_server.server is not None
+    authenticator = TokenAuthenticator(api_client=kube_test_server.api_client(), audience="accelscore",
+                                       agent_username=AGENT_SA, request_timeout_s=1.0)
+    accepted, stats = Accepted(), IngestStats()
+    grpc_server, port = build_ingest_server(address="127.0.0.1:0", accept=accepted, authenticator=authenticator,
+                                            max_report_bytes=1 << 20, counters=stats)
+    grpc_server.start()
+    try:
+        yield Ingest(kube_test_server.server, accepted, stats, port, tmp_path)
+    finally:
+        grpc_server.stop(None)
+
+
+def test_a_tokenreview_slower_than_the_scorers_timeout_is_unavailable_then_the_retry_is_accepted(
+        ingest: Ingest) -> None:
+    sender = ingest.sender("node-a", timeout_s=10.0)
+    try:
+        ingest.server.delay("POST", TOKEN_REVIEWS, 3.0)  # the scorer gives a review 1 s
+        first = sender.send(eight_gpu_report("node-a", sequence=1))
+        assert (first.result, first.code) == (PushResult.RETRYABLE, "UNAVAILABLE")
+        assert ingest.accepted.nodes() == []  # nothing taken without a review
+        assert ingest.stats.snapshot()["auth_unavailable"] == 1
+        retry = sender.send(eight_gpu_report("node-a", sequence=1))  # the failure was not cached
+        assert retry.result is PushResult.OK
+        assert ingest.accepted.sequences() == [1]
+        wait_for(lambda: ingest.reviews() == 2)  # the late first review is logged when it finally answers
+    finally:
+        sender.close()
+
+
+def test_a_tokenreview_slower_than_the_agents_deadline_times_the_push_out_and_the_late_call_is_not_taken(
+        ingest: Ingest) -> None:
+    sender = ingest.sender("node-b", timeout_s=0.3)
+    try:
+        ingest.server.delay("POST", TOKEN_REVIEWS, 0.9)  # within the scorer's 1 s, past the agent's 0.3 s
+        first = sender.send(eight_gpu_report("node-b", sequence=1))
+        assert (first.result, first.code) == (PushResult.RETRYABLE, "DEADLINE_EXCEEDED")
+        assert ingest.accepted.nodes() == []  # the review has not answered yet: nothing taken
+        # The review finishes after the agent gave up: that call is refused as cancelled, never taken late;
+        # the token is now cached, so the retry needs no review.
+        deadline = time.monotonic() + 5
+        while ingest.reviews() < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        retry = sender.send(eight_gpu_report("node-b", sequence=2))
+        assert retry.result is PushResult.OK
+        assert ingest.accepted.sequences() == [2]  # the first, whose agent gave up, was never taken
+        assert ingest.stats.snapshot()["cancelled"] == 1 and ingest.stats.snapshot()["oversized"] == 0
+        assert ingest.reviews() == 1  # one review served both calls
+    finally:
+        sender.close()
+
+
+def test_agents_with_cached_tokens_are_served_while_a_new_agents_review_hangs(ingest: Ingest) -> None:
+    known = ingest.sender("node-known", timeout_s=10.0)
+    new = ingest.sender("node-new", timeout_s=10.0)
+    try:
+        assert known.send(eight_gpu_report("node-known", sequence=1)).result is PushResult.OK  # reviewed, cached
+        ingest.server.delay("POST", TOKEN_REVIEWS, 3.0)
+        outcome: list[PushResult] = []
+        slow = threading.Thread(target=lambda: outcome.append(new.send(eight_gpu_report("node-new")).result))
+        slow.start()
+        deadline = time.monotonic() + 5
+        while ingest.reviews() < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        served = [known.send(eight_gpu_report("node-known", sequence=s)).result for s in (2, 3, 4)]
+        slow.join(10)
+        assert served == [PushResult.OK] * 3
+        assert outcome == [PushResult.RETRYABLE]  # the hung review ran into the scorer's timeout
+        assert ingest.accepted.nodes() == ["node-known"] * 4
+    finally:
+        known.close()
+        new.close()
