@@ -176,7 +176,7 @@ def test_the_pending_pod_watch_relists_after_410_gone_and_its_backlog_follows(ri
     _pending_pod(core, "wants-2", 2)
     wait_for(lambda: _raw(scorer).get("gpuClusterHeadroom") == 7.0)
     server.delay("GET", PODS, 1.0)  # the re-watch is answered late, from a compacted history: 410 Gone
-    assert server.drop_watches(PODS) == 1
+    assert server.drop_watches(PODS) == 2  # the pending-pod and the bound-pod watches
     core.delete_namespaced_pod("wants-2", "default")
     _pending_pod(core, "wants-3", 3)
     server.compact()
