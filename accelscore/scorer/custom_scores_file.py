@@ -101,6 +101,7 @@ class CustomScoresSource:
                     log.info("custom scores: %s is gone: no user-defined scores", self.path)
                 self._stat, self._digest, self.scores, self.file_error = None, b"", CustomScores(), ""
                 self.loads += 1
+                self._restart_poller(self.scores)  # no definitions: no queries left running
             return self.scores
         except OSError as error:
             self._report_file_error(f"cannot read {self.path}: {error.strerror or error}")

@@ -3,17 +3,15 @@ the others publish in accelscore-custom, a change of the file is picked up, /met
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import time
 from pathlib import Path
 
-from accelscore.options import add_options, resolve
-from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
 from accelscore.scorer.model import ACCELSCORE_APS, CUSTOM_APS, RESOURCE_USAGE_APS
 from accelscore.scorer.node_table import NodeFacts
 from accelscore.scorer.service import ScorerService
+from tests.custom_scores.support import scorer_with_custom_scores
 from tests.scoring.builders import gpus, report
 
 GOOD_AND_BAD = """
@@ -33,12 +31,8 @@ scores:
 """
 
 
-def _service(path: Path) -> ScorerService:
-    parser = argparse.ArgumentParser()
-    add_options(parser, SCORER_OPTIONS)
-    values = resolve(parser.parse_args([]), SCORER_OPTIONS, environ={
-        "ACCELSCORE_DISABLE_AUTH": "true", "ACCELSCORE_CUSTOM_SCORES": str(path)})
-    service = ScorerService(config=scorer_config_from(values))
+def _service(path: Path, **environ: str) -> ScorerService:
+    service = scorer_with_custom_scores(path, **environ)
     service.custom._check_every_s = 0.0  # every pass looks at the file (the default is every 2 s)
     now = time.time()
     service.table.set_nodes({
@@ -103,14 +97,8 @@ def test_without_a_file_there_is_no_custom_set(tmp_path: Path) -> None:
 def test_budget_exhaustion_is_counted(tmp_path: Path) -> None:
     path = tmp_path / "scores.yaml"
     path.write_text(GOOD_AND_BAD)
-    parser = argparse.ArgumentParser()
-    add_options(parser, SCORER_OPTIONS)
-    values = resolve(parser.parse_args([]), SCORER_OPTIONS, environ={
-        "ACCELSCORE_DISABLE_AUTH": "true", "ACCELSCORE_CUSTOM_SCORES": str(path),
-        "ACCELSCORE_CUSTOM_SCORES_BUDGET": "2"})
-    assert scorer_config_from(values).custom_scores_budget == 2
-    service = _service(path)
-    service.custom.budget = 2
+    service = _service(path, ACCELSCORE_CUSTOM_SCORES_BUDGET="2")
+    assert service.config.custom_scores_budget == 2 and service.custom.budget == 2
     service.score_once()  # the filter needs 2 (one per product), the expression a third
     assert _sets(service)[CUSTOM_APS] == {"h100Free": 0, "allFit8": -100}
     metrics = service.render().decode()

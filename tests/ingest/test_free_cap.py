@@ -6,6 +6,7 @@ bound is kept, and counted at what the scorer's view allows.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,9 +70,7 @@ def test_a_capped_summary_keeps_the_mean_model_weight_and_unknown_stays_unknown(
     capped, resources = cap_free(summary, allocatable=EIGHT, requested={GPU: 4.0})
     assert resources == (GPU,)
     assert capped.gpu_free == 4 and capped.gpu_compute_free == pytest.approx(summary.gpu_compute_free / 2)
-    unknown = summarize(eight_gpu_report("n1", busy=0), default_scoring_config(), received_at=time.time())
-    unknown = type(unknown)(**{**{f: getattr(unknown, f) for f in unknown.__dataclass_fields__ if f != "scan"},
-                               "gpu_free_known": False, "gpu_free_api": None})
+    unknown = dataclasses.replace(summary, gpu_free_known=False, gpu_free_api=None)
     same, none = cap_free(unknown, allocatable=EIGHT, requested={GPU: 8.0})
     assert none == () and same is unknown
 

@@ -4,15 +4,13 @@ others publish (issue 13: "a failed or stale query makes the score unknown → 0
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
-from accelscore.options import add_options, resolve
-from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
 from accelscore.scorer.model import CUSTOM_APS
 from accelscore.scorer.node_table import NodeFacts
 from accelscore.scorer.service import ScorerService
+from tests.custom_scores.support import scorer_with_custom_scores
 from tests.e2e.harness import wait_for
 from tests.scoring.builders import gpus, report
 
@@ -46,11 +44,7 @@ scores:
 
 
 def _service(path: Path) -> ScorerService:
-    parser = argparse.ArgumentParser()
-    add_options(parser, SCORER_OPTIONS)
-    values = resolve(parser.parse_args([]), SCORER_OPTIONS, environ={
-        "ACCELSCORE_DISABLE_AUTH": "true", "ACCELSCORE_CUSTOM_SCORES": str(path)})
-    service = ScorerService(config=scorer_config_from(values))
+    service = scorer_with_custom_scores(path)
     now = time.time()
     service.table.set_nodes({"h": NodeFacts("h", True)})
     service.table.accept(report("h", devices=gpus("h", 8, busy=4), time=now), received_at=now)
@@ -80,5 +74,10 @@ def test_promql_inputs_feed_scores_and_failed_or_stale_ones_publish_0(prom_url: 
         assert 'accelscore_custom_score_promql_queries_total{cluster="local",result="no_series"}' in metrics
         assert 'accelscore_custom_score_unknown{cluster="local",reason="unknown PromQL value prom.x",' \
                'score="unreachable"} 1.0' in metrics
+        # The file goes away: no definitions, and no query keeps running for them.
+        path.unlink()
+        service.custom._check_every_s = 0.0
+        service.custom.current()
+        assert service.custom.prom_values() == {} and service.custom.scores.scores == ()
     finally:
         service.stop()
