@@ -11,11 +11,11 @@ from __future__ import annotations
 import statistics
 import time
 
-from accelscore.scorer.custom_scores import DEFAULT_BUDGET, compile_scores, evaluate
-from accelscore.scorer.model import ClusterSnapshot, NodeEntry, Taint
-from accelscore.scorer.scoring_config import default_scoring_config
-from accelscore.scorer.summarize import summarize
-from accelscore.scorer.totals import cluster_totals
+from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, Taint
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.core.totals import cluster_totals
+from accelscore.scorer.custom.scores import DEFAULT_BUDGET, compile_scores, evaluate
+from accelscore.scorer.ingest.summarize import summarize
 from bench.bench_scoring import NOW, realistic_report
 from bench.common import Row
 

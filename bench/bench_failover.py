@@ -13,8 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-from accelscore.scorer.leadership import Timing
-from accelscore.scorer.model import ACCELSCORE_APS
+from accelscore.scorer.core.model import ACCELSCORE_APS
+from accelscore.scorer.ha.leadership import Timing
 from bench.common import Row
 from tests.zerogap.support import Rig, Seen, wait_for, withdrawn
 

@@ -43,8 +43,8 @@ def serve(kubeconfig: str, mode: str) -> None:
     """Child: the ingest server; prints its port, then its counters on each stdin line."""
     from kubernetes import config
 
-    from accelscore.scorer.auth import TokenAuthenticator
-    from accelscore.scorer.ingest import IngestStats, build_ingest_server
+    from accelscore.scorer.ingest.auth import TokenAuthenticator
+    from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 
     stats = IngestStats()
     table: dict[str, object] = {}
@@ -68,7 +68,7 @@ def _unary_server(auth: object, stats: object, table: dict[str, object]) -> tupl
 
     import grpc
 
-    from accelscore.scorer.ingest import BODY_WINDOW, ReportIngest
+    from accelscore.scorer.ingest.server import BODY_WINDOW, ReportIngest
     from accelscore.v1 import report_pb2 as pb
 
     ingest = ReportIngest(accept=lambda r, t: table.__setitem__(r.node_name, r),

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from accelscore.crds import ocm_crd_paths
 from accelscore.kube import hub_scores as scorer_hub
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
-from accelscore.scorer.publisher import Publisher, PublishPolicy
-from accelscore.scorer.scoring import accel_map, compat_map
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
+from accelscore.scorer.core.scoring import accel_map, compat_map
+from accelscore.scorer.publish.publisher import Publisher, PublishPolicy
 from bench.common import Row
 from tests.kubeapi.server import KubeApiServer
 

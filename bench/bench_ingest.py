@@ -40,8 +40,8 @@ def serve(kubeconfig: str, mode: str, workers: int = 8) -> None:
     import grpc
     from kubernetes import config
 
-    from accelscore.scorer.auth import TokenAuthenticator
-    from accelscore.scorer.ingest import IngestStats, build_ingest_server
+    from accelscore.scorer.ingest.auth import TokenAuthenticator
+    from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 
     stats = IngestStats()
     table: dict[str, object] = {}
@@ -160,9 +160,9 @@ def _in_process(kubeconfig: Path, tokens: list[str]) -> dict[str, float]:
     import grpc
     from kubernetes import config
 
-    from accelscore.scorer.auth import TokenAuthenticator
-    from accelscore.scorer.ingest import IngestStats, ReportIngest
-    from accelscore.scorer.validate import validate_report
+    from accelscore.scorer.ingest.auth import TokenAuthenticator
+    from accelscore.scorer.ingest.server import IngestStats, ReportIngest
+    from accelscore.scorer.ingest.validate import validate_report
     from accelscore.v1 import report_pb2 as pb
     from tests.ingest.sample import eight_gpu_report
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import statistics
 import time
 
-from accelscore.scorer.kueue_headroom import ClusterQueueInfo, FlavorInfo, KueueState, Quota, kueue_score_set
-from accelscore.scorer.model import ClusterSnapshot, NodeEntry
-from accelscore.scorer.scoring import score_cluster
-from accelscore.scorer.scoring_config import default_scoring_config
-from accelscore.scorer.summarize import summarize
+from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry
+from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.ingest.summarize import summarize
+from accelscore.scorer.kueue.headroom import ClusterQueueInfo, FlavorInfo, KueueState, Quota, kueue_score_set
 from bench.bench_scoring import realistic_report
 from bench.common import Row
 

@@ -7,10 +7,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from accelscore.scorer.model import ClusterSnapshot, NodeEntry, NodeSummary
-from accelscore.scorer.scoring import score_cluster
-from accelscore.scorer.scoring_config import ScoringConfig, default_scoring_config
-from accelscore.scorer.summarize import summarize
+from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary
+from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.core.scoring_config import ScoringConfig, default_scoring_config
+from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
 from bench.common import Row, current_rss_mib, peak_rss_mib
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from accelscore.scorer import publish_policy as pp
-from accelscore.scorer.scoring_config import default_scoring_config
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.publish import policy as pp
 from accelscore.simulator.fleet import load_fleet
 from accelscore.simulator.oneshot import run_oneshot
 from accelscore.simulator.replay import Replay, ReplayOptions

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from accelscore.kube import errors as kube_errors
 from accelscore.kube.config import ApiClient
 from accelscore.kube.hub_scores import ScoreObjects, watch_all_scores
-from accelscore.scorer.publish_policy import expired_at, rfc3339, stale_form
+from accelscore.scorer.publish.policy import expired_at, rfc3339, stale_form
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Writes carry the resourceVersion read last, so two candidates racing for the lease get one 200 and one 409
 (`Conflict`; a lost create race is `AlreadyExists`, also a `Conflict`). Times are unix seconds here and
 RFC 3339 MicroTime on the wire. Library errors leave this module only as `accelscore.kube.errors` types.
-The decisions (when to create, renew, take over) are the caller's: `accelscore.scorer.leadership`.
+The decisions (when to create, renew, take over) are the caller's: `accelscore.scorer.ha.leadership`.
 """
 
 from __future__ import annotations

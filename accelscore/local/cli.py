@@ -24,11 +24,11 @@ from accelscore.agent.report import GpuAssignmentRule, gpu_assignment_rule
 from accelscore.agent.runner import Cycle
 from accelscore.local import explain
 from accelscore.options import Option, add_options, host_port, one_of, resolve, text
-from accelscore.scorer.custom_scores_file import CUSTOM_SCORES_OPTIONS, CustomScoresMetrics, CustomScoresSource
+from accelscore.scorer.core.model import ScoreSet
+from accelscore.scorer.core.scoring_config import SCORING_OPTIONS, scoring_config_from
+from accelscore.scorer.custom.source import CUSTOM_SCORES_OPTIONS, CustomScoresMetrics, CustomScoresSource
+from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
-from accelscore.scorer.model import ScoreSet
-from accelscore.scorer.node_table import NodeTable
-from accelscore.scorer.scoring_config import SCORING_OPTIONS, scoring_config_from
 from accelscore.scorer.service import scoring_pass
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class LocalSession:
 
     def __init__(self, values: dict[str, Any], *, collectors: Any = None) -> None:
         from accelscore.agent import app
-        from accelscore.scorer.publisher import Publisher, PublishPolicy
+        from accelscore.scorer.publish.publisher import Publisher, PublishPolicy
 
         self.host = host_config_from(values)
         self.output: str = values["output"]

@@ -1,1 +1,1 @@
-"""The cluster scorer: ingest (gRPC), node table, the pure scoring core, the publish policy and publisher."""
+"""The cluster scorer, one package per job: ingest, core (pure scoring), publish, ha, tls, custom, kueue."""

@@ -67,7 +67,7 @@ def _elector_factory(config: ScorerConfig, cluster_api: Any) -> Any:
     if cluster_api is None:
         raise StartupError("--leader-elect needs the cluster's API (in-cluster config or KUBECONFIG) for its Lease")
     from accelscore.kube.lease import LeaseClient
-    from accelscore.scorer.elector import LeaderElector
+    from accelscore.scorer.ha.elector import LeaderElector
 
     store = LeaseClient(cluster_api, namespace=config.lease_namespace, name=config.lease_name)
     return lambda on_change: LeaderElector(store=store, identity=config.leader_identity, on_change=on_change)

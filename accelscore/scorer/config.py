@@ -24,11 +24,11 @@ from accelscore.options import (
     positive_int,
     text,
 )
-from accelscore.scorer.custom_scores import DEFAULT_BUDGET
-from accelscore.scorer.custom_scores_file import CUSTOM_SCORES_OPTIONS
-from accelscore.scorer.publish_policy import PUBLISH_OPTIONS, PublishPolicy, publish_policy_from
-from accelscore.scorer.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
-from accelscore.scorer.startup import DEFAULT_GRACE_S
+from accelscore.scorer.core.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
+from accelscore.scorer.custom.scores import DEFAULT_BUDGET
+from accelscore.scorer.custom.source import CUSTOM_SCORES_OPTIONS
+from accelscore.scorer.ha.startup import DEFAULT_GRACE_S
+from accelscore.scorer.publish.policy import PUBLISH_OPTIONS, PublishPolicy, publish_policy_from
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 

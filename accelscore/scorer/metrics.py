@@ -10,9 +10,9 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from accelscore.scorer import node_state, score_table
-from accelscore.scorer.model import ClusterSnapshot, ScoreSet
-from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.core import node_state, score_table
+from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
+from accelscore.scorer.core.scoring_config import ScoringConfig
 
 
 @dataclass

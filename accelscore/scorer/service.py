@@ -12,22 +12,22 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 
 from accelscore.promlabels import ConstantLabels
-from accelscore.scorer.admission import RateLimiter
 from accelscore.scorer.config import ScorerConfig
-from accelscore.scorer.custom_scores_file import CustomScoresMetrics, CustomScoresSource
-from accelscore.scorer.ha_metrics import HaMetrics, HaState
-from accelscore.scorer.ingest import DEFAULT_BURST, IngestStats, build_ingest_server
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, ScoreSet, Taint
+from accelscore.scorer.core.scoring import score_set
+from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.core.totals import cluster_totals
+from accelscore.scorer.custom.source import CustomScoresMetrics, CustomScoresSource
+from accelscore.scorer.ha.metrics import HaMetrics, HaState
+from accelscore.scorer.ha.startup import view_trustworthy
+from accelscore.scorer.ingest.admission import RateLimiter
+from accelscore.scorer.ingest.node_table import NodeFacts, NodeTable
+from accelscore.scorer.ingest.plausible import accelerator_resource
+from accelscore.scorer.ingest.server import DEFAULT_BURST, IngestStats, build_ingest_server
+from accelscore.scorer.ingest.skew import UnknownItemsMetrics
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, ScoreSet, Taint
-from accelscore.scorer.node_table import NodeFacts, NodeTable
-from accelscore.scorer.plausible import accelerator_resource
-from accelscore.scorer.publish_worker import PublishWorker
-from accelscore.scorer.publisher import Publisher
-from accelscore.scorer.scoring import score_set
-from accelscore.scorer.scoring_config import ScoringConfig
-from accelscore.scorer.skew import UnknownItemsMetrics
-from accelscore.scorer.startup import view_trustworthy
-from accelscore.scorer.totals import cluster_totals
+from accelscore.scorer.publish.publisher import Publisher
+from accelscore.scorer.publish.worker import PublishWorker
 from accelscore.v1 import report_pb2
 
 log = logging.getLogger(__name__)
@@ -123,15 +123,15 @@ class ScorerService:
     def start(self) -> ScorerService:
         authenticator = None
         if not self.config.disable_auth:
-            from accelscore.scorer.auth import TokenAuthenticator
+            from accelscore.scorer.ingest.auth import TokenAuthenticator
 
             if self._cluster_api is None:
                 raise RuntimeError("authentication needs the cluster's API (in-cluster config or KUBECONFIG); "
                                    "pass --disable-auth only for local tests")
             authenticator = TokenAuthenticator(api_client=self._cluster_api, audience=self.config.token_audience,
                                                agent_username=self.config.agent_service_account)
-        from accelscore.scorer.tls import server_credentials
-        from accelscore.scorer.tls_choice import choose_tls
+        from accelscore.scorer.tls.choice import choose_tls
+        from accelscore.scorer.tls.credentials import server_credentials
 
         tls = choose_tls(self.config, self._cluster_api)
         self.tls_ca_pem = tls.source.ca_pem if tls.source is not None else b""
@@ -193,7 +193,7 @@ class ScorerService:
     def _start_kueue(self, changed: Callable[..., None]) -> None:
         """Kueue headroom (`accelscore-kueue`) when the cluster serves Kueue's ClusterQueues; else one log line,
         and a quiet look again every REDISCOVER_S on a background thread until it is there."""
-        from accelscore.scorer.kueue_source import REDISCOVER_S, KueueSource
+        from accelscore.scorer.kueue.source import REDISCOVER_S, KueueSource
 
         if self._use_kueue(KueueSource.start(self._cluster_api, on_change=changed)):
             return

@@ -28,11 +28,11 @@ from accelscore.options import (
     positive_int,
     resolve,
 )
-from accelscore.scorer import publish_policy as pp
-from accelscore.scorer.custom_scores import CustomScores
-from accelscore.scorer.custom_scores_file import CUSTOM_SCORES_OPTIONS, load_text
-from accelscore.scorer.publish_policy import PUBLISH_OPTIONS, publish_policy_from
-from accelscore.scorer.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
+from accelscore.scorer.core.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
+from accelscore.scorer.custom.scores import CustomScores
+from accelscore.scorer.custom.source import CUSTOM_SCORES_OPTIONS, load_text
+from accelscore.scorer.publish import policy as pp
+from accelscore.scorer.publish.policy import PUBLISH_OPTIONS, publish_policy_from
 from accelscore.simulator import report, routing
 from accelscore.simulator.fleet import Fleet, FleetError, load_fleet, load_placements
 from accelscore.simulator.oneshot import run_oneshot

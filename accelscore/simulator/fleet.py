@@ -21,9 +21,9 @@ import yaml
 from google.protobuf import json_format
 
 from accelscore.crds import crd_path, kueue_dir
-from accelscore.scorer import kueue_source
-from accelscore.scorer.kueue_headroom import KueueState
-from accelscore.scorer.model import ACCELSCORE_APS, KUEUE_APS, RESOURCE_USAGE_APS, Taint
+from accelscore.scorer.core.model import ACCELSCORE_APS, KUEUE_APS, RESOURCE_USAGE_APS, Taint
+from accelscore.scorer.kueue import source as kueue_source
+from accelscore.scorer.kueue.headroom import KueueState
 from accelscore.simulator import placement as pl
 from accelscore.v1 import report_pb2
 

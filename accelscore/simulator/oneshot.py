@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from accelscore.scorer import publish_policy as pp
-from accelscore.scorer.custom_scores import CustomScores
-from accelscore.scorer.custom_scores import evaluate as evaluate_custom
-from accelscore.scorer.kueue_headroom import kueue_score_set
-from accelscore.scorer.model import ClusterSnapshot, NodeEntry, ScoreSet
-from accelscore.scorer.scoring import score_cluster
-from accelscore.scorer.scoring_config import ScoringConfig
-from accelscore.scorer.summarize import summarize
+from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, ScoreSet
+from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.custom.scores import CustomScores
+from accelscore.scorer.custom.scores import evaluate as evaluate_custom
+from accelscore.scorer.ingest.summarize import summarize
+from accelscore.scorer.kueue.headroom import kueue_score_set
+from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import placement as pl
 from accelscore.simulator.fleet import Cluster, Fleet
 

@@ -23,14 +23,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from accelscore.scorer import publish_policy as pp
-from accelscore.scorer.custom_scores import CustomScores
-from accelscore.scorer.custom_scores import evaluate as evaluate_custom
-from accelscore.scorer.kueue_headroom import kueue_score_set
-from accelscore.scorer.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry, NodeSummary, ScoreSet
-from accelscore.scorer.scoring import score_cluster
-from accelscore.scorer.scoring_config import ScoringConfig
-from accelscore.scorer.summarize import summarize
+from accelscore.scorer.core.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry, NodeSummary, ScoreSet
+from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.custom.scores import CustomScores
+from accelscore.scorer.custom.scores import evaluate as evaluate_custom
+from accelscore.scorer.ingest.summarize import summarize
+from accelscore.scorer.kueue.headroom import kueue_score_set
+from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import placement as pl
 from accelscore.simulator import routing, truth
 from accelscore.simulator.fleet import Fleet

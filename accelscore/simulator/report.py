@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from accelscore.scorer.model import ACCELSCORE_APS
+from accelscore.scorer.core.model import ACCELSCORE_APS
 from accelscore.simulator.oneshot import ClusterScores, OneShot
 from accelscore.simulator.replay_result import ReplayResult
 

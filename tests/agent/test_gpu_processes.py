@@ -13,8 +13,8 @@ from accelscore.agent.collectors.nvidia import NvidiaCollector
 from accelscore.agent.report import GpuAssignmentRule, build_report, gpu_assignment_rule
 from accelscore.agent.runner import CollectorSet, Cycle
 from accelscore.agent.snapshots import GpuProcess
-from accelscore.scorer.scoring_config import default_scoring_config
-from accelscore.scorer.summarize import summarize
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.ingest.summarize import summarize
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario, scenario_from_dict
 
 LOCAL = "h100x5-local-processes"

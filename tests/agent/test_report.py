@@ -15,8 +15,8 @@ from accelscore.agent.collectors.kubelet import KubeletCollector
 from accelscore.agent.collectors.nvidia import NvidiaCollector
 from accelscore.agent.report import build_report, change_key
 from accelscore.agent.runner import CollectorSet
-from accelscore.scorer.scoring_config import default_scoring_config
-from accelscore.scorer.summarize import summarize
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer

@@ -41,15 +41,15 @@ def test_every_import_contract_is_kept() -> None:
 @pytest.mark.parametrize(
     ("module", "line", "broken"),
     [
-        ("accelscore.scorer.scoring", "import kubernetes  # noqa",
+        ("accelscore.scorer.core.scoring", "import kubernetes  # noqa",
          "The scoring core is pure: no adapter, no generated module, no outside system"),
-        ("accelscore.scorer.model", "from accelscore.v1 import report_pb2  # noqa",
+        ("accelscore.scorer.core.model", "from accelscore.v1 import report_pb2  # noqa",
          "The scoring core is pure: no adapter, no generated module, no outside system"),
         ("accelscore.scorer.service", "from accelscore.agent import report  # noqa",
          "Agent and scorer are independent (only local mode and the CLI compose both)"),
         ("accelscore.agent.report", "import pynvml  # noqa",
          "One door to NVML: only the nvidia collector modules import pynvml"),
-        ("accelscore.scorer.publisher", "import kubernetes  # noqa", "One door to Kubernetes"),
+        ("accelscore.scorer.publish.publisher", "import kubernetes  # noqa", "One door to Kubernetes"),
         ("accelscore.kube.errors", "import accelscore.scorer  # noqa", "Layers: the CLI over the composition roots"),
         ("accelscore.scorer.service", "import cel_expr_python  # noqa", "One door to cel-cpp"),
     ],
@@ -70,8 +70,8 @@ def test_the_scoring_core_and_device_names_import_without_grpc_protobuf_or_kuber
         "import sys\n"
         f"for name in {blocked!r}:\n"
         "    sys.modules[name] = None  # any import of it now fails\n"
-        "import accelscore.devices, accelscore.scorer.model, accelscore.scorer.scoring_config\n"
-        "import accelscore.scorer.scoring\n"
+        "import accelscore.devices, accelscore.scorer.core.model, accelscore.scorer.core.scoring_config\n"
+        "import accelscore.scorer.core.scoring\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60,
                             check=False)

@@ -7,8 +7,8 @@ import json
 
 import yaml
 
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
-from accelscore.scorer.score_table import published_score_names
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
+from accelscore.scorer.core.score_table import published_score_names
 from tests.cli.conftest import run_cli
 
 

@@ -18,7 +18,7 @@ from accelscore.agent.config import host_config_from
 from accelscore.kube.errors import KubeUnavailable
 from accelscore.local.cli import LOCAL_OPTIONS, LocalSession
 from accelscore.options import resolve
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
 from tests.fakes.podresources_builder import allocatable_reply, list_reply

@@ -93,8 +93,9 @@ def test_formatter_fields_exception_and_unknown_extras() -> None:
     try:
         raise RuntimeError("boom")
     except RuntimeError:
-        record = logging.getLogger("accelscore.scorer.publisher").makeRecord(
-            "accelscore.scorer.publisher", logging.ERROR, __file__, 1, "hub %s failed", ("write",), sys.exc_info(),
+        record = logging.getLogger("accelscore.scorer.publish.publisher").makeRecord(
+            "accelscore.scorer.publish.publisher", logging.ERROR, __file__, 1, "hub %s failed", ("write",),
+            sys.exc_info(),
             extra={"reason": "forbidden", "secret_token": "x"})
     out = json.loads(formatter.format(record))
     assert list(out)[:4] == ["time", "level", "logger", "message"]

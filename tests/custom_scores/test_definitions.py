@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from accelscore.scorer.custom_scores import ScoreState, compile_scores, evaluate, projection_of
-from accelscore.scorer.model import CUSTOM_APS, NodeEntry, Taint
-from accelscore.scorer.publish_policy import withdrawn_scores
+from accelscore.scorer.core.model import CUSTOM_APS, NodeEntry, Taint
+from accelscore.scorer.custom.scores import ScoreState, compile_scores, evaluate, projection_of
+from accelscore.scorer.publish.policy import withdrawn_scores
 from tests.scoring.builders import snapshot, summary
 
 NOW = 1000.0

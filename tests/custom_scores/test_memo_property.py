@@ -6,8 +6,8 @@ from cel_expr_python import cel  # the test checks the module against the librar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accelscore.scorer import custom_scores as cs
-from accelscore.scorer.model import ClusterSnapshot, NodeEntry, Taint
+from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, Taint
+from accelscore.scorer.custom import scores as cs
 from tests.scoring.builders import summary
 
 NOW = 1000.0

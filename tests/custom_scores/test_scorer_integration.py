@@ -8,8 +8,8 @@ import os
 import time
 from pathlib import Path
 
-from accelscore.scorer.model import ACCELSCORE_APS, CUSTOM_APS, RESOURCE_USAGE_APS
-from accelscore.scorer.node_table import NodeFacts
+from accelscore.scorer.core.model import ACCELSCORE_APS, CUSTOM_APS, RESOURCE_USAGE_APS
+from accelscore.scorer.ingest.node_table import NodeFacts
 from accelscore.scorer.service import ScorerService
 from tests.custom_scores.support import scorer_with_custom_scores
 from tests.scoring.builders import gpus, report
@@ -52,7 +52,7 @@ def test_bad_definition_is_one_line_logged_once_and_the_rest_publish(tmp_path: P
     path = tmp_path / "scores.yaml"
     path.write_text(GOOD_AND_BAD)
     service = _service(path)
-    with caplog.at_level(logging.ERROR, logger="accelscore.scorer.custom_scores_file"):
+    with caplog.at_level(logging.ERROR, logger="accelscore.scorer.custom.source"):
         service.score_once()
         service.score_once()
     sets = _sets(service)
@@ -107,8 +107,8 @@ def test_budget_exhaustion_is_counted(tmp_path: Path) -> None:
 
 
 def test_a_stale_custom_set_is_withdrawn_to_minus_100_so_signed_scores_never_outrank_live_ones() -> None:
-    from accelscore.scorer import publish_policy as pp
-    from accelscore.scorer.model import CUSTOM_APS, Score, ScoreSet
+    from accelscore.scorer.core.model import CUSTOM_APS, Score, ScoreSet
+    from accelscore.scorer.publish import policy as pp
 
     stale = ScoreSet(CUSTOM_APS, (Score("queueSlack", 0), Score("h100Free", 40)), {}, fresh_nodes=0, total_nodes=4)
     policy = pp.PublishPolicy(min_interval_s=10.0, dead_band=5, valid_for_s=300.0, min_fresh_ratio=0.5,

@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from accelscore.scorer.custom_scores_file import CustomScoresSource
-from accelscore.scorer.model import ClusterSnapshot
+from accelscore.scorer.core.model import ClusterSnapshot
+from accelscore.scorer.custom.source import CustomScoresSource
 
 ROOT = Path(__file__).resolve().parents[2]
 SCORES = """

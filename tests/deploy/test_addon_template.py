@@ -199,7 +199,7 @@ def test_rendered_agent_configuration_is_accepted_by_the_agent(hub: list[support
 
 
 def test_default_scoring_variables_equal_the_scorers_built_in_defaults(hub: list[support.Obj]) -> None:
-    from accelscore.scorer import scoring_config as sc
+    from accelscore.scorer.core import scoring_config as sc
 
     variables = _variables(hub)
     assert sc.parse_score_refs(variables["ACCELSCORE_SCORE_REFS"]) == dict(sc.DEFAULT_SCORE_REFS)
@@ -210,7 +210,7 @@ def test_default_scoring_variables_equal_the_scorers_built_in_defaults(hub: list
 
 def test_default_publishing_variables_equal_the_scorers_built_in_defaults(hub: list[support.Obj]) -> None:
     """The measured publish defaults (docs/publishing.md "Write rate") ship as they are in the code."""
-    from accelscore.scorer.publish_policy import PUBLISH_OPTIONS
+    from accelscore.scorer.publish.policy import PUBLISH_OPTIONS
 
     variables = _variables(hub)
     for option in PUBLISH_OPTIONS:

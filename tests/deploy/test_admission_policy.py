@@ -8,7 +8,7 @@ import celpy
 import pytest
 from celpy import celtypes
 
-from accelscore.scorer.model import OWNED_APS
+from accelscore.scorer.core.model import OWNED_APS
 from tests.deploy import support
 
 APS = {"group": "cluster.open-cluster-management.io", "version": "v1alpha1", "kind": "AddOnPlacementScore"}

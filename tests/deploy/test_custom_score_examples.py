@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 from kubernetes import client, dynamic
 
-from accelscore.scorer.custom_scores import ScoreState, compile_scores, evaluate
-from accelscore.scorer.model import NodeEntry
+from accelscore.scorer.core.model import NodeEntry
+from accelscore.scorer.custom.scores import ScoreState, compile_scores, evaluate
 from tests.kubeapi import ApiHandle
 from tests.scoring.builders import snapshot, summary
 

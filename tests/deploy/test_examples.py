@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from accelscore.scorer import kueue_headroom
-from accelscore.scorer.model import KUEUE_APS
-from accelscore.scorer.score_table import published_score_names
+from accelscore.scorer.core.model import KUEUE_APS
+from accelscore.scorer.core.score_table import published_score_names
+from accelscore.scorer.kueue import headroom as kueue_headroom
 from tests.deploy import support
 
 _SCORES_CALL = re.compile(r'managedCluster\.scores\("([^"]+)"\)')

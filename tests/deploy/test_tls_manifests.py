@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from accelscore.agent.config import AGENT_OPTIONS
-from accelscore.scorer.certs import service_dns_names
 from accelscore.scorer.config import SCORER_OPTIONS
+from accelscore.scorer.tls.certs import service_dns_names
 from tests.deploy import support
 
 DEFAULTS = {o.env: o.default for o in (*AGENT_OPTIONS, *SCORER_OPTIONS)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from accelscore.scorer.validate import RejectReason
+from accelscore.scorer.ingest.validate import RejectReason
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "troubleshooting.md"

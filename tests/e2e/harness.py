@@ -26,8 +26,8 @@ from accelscore.agent.runner import CollectorSet
 from accelscore.kube.config import from_kubeconfig
 from accelscore.kube.hub_scores import HubClient
 from accelscore.scorer.config import ScorerConfig
-from accelscore.scorer.publish_policy import PublishPolicy
-from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.publish.policy import PublishPolicy
 from accelscore.scorer.service import ScorerService
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.core.scoring_config import ScoringConfig
 from tests.e2e.harness import SimCluster, wait_for
 from tests.kubeapi.fixtures import ApiHandle, unique
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from kubernetes import client as k8s
 
 from accelscore.kube.config import from_kubeconfig
-from accelscore.scorer.model import NodeSummary
-from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.core.model import NodeSummary
+from accelscore.scorer.core.scoring_config import ScoringConfig
 from tests.e2e.harness import SimCluster, wait_for
 from tests.kubeapi.fixtures import ocm_crd_files
 from tests.kubeapi.server import KubeApiServer

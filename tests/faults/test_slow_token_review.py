@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from accelscore.agent.push import PushResult, ReportSender
-from accelscore.scorer.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
-from accelscore.scorer.ingest import IngestStats, build_ingest_server
+from accelscore.scorer.ingest.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
+from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 from tests.e2e.harness import wait_for
 from tests.ingest.harness import AGENT_SA, Accepted
 from tests.ingest.sample import eight_gpu_report

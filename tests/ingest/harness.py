@@ -16,10 +16,10 @@ from types import TracebackType
 
 import grpc
 
-from accelscore.scorer.auth import TokenAuthenticator
-from accelscore.scorer.certs import service_dns_names
-from accelscore.scorer.ingest import IngestStats, build_ingest_server
-from accelscore.scorer.tls import EphemeralTls, server_credentials
+from accelscore.scorer.ingest.auth import TokenAuthenticator
+from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
+from accelscore.scorer.tls.certs import service_dns_names
+from accelscore.scorer.tls.credentials import EphemeralTls, server_credentials
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
 

@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from accelscore.scorer.admission import RateLimiter
-from accelscore.scorer.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, AuthBusy, TokenAuthenticator, Unauthenticated
-from accelscore.scorer.ingest import IngestStats, ReportIngest, build_ingest_server
+from accelscore.scorer.ingest.admission import RateLimiter
+from accelscore.scorer.ingest.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, AuthBusy, TokenAuthenticator, Unauthenticated
+from accelscore.scorer.ingest.server import IngestStats, ReportIngest, build_ingest_server
 from accelscore.v1 import report_pb2 as pb
 from tests.ingest.harness import AGENT_SA, Accepted, IngestServer
 from tests.ingest.sample import eight_gpu_report

@@ -16,14 +16,14 @@ from kubernetes import client as k8s
 
 from accelscore.kube.config import from_kubeconfig
 from accelscore.scorer.config import ScorerConfig
-from accelscore.scorer.model import RESOURCE_USAGE_APS
-from accelscore.scorer.node_table import NodeFacts, NodeTable
-from accelscore.scorer.plausible import cap_free
-from accelscore.scorer.publish_policy import PublishPolicy
-from accelscore.scorer.scoring import score_cluster
-from accelscore.scorer.scoring_config import ScoringConfig, default_scoring_config
+from accelscore.scorer.core.model import RESOURCE_USAGE_APS
+from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.core.scoring_config import ScoringConfig, default_scoring_config
+from accelscore.scorer.ingest.node_table import NodeFacts, NodeTable
+from accelscore.scorer.ingest.plausible import cap_free
+from accelscore.scorer.ingest.summarize import summarize
+from accelscore.scorer.publish.policy import PublishPolicy
 from accelscore.scorer.service import ScorerService
-from accelscore.scorer.summarize import summarize
 from tests.e2e.harness import wait_for
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.server import KubeApiServer

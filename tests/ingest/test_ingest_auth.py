@@ -16,7 +16,7 @@ import grpc
 import pytest
 from kubernetes import client as k8s
 
-from accelscore.scorer.auth import (
+from accelscore.scorer.ingest.auth import (
     EXTRA_NODE_NAME,
     EXTRA_POD_NAME,
     AuthUnavailable,

@@ -7,7 +7,7 @@ import time
 import grpc
 import pytest
 
-from accelscore.scorer.ingest import IngestStats, build_ingest_server
+from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 from accelscore.v1 import report_pb2 as pb
 from tests.ingest.harness import IngestServer
 from tests.ingest.sample import eight_gpu_report

@@ -12,11 +12,11 @@ from pathlib import Path
 import grpc
 
 from accelscore.agent.push import DROPPED, PushResult, ReportSender
-from accelscore.scorer.ingest import IngestStats, build_ingest_server
-from accelscore.scorer.node_table import NodeFacts, NodeTable
-from accelscore.scorer.scoring import score_cluster
-from accelscore.scorer.scoring_config import default_scoring_config
-from accelscore.scorer.summarize import summarize
+from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.ingest.node_table import NodeFacts, NodeTable
+from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
+from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
 from tests.ingest.harness import IngestServer

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from accelscore.agent.push import PushLoop, PushResult, ReportSender
-from accelscore.scorer.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
+from accelscore.scorer.ingest.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
 from accelscore.v1 import report_pb2 as pb
 from tests.ingest.harness import AGENT_SA, IngestServer, shared_tls, tls_sender_kwargs
 from tests.ingest.sample import eight_gpu_report

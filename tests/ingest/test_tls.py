@@ -9,10 +9,9 @@ import grpc
 import pytest
 
 from accelscore.agent.push import PushResult, ReportSender
-from accelscore.scorer import certs
-from accelscore.scorer.certs import KeyPair, service_dns_names
-from accelscore.scorer.ingest import IngestStats, build_ingest_server
-from accelscore.scorer.tls import EphemeralTls, server_credentials
+from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
+from accelscore.scorer.tls.certs import KeyPair, service_dns_names
+from accelscore.scorer.tls.credentials import EphemeralTls, certs, server_credentials
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
 from tests.ingest.harness import SERVER_NAME, Accepted, IngestServer, tls_channel

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from accelscore.scorer.validate import MAX_DEVICES, MAX_RESOURCES, RejectReason, validate_report
+from accelscore.scorer.ingest.validate import MAX_DEVICES, MAX_RESOURCES, RejectReason, validate_report
 from accelscore.v1 import report_pb2 as pb
 from tests.ingest.sample import eight_gpu_report
 

@@ -11,13 +11,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from accelscore.options import add_options, resolve
 from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
-from accelscore.scorer.ingest import METHOD, SERVICE
-from accelscore.scorer.node_table import NodeTable
-from accelscore.scorer.scoring import score_cluster
-from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.ingest.node_table import NodeTable
+from accelscore.scorer.ingest.server import METHOD, SERVICE
+from accelscore.scorer.ingest.skew import MAX_NAMES_PER_ITEM, OTHER, UnknownItem, UnknownItemCounts, UnknownItemsMetrics
+from accelscore.scorer.ingest.summarize import summarize
 from accelscore.scorer.service import ScorerService
-from accelscore.scorer.skew import MAX_NAMES_PER_ITEM, OTHER, UnknownItem, UnknownItemCounts, UnknownItemsMetrics
-from accelscore.scorer.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
 from tests.ingest.harness import IngestServer
 from tests.ingest.sample import eight_gpu_report

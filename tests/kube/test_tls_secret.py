@@ -13,11 +13,10 @@ from kubernetes import client
 
 from accelscore.errors import StartupError
 from accelscore.kube.tls_objects import TlsObjects
-from accelscore.scorer import certs
-from accelscore.scorer.certs import service_dns_names
 from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
-from accelscore.scorer.tls import FileTls, SecretTls
-from accelscore.scorer.tls_choice import choose_tls
+from accelscore.scorer.tls.certs import service_dns_names
+from accelscore.scorer.tls.choice import choose_tls
+from accelscore.scorer.tls.credentials import FileTls, SecretTls, certs
 from tests.kubeapi import ApiHandle
 
 NS = "accelscore"

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from accelscore.scorer.kueue_headroom import (
+from accelscore.scorer.core.model import KUEUE_APS, ClusterSnapshot, NodeEntry
+from accelscore.scorer.kueue.headroom import (
     GPU,
     TPU,
     ClusterQueueInfo,
@@ -20,7 +21,6 @@ from accelscore.scorer.kueue_headroom import (
     queue_headrooms,
     score_names,
 )
-from accelscore.scorer.model import KUEUE_APS, ClusterSnapshot, NodeEntry
 from tests.scoring.builders import summary
 
 NOW = 1000.0

@@ -19,9 +19,9 @@ from accelscore.kube.hub_scores import PLURAL as HUB_PLURAL
 from accelscore.kube.hub_scores import VERSION as HUB_VERSION
 from accelscore.kube.hub_scores import HubClient
 from accelscore.scorer.config import ScorerConfig
-from accelscore.scorer.model import KUEUE_APS, ScoreSet
-from accelscore.scorer.publish_policy import PublishPolicy
-from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.core.model import KUEUE_APS, ScoreSet
+from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.publish.policy import PublishPolicy
 from accelscore.scorer.service import ScorerService
 from tests.e2e.harness import wait_for
 from tests.ingest.sample import eight_gpu_report
@@ -206,7 +206,7 @@ def test_an_older_kueue_serving_only_v1beta1_is_read_in_v1beta1(tmp_path: Path) 
     import yaml
 
     from accelscore.kube import kueue as kube_kueue
-    from accelscore.scorer.kueue_source import KueueSource
+    from accelscore.scorer.kueue.source import KueueSource
 
     files = []
     for path in kueue_crd_paths():
@@ -254,7 +254,7 @@ def test_kueue_without_queues_publishes_one_empty_object_and_does_not_rewrite_it
 
 def test_kueue_installed_after_the_scorer_started_is_found_without_a_restart(
         plain_cluster: Cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    from accelscore.scorer import kueue_source
+    from accelscore.scorer.kueue import source as kueue_source
 
     monkeypatch.setattr(kueue_source, "REDISCOVER_S", 0.2)
     c = plain_cluster

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from accelscore.scorer.kueue_headroom import GPU, Quota
-from accelscore.scorer.kueue_source import cluster_queue, cohort, resource_flavor
+from accelscore.scorer.kueue.headroom import GPU, Quota
+from accelscore.scorer.kueue.source import cluster_queue, cohort, resource_flavor
 
 
 def _cq(spec_extra: dict, status: dict | None, generation: int = 1) -> dict:

@@ -20,10 +20,10 @@ from accelscore.agent.metrics import AgentMetrics
 from accelscore.agent.report import build_report
 from accelscore.agent.runner import CollectorSet
 from accelscore.httpserve import MetricsServer
+from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
-from accelscore.scorer.node_table import NodeTable
-from accelscore.scorer.scoring import score_cluster
-from accelscore.scorer.scoring_config import default_scoring_config
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
 from tests.fakes.podresources_builder import allocatable_reply, list_reply

@@ -24,14 +24,14 @@ from accelscore.agent.snapshots import (
     TpuSnapshot,
 )
 from accelscore.promlabels import ConstantLabels
-from accelscore.scorer.ingest import IngestStats
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.ingest.node_table import NodeTable
+from accelscore.scorer.ingest.server import IngestStats
+from accelscore.scorer.ingest.skew import UnknownItemsMetrics
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
-from accelscore.scorer.node_table import NodeTable
-from accelscore.scorer.publish_policy import PublishPolicy
-from accelscore.scorer.publisher import Publisher
-from accelscore.scorer.scoring_config import default_scoring_config
+from accelscore.scorer.publish.policy import PublishPolicy
+from accelscore.scorer.publish.publisher import Publisher
 from accelscore.scorer.service import scoring_pass
-from accelscore.scorer.skew import UnknownItemsMetrics
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 
 CLUSTER = "cluster-a"

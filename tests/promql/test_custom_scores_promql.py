@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from accelscore.scorer.model import CUSTOM_APS
-from accelscore.scorer.node_table import NodeFacts
+from accelscore.scorer.core.model import CUSTOM_APS
+from accelscore.scorer.ingest.node_table import NodeFacts
 from accelscore.scorer.service import ScorerService
 from tests.custom_scores.support import scorer_with_custom_scores
 from tests.e2e.harness import wait_for

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from accelscore.errors import ConfigError
-from accelscore.scorer.promql import PromQuery, parse_prom_query
+from accelscore.scorer.custom.promql import PromQuery, parse_prom_query
 
 WHERE = "scores[3].promql[0]"
 GOOD = {"name": "gpuQueue", "url": "http://prometheus-k8s.monitoring.svc:9090",

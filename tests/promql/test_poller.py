@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from accelscore.errors import ConfigError
-from accelscore.scorer import promql
-from accelscore.scorer.promql import RESULTS, PromqlPoller, PromQuery, PromValue
+from accelscore.scorer.custom import promql
+from accelscore.scorer.custom.promql import RESULTS, PromqlPoller, PromQuery, PromValue
 from tests.metrics.prometheus_server import free_port
 
 

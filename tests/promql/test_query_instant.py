@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from accelscore.scorer.promql import PromQuery, PromValue, query_instant
+from accelscore.scorer.custom.promql import PromQuery, PromValue, query_instant
 from tests.metrics.prometheus_server import free_port
 from tests.promql.fake_http import LoopbackServer, fixed, slow, trickle
 

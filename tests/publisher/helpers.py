@@ -9,8 +9,8 @@ from typing import Any
 from kubernetes import client
 
 from accelscore.kube import hub_scores as scorer_hub
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
-from accelscore.scorer.publisher import Publisher, PublishPolicy
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
+from accelscore.scorer.publish.publisher import Publisher, PublishPolicy
 from tests.kubeapi.fixtures import ApiHandle
 
 POLICY = PublishPolicy(min_interval_s=10, dead_band=5, valid_for_s=300, min_fresh_ratio=0.5)

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from accelscore.scorer.model import ACCELSCORE_APS, Score, ScoreSet
-from accelscore.scorer.publish_policy import (
+from accelscore.scorer.core.model import ACCELSCORE_APS, Score, ScoreSet
+from accelscore.scorer.publish.policy import (
     PUBLISH_OPTIONS,
     REFRESH_MARGIN_S,
     VALID_FOR,

@@ -12,13 +12,13 @@ import yaml
 from kubernetes import client
 
 from accelscore.kube import hub_scores as scorer_hub
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
-from accelscore.scorer.publisher import Publisher
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
+from accelscore.scorer.publish.publisher import Publisher
 from tests.kubeapi.fixtures import ApiHandle, unique
 from tests.publisher.conftest import cleanup, make_namespace
 from tests.publisher.helpers import publisher, read, score_sets, status_puts, values
 
-LOGGER = "accelscore.scorer.publisher"
+LOGGER = "accelscore.scorer.publish.publisher"
 
 
 def run_until_written(pub: Publisher, start: float, *, step: float = 10, limit: float = 1800) -> float:

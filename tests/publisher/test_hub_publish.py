@@ -10,9 +10,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from accelscore.kube.hub_scores import GROUP, PLURAL, VERSION
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
-from accelscore.scorer.publish_policy import parse_rfc3339
-from accelscore.scorer.publisher import Publisher
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score, ScoreSet
+from accelscore.scorer.publish.policy import parse_rfc3339
+from accelscore.scorer.publish.publisher import Publisher
 from tests.kubeapi.fixtures import ApiHandle
 from tests.publisher.helpers import POLICY, publisher, read, score_sets, status_puts, values
 

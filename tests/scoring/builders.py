@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from accelscore.scorer.model import ClusterSnapshot, NodeEntry, NodeSummary
+from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary
 from accelscore.v1 import report_pb2 as pb
 
 GIB = 1 << 30

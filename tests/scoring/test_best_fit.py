@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accelscore.scorer import best_fit
-from accelscore.scorer.model import NodeEntry
-from accelscore.scorer.scoring import score_cluster
-from accelscore.scorer.scoring_config import default_scoring_config
+from accelscore.scorer.core import best_fit
+from accelscore.scorer.core.model import NodeEntry
+from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.core.scoring_config import default_scoring_config
 from tests.scoring.builders import snapshot, summary
 
 SIZES = (1, 2, 4, 8)

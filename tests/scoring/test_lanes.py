@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelscore.scorer import lanes
+from accelscore.scorer.core import lanes
 
 
 def test_sum_of_packs_unpacks_to_lane_wise_sums() -> None:

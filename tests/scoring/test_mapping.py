@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from accelscore.scorer.scoring import accel_map, compat_map
+from accelscore.scorer.core.scoring import accel_map, compat_map
 
 
 @pytest.mark.parametrize(("value", "lo", "hi", "expected"), [

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
+from accelscore.scorer.core.model import NodeEntry
+from accelscore.scorer.core.node_state import NodeState, census, node_state
+from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.core.scoring_config import default_scoring_config
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
-from accelscore.scorer.model import NodeEntry
-from accelscore.scorer.node_state import NodeState, census, node_state
-from accelscore.scorer.scoring import score_cluster
-from accelscore.scorer.scoring_config import default_scoring_config
 from tests.scoring import builders as b
 
 CONFIG = default_scoring_config()

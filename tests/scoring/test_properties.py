@@ -7,11 +7,11 @@ from dataclasses import dataclass, replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, NodeEntry, ScoreSet
-from accelscore.scorer.score_table import published_score_names
-from accelscore.scorer.scoring import score_cluster
-from accelscore.scorer.scoring_config import default_scoring_config
-from accelscore.scorer.summarize import summarize
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, NodeEntry, ScoreSet
+from accelscore.scorer.core.score_table import published_score_names
+from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
 from tests.scoring import builders as b
 

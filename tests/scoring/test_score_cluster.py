@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, NodeEntry
-from accelscore.scorer.score_table import published_score_names
-from accelscore.scorer.scoring import score_cluster
-from accelscore.scorer.scoring_config import ScoringConfig, default_scoring_config
-from accelscore.scorer.summarize import summarize
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, NodeEntry
+from accelscore.scorer.core.score_table import published_score_names
+from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.core.scoring_config import ScoringConfig, default_scoring_config
+from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
 from tests.scoring import builders as b
 

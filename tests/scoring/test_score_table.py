@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from accelscore.scorer import score_doc
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
-from accelscore.scorer.score_table import APS, BY_NAME, SCORES, Scale, published_score_names
-from accelscore.scorer.scoring import accel_map, score_cluster
-from accelscore.scorer.scoring_config import DEFAULT_COMPAT_BOUNDS, DEFAULT_SCORE_REFS, default_scoring_config
-from accelscore.scorer.summarize import summarize
+from accelscore.scorer.core import score_doc
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
+from accelscore.scorer.core.score_table import APS, BY_NAME, SCORES, Scale, published_score_names
+from accelscore.scorer.core.scoring import accel_map, score_cluster
+from accelscore.scorer.core.scoring_config import DEFAULT_COMPAT_BOUNDS, DEFAULT_SCORE_REFS, default_scoring_config
+from accelscore.scorer.ingest.summarize import summarize
 from tests.scoring import builders as b
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "scores.md"
@@ -70,7 +70,7 @@ def test_accel_map_is_exact_on_decimals(value: float, ref: float, expected: int)
 
 def test_committed_score_reference_equals_the_rendering() -> None:
     page = DOC.read_text(encoding="utf-8")
-    assert page == score_doc.render_page(page), "run: python -m accelscore.scorer.score_doc --write docs/scores.md"
+    assert page == score_doc.render_page(page), "run: python -m accelscore.scorer.core.score_doc --write docs/scores.md"
 
 
 def test_every_score_has_a_row_in_the_reference() -> None:
@@ -81,7 +81,7 @@ def test_every_score_has_a_row_in_the_reference() -> None:
 def test_a_new_entry_reaches_the_pass_the_config_metrics_and_docs(monkeypatch: pytest.MonkeyPatch) -> None:
     from prometheus_client import CollectorRegistry
 
-    from accelscore.scorer import score_table, scoring_config
+    from accelscore.scorer.core import score_table, scoring_config
     from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 
     extra = score_table.ScoreSpec("gpuClusterFit3", ACCELSCORE_APS, lambda t: t.gpu_fit(1) // 3, Scale.CEIL,

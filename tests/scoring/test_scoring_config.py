@@ -7,9 +7,9 @@ import argparse
 import pytest
 
 from accelscore.options import ConfigError, add_options, resolve
-from accelscore.scorer.model import ACCELSCORE_APS
-from accelscore.scorer.score_table import published_score_names
-from accelscore.scorer.scoring_config import (
+from accelscore.scorer.core.model import ACCELSCORE_APS
+from accelscore.scorer.core.score_table import published_score_names
+from accelscore.scorer.core.scoring_config import (
     DEFAULT_GPU_MODEL_WEIGHTS,
     SCORING_OPTIONS,
     ScoringConfig,

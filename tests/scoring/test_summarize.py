@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from accelscore.scorer.scoring_config import ScoringConfig, default_scoring_config
-from accelscore.scorer.summarize import summarize
+from accelscore.scorer.core.scoring_config import ScoringConfig, default_scoring_config
+from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
 from tests.scoring import builders as b
 

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accelscore.scorer import publish_policy as pp
-from accelscore.scorer.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry
-from accelscore.scorer.scoring import score_cluster
-from accelscore.scorer.scoring_config import default_scoring_config
+from accelscore.scorer.core.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry
+from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import placement as pl
 from accelscore.simulator import routing
 from accelscore.simulator.fleet import load_placements

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from accelscore.scorer.scoring_config import default_scoring_config
-from accelscore.scorer.summarize import summarize
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.ingest.summarize import summarize
 from accelscore.simulator import fleet as fl
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from accelscore.cli import main
-from accelscore.scorer import publish_policy as pp
-from accelscore.scorer.model import KUEUE_APS, Taint
-from accelscore.scorer.scoring_config import default_scoring_config
+from accelscore.scorer.core.model import KUEUE_APS, Taint
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import fleet as fl
 from accelscore.simulator.oneshot import run_oneshot, snapshot_of
 from accelscore.simulator.replay import Replay, ReplayOptions
@@ -135,8 +135,8 @@ scores:
 
 
 def test_custom_scores_see_fleet_labels_and_taints_in_one_shot_and_replay(tmp_path: Path) -> None:
-    from accelscore.scorer.custom_scores_file import load_text
-    from accelscore.scorer.model import CUSTOM_APS
+    from accelscore.scorer.core.model import CUSTOM_APS
+    from accelscore.scorer.custom.source import load_text
 
     custom = load_text(CUSTOM)
     assert not custom.errors, custom.errors

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from accelscore.scorer import publish_policy as pp
-from accelscore.scorer.scoring_config import default_scoring_config
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import fleet as fl
 from accelscore.simulator import truth
 from accelscore.simulator.replay import Replay, ReplayOptions

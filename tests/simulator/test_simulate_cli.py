@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from accelscore.cli import main
-from accelscore.scorer.kueue_headroom import is_score_name
-from accelscore.scorer.model import ACCELSCORE_APS, KUEUE_APS, RESOURCE_USAGE_APS
-from accelscore.scorer.score_table import published_score_names
+from accelscore.scorer.core.model import ACCELSCORE_APS, KUEUE_APS, RESOURCE_USAGE_APS
+from accelscore.scorer.core.score_table import published_score_names
+from accelscore.scorer.kueue.headroom import is_score_name
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEETS = ROOT / "fixtures" / "fleets"

@@ -11,9 +11,9 @@ import pytest
 from accelscore.cli import main
 from accelscore.options import ConfigError, add_options, resolve
 from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
-from accelscore.scorer.model import ACCELSCORE_APS
-from accelscore.scorer.publish_policy import PUBLISH_OPTIONS
-from accelscore.scorer.scoring_config import SCORING_OPTIONS
+from accelscore.scorer.core.model import ACCELSCORE_APS
+from accelscore.scorer.core.scoring_config import SCORING_OPTIONS
+from accelscore.scorer.publish.policy import PUBLISH_OPTIONS
 from accelscore.simulator.cli import SIMULATE_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,10 +18,10 @@ from accelscore.kube.config import from_kubeconfig
 from accelscore.kube.hub_scores import GROUP, PLURAL, VERSION, HubClient
 from accelscore.kube.lease import LeaseClient
 from accelscore.scorer.config import ScorerConfig
-from accelscore.scorer.elector import LeaderElector
-from accelscore.scorer.leadership import Timing
-from accelscore.scorer.publish_policy import PublishPolicy
-from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.ha.elector import LeaderElector
+from accelscore.scorer.ha.leadership import Timing
+from accelscore.scorer.publish.policy import PublishPolicy
 from accelscore.scorer.service import ScorerService
 from tests.e2e.harness import wait_for as wait_for  # one poller for every harness
 from tests.ingest.sample import eight_gpu_report

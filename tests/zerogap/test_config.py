@@ -10,7 +10,7 @@ from accelscore.errors import ConfigError, StartupError
 from accelscore.options import add_options, resolve
 from accelscore.scorer.cli import _elector_factory
 from accelscore.scorer.config import SCORER_OPTIONS, ScorerConfig, scorer_config_from
-from accelscore.scorer.elector import LeaderElector
+from accelscore.scorer.ha.elector import LeaderElector
 from tests.kubeapi.fixtures import ApiHandle
 
 

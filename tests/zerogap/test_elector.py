@@ -6,8 +6,8 @@ import dataclasses
 
 from accelscore.kube.errors import Conflict, KubeUnavailable
 from accelscore.kube.lease import LeaseObject
-from accelscore.scorer.elector import LeaderElector
-from accelscore.scorer.leadership import Timing
+from accelscore.scorer.ha.elector import LeaderElector
+from accelscore.scorer.ha.leadership import Timing
 
 T = Timing()
 

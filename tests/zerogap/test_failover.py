@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from accelscore.kube.hub_scores import HubClient
-from accelscore.scorer.model import ACCELSCORE_APS
-from accelscore.scorer.publisher import Publisher
+from accelscore.scorer.core.model import ACCELSCORE_APS
+from accelscore.scorer.publish.publisher import Publisher
 from accelscore.scorer.service import ScorerService
 from tests.publisher.helpers import score_sets
 from tests.zerogap.support import FAST, Rig, wait_for, withdrawn

@@ -22,9 +22,9 @@ from accelscore.hubguard.guard import HubGuard, due_at
 from accelscore.kube import errors as kube_errors
 from accelscore.kube.config import from_kubeconfig
 from accelscore.kube.hub_scores import GROUP, PLURAL, VERSION, HubClient
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score
-from accelscore.scorer.publish_policy import Condition, PublishPolicy, rfc3339, stale_form, status_body
-from accelscore.scorer.publisher import Publisher
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score
+from accelscore.scorer.publish.policy import Condition, PublishPolicy, rfc3339, stale_form, status_body
+from accelscore.scorer.publish.publisher import Publisher
 from tests.kubeapi.fixtures import ocm_crd_files
 from tests.kubeapi.server import KubeApiServer
 from tests.publisher.helpers import score_sets

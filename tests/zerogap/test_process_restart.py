@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from accelscore.agent.push import PushResult, ReportSender
-from accelscore.scorer.model import ACCELSCORE_APS
+from accelscore.scorer.core.model import ACCELSCORE_APS
 from tests.ingest.sample import eight_gpu_report
 from tests.zerogap.support import Rig, wait_for, withdrawn
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
 from tests.zerogap.support import Rig, wait_for, withdrawn
 
 APS = (ACCELSCORE_APS, RESOURCE_USAGE_APS)

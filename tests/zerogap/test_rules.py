@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from accelscore.scorer.leadership import LeaseRecord, Move, Timing, leading, next_step, released
-from accelscore.scorer.startup import view_trustworthy
+from accelscore.scorer.ha.leadership import LeaseRecord, Move, Timing, leading, next_step, released
+from accelscore.scorer.ha.startup import view_trustworthy
 
 T = Timing()  # client-go's 15 / 10 / 2
 

@@ -3,7 +3,7 @@
 No I/O and no clock: `now` is an argument. Size limits give `oversized`, missing or unparseable
 structure `malformed`, numbers and enum values out of their domain `invalid_value`. Collector names and
 device kinds this version does not know are *not* refused: a newer agent may send them during a rolling
-upgrade; scoring ignores them and `accelscore.scorer.skew` counts them.
+upgrade; scoring ignores them and `accelscore.scorer.ingest.skew` counts them.
 """
 
 from __future__ import annotations

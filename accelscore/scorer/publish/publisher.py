@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 from accelscore.kube import errors as kube_errors
 from accelscore.kube import hub_scores as hub_api
-from accelscore.scorer.model import ScoreSet
-from accelscore.scorer.publish_policy import (
+from accelscore.scorer.core.model import ScoreSet
+from accelscore.scorer.publish.policy import (
     WRITES,
     Action,
     Decision,

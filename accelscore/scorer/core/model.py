@@ -1,6 +1,6 @@
 """Plain data the scorer works on: per-node summaries, a cluster snapshot, and published scores.
 
-A `NodeSummary` is computed once per accepted NodeReport (`accelscore.scorer.summarize`), so a scoring pass
+A `NodeSummary` is computed once per accepted NodeReport (`accelscore.scorer.ingest.summarize`), so a scoring pass
 touches a handful of numbers per node instead of every device: that keeps a pass over 50,000 nodes
 within budget and memory O(nodes).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from accelscore.scorer import lanes as _lanes
+from accelscore.scorer.core import lanes as _lanes
 
 RESOURCE_USAGE_APS = "resource-usage-score"
 ACCELSCORE_APS = "accelscore"
@@ -24,7 +24,7 @@ OWNED_APS = (RESOURCE_USAGE_APS, ACCELSCORE_APS, CUSTOM_APS, KUEUE_APS)
 FIT_SIZES = (1, 2, 4, 8)
 # Compute units per newest-part equivalent (the `compute_units` lane): weights are exact to 9 decimal places.
 COMPUTE_SCALE = 10**9
-# Lanes of the packed int in `NodeSummary.scan`: what a scoring pass only sums (accelscore.scorer.lanes).
+# Lanes of the packed int in `NodeSummary.scan`: what a scoring pass only sums (accelscore.scorer.core.lanes).
 # compute_units last: the top lane is the one that may exceed 2**32.
 SUMMARY_LANES = (*(f"gpu_fit{k}" for k in FIT_SIZES), "gpu_total", "gpu_healthy", "tpu_free", "tpu_total",
                  "compute_units")
@@ -53,7 +53,7 @@ class NodeSummary:
     tpu_total: int
     tpu_free: int
     tpu_free_known: bool
-    # Derived once here, so a scoring pass reads one ready tuple per node (accelscore.scorer.totals):
+    # Derived once here, so a scoring pass reads one ready tuple per node (accelscore.scorer.core.totals):
     # (cpu cores, memory bytes, nvidia.com/gpu, google.com/tpu free; most GPU memory free; free GPUs;
     #  free TPU chips; SUMMARY_LANES packed).
     scan: tuple[float, float, float, float, float, int, int, int] = field(init=False, repr=False, compare=False)

@@ -1,6 +1,7 @@
 """When to write an AddOnPlacementScore, and what to write: pure functions of the last write, new scores and `now`.
 
-No I/O and no clock: `accelscore.scorer.publisher` owns the state and the hub, this module only decides (DESIGN §3.1).
+No I/O and no clock: `accelscore.scorer.publish.publisher` owns the state and the hub; this module only decides
+(DESIGN §3.1).
 A change is judged against the last *published* values, so a slow drift still gets published once it
 adds up to the dead-band, and a pending change needs no memory of its own: it stays "changed" until written.
 """
@@ -15,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from accelscore.options import ConfigError, Option, non_negative_float, non_negative_int, positive_float
-from accelscore.scorer.model import CUSTOM_APS, RESOURCE_USAGE_APS, Score, ScoreSet
+from accelscore.scorer.core.model import CUSTOM_APS, RESOURCE_USAGE_APS, Score, ScoreSet
 
 SCORE_MIN, SCORE_MAX = -100, 100
 FRESH_CONDITION = "ScoresFresh"

@@ -25,14 +25,14 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from accelscore.scorer.model import (
+from accelscore.scorer.core.model import (
     KUEUE_APS,
     ClusterSnapshot,
     NodeEntry,
     Score,
     ScoreSet,
 )
-from accelscore.scorer.node_state import census
+from accelscore.scorer.core.node_state import census
 
 GPU = "nvidia.com/gpu"
 TPU = "google.com/tpu"

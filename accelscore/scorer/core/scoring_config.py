@@ -14,8 +14,8 @@ from types import MappingProxyType
 from typing import Any
 
 from accelscore.options import Option, positive_float
-from accelscore.scorer.model import COMPUTE_SCALE
-from accelscore.scorer.score_table import SCORES, Scale
+from accelscore.scorer.core.model import COMPUTE_SCALE
+from accelscore.scorer.core.score_table import SCORES, Scale
 
 # Raw value at which each accelscore score saturates at 100, and upstream's min:max per resource for
 # resource-usage-score: both are the defaults of the score table's entries.

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
 
-from accelscore.scorer import best_fit
-from accelscore.scorer.model import ACCELSCORE_APS, FIT_SIZES, RESOURCE_USAGE_APS
-from accelscore.scorer.totals import ClusterTotals
+from accelscore.scorer.core import best_fit
+from accelscore.scorer.core.model import ACCELSCORE_APS, FIT_SIZES, RESOURCE_USAGE_APS
+from accelscore.scorer.core.totals import ClusterTotals
 
 Raw = int | float | Fraction
 _MIB = 1 << 20
@@ -25,7 +25,7 @@ _GIB = 1 << 30
 
 
 class Scale(enum.Enum):
-    """How a raw value becomes the published integer (accelscore.scorer.scoring)."""
+    """How a raw value becomes the published integer (accelscore.scorer.core.scoring)."""
 
     CEIL = "ceil"  # ceil(100 min(v, ref)/ref) for v > 0, else 0: 0..100
     LINEAR = "linear"  # upstream: v <= min -> -100, v >= max -> 100, else int(200(v-min)/(max-min) - 100)
@@ -100,7 +100,7 @@ def _fit(k: int) -> ScoreSpec:
 
 
 def _best_fit(k: int) -> ScoreSpec:
-    """gpuClusterBestFit<k> (accelscore.scorer.best_fit): 100 for an exact fit, lower the more GPUs left idle."""
+    """gpuClusterBestFit<k> (accelscore.scorer.core.best_fit): 100 for an exact fit, lower the more GPUs left idle."""
     return _ceil(f"gpuClusterBestFit{k}", 1.0, "1 / (1 + idle GPUs)",
                  f"how tightly the best node takes a pod of {k} whole GPU{'s' if k > 1 else ''} "
                  "(0 = no node can; 100 = it fills a node's free GPUs exactly)",
@@ -149,7 +149,7 @@ SCORES: tuple[ScoreSpec, ...] = (
     _ceil("tpuClusterFree", 64.0, "chips", "healthy, unassigned TPU chips in the cluster",
           "Σ over counted nodes of healthy TPU chips with nothing assigned", lambda t: t.tpu_free_sum),
     _ceil("clusterFreshness", 100.0, "percent", "share of schedulable nodes whose report is fresh",
-          "100 · fresh nodes / schedulable nodes (accelscore.scorer.node_state; 0 with none)",
+          "100 · fresh nodes / schedulable nodes (accelscore.scorer.core.node_state; 0 with none)",
           lambda t: _percent(t.fresh_nodes, t.schedulable_nodes)),
     *(_best_fit(k) for k in FIT_SIZES),  # added for issue 10: after the first set, whose order stays
 )

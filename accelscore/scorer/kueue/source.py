@@ -2,7 +2,7 @@
 
 `KueueSource.start` discovers Kueue once. Without it: one INFO line, no watch, no set, nothing else.
 With it: read-only watches of ClusterQueues, ResourceFlavors and (when served) Cohorts, each object reduced
-to the frozen dataclasses of `accelscore.scorer.kueue_headroom` as it arrives.
+to the frozen dataclasses of `accelscore.scorer.kueue.headroom` as it arrives.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from accelscore.kube import kueue as kube_kueue
 from accelscore.kube.errors import KubeError
 from accelscore.kube.nodes import node_labels, object_name
 from accelscore.kube.quantity import InvalidQuantity, quantity
-from accelscore.scorer.kueue_headroom import (
+from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
+from accelscore.scorer.kueue.headroom import (
     RESOURCE_WORDS,
     ClusterQueueInfo,
     CohortInfo,
@@ -26,7 +27,6 @@ from accelscore.scorer.kueue_headroom import (
     flavors_of,
     kueue_score_set,
 )
-from accelscore.scorer.model import ClusterSnapshot, ScoreSet
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Which nodes count is `node_state.census`; this module only adds up the counted ones. Per node it unpacks
 one tuple derived at ingest (`NodeSummary.scan`): four float sums and maxima for resource-usage-score,
 three more maxima, and one packed-int addition for every device count and the exact compute units
-(`accelscore.scorer.lanes`). That keeps a pass over 50,000 nodes near 10 ms (bench/bench_scoring.py).
+(`accelscore.scorer.core.lanes`). That keeps a pass over 50,000 nodes near 10 ms (bench/bench_scoring.py).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from accelscore.scorer import lanes
-from accelscore.scorer.best_fit import FREE_CAP
-from accelscore.scorer.model import COMPUTE_SCALE, FIT_SIZES, SUMMARY_LANES, ClusterSnapshot
-from accelscore.scorer.node_state import NodeCensus, census
+from accelscore.scorer.core import lanes
+from accelscore.scorer.core.best_fit import FREE_CAP
+from accelscore.scorer.core.model import COMPUTE_SCALE, FIT_SIZES, SUMMARY_LANES, ClusterSnapshot
+from accelscore.scorer.core.node_state import NodeCensus, census
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,7 @@ class ClusterTotals:
     # Demand not yet on any node.
     pending_gpu_requests: float
     pending_tpu_requests: float
-    # Bit f set: some counted node has exactly f free GPUs (f capped; accelscore.scorer.best_fit reads it).
+    # Bit f set: some counted node has exactly f free GPUs (f capped; accelscore.scorer.core.best_fit reads it).
     gpu_free_seen: int = 0
 
     @property

@@ -24,8 +24,8 @@ import dataclasses
 from collections.abc import Mapping
 
 from accelscore.devices import KINDS, AcceleratorFamily
-from accelscore.scorer.model import NodeSummary
-from accelscore.scorer.validate import Rejection, RejectReason
+from accelscore.scorer.core.model import NodeSummary
+from accelscore.scorer.ingest.validate import Rejection, RejectReason
 from accelscore.v1 import report_pb2 as pb
 
 GPU = "nvidia.com/gpu"

@@ -14,8 +14,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from accelscore.scorer.model import ScoreSet
-from accelscore.scorer.publisher import Publisher
+from accelscore.scorer.core.model import ScoreSet
+from accelscore.scorer.publish.publisher import Publisher
 
 log = logging.getLogger(__name__)
 

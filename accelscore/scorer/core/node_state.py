@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from accelscore.scorer.model import NodeEntry, NodeSummary
+from accelscore.scorer.core.model import NodeEntry, NodeSummary
 
 
 class NodeState(enum.Enum):

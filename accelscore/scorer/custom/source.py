@@ -22,11 +22,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from accelscore.options import Option, positive_int, text
-from accelscore.scorer.custom_scores import DEFAULT_BUDGET, CustomResult, CustomScores, ScoreState, compile_scores
-from accelscore.scorer.custom_scores import evaluate as evaluate_scores
-from accelscore.scorer.model import ClusterSnapshot, ScoreSet
-from accelscore.scorer.promql import RESULTS, PromqlPoller
-from accelscore.scorer.totals import ClusterTotals
+from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
+from accelscore.scorer.core.totals import ClusterTotals
+from accelscore.scorer.custom.promql import RESULTS, PromqlPoller
+from accelscore.scorer.custom.scores import DEFAULT_BUDGET, CustomResult, CustomScores, ScoreState, compile_scores
+from accelscore.scorer.custom.scores import evaluate as evaluate_scores
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class CustomScoresSource:
         return out
 
     def promql_counts(self) -> dict[str, int]:
-        """PromQL queries run, by result (accelscore.scorer.promql.RESULTS), since start."""
+        """PromQL queries run, by result (accelscore.scorer.custom.promql.RESULTS), since start."""
         counts = dict(self._promql_counts)
         poller = self._poller
         if poller is not None:

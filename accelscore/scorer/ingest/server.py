@@ -36,11 +36,11 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from accelscore.errors import StartupError
-from accelscore.scorer.admission import InFlightCap, RateLimiter
-from accelscore.scorer.auth import AuthError, Identity, TokenAuthenticator, bearer_token, check_node
-from accelscore.scorer.node_table import ReportRefused
-from accelscore.scorer.skew import UnknownItemCounts
-from accelscore.scorer.validate import MAX_CLOCK_SKEW_S, Rejection, RejectReason, validate_report
+from accelscore.scorer.ingest.admission import InFlightCap, RateLimiter
+from accelscore.scorer.ingest.auth import AuthError, Identity, TokenAuthenticator, bearer_token, check_node
+from accelscore.scorer.ingest.node_table import ReportRefused
+from accelscore.scorer.ingest.skew import UnknownItemCounts
+from accelscore.scorer.ingest.validate import MAX_CLOCK_SKEW_S, Rejection, RejectReason, validate_report
 from accelscore.v1 import report_pb2 as pb
 
 log = logging.getLogger(__name__)

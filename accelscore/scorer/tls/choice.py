@@ -10,9 +10,9 @@ from typing import Any
 from accelscore.errors import StartupError
 from accelscore.kube.errors import KubeError
 from accelscore.kube.tls_objects import TlsObjects
-from accelscore.scorer.certs import service_dns_names
 from accelscore.scorer.config import ScorerConfig
-from accelscore.scorer.tls import EphemeralTls, FileTls, SecretTls
+from accelscore.scorer.tls.certs import service_dns_names
+from accelscore.scorer.tls.credentials import EphemeralTls, FileTls, SecretTls
 
 log = logging.getLogger(__name__)
 

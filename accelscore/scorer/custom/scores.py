@@ -18,7 +18,7 @@ fails to evaluate (division by zero, a missing map key, an unknown `prom` value,
 its score unknown, published at the bottom of its range (0 for `ceil`, -100 for `signed`), with a reason.
 
 No I/O, no clock, no kube/grpc/yaml (CEL and the AST reader aside): the file source is
-`accelscore.scorer.custom_scores_file`.
+`accelscore.scorer.custom.source`.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ from typing import Any
 from cel_expr_python import cel
 
 from accelscore.errors import ConfigError
-from accelscore.scorer.custom_ast import node_reads
-from accelscore.scorer.model import CUSTOM_APS, ClusterSnapshot, NodeEntry, Score, ScoreSet
-from accelscore.scorer.promql import PromQuery, parse_prom_query
-from accelscore.scorer.score_table import BY_NAME
-from accelscore.scorer.scoring import accel_map
-from accelscore.scorer.totals import ClusterTotals, cluster_totals
+from accelscore.scorer.core.model import CUSTOM_APS, ClusterSnapshot, NodeEntry, Score, ScoreSet
+from accelscore.scorer.core.score_table import BY_NAME
+from accelscore.scorer.core.scoring import accel_map
+from accelscore.scorer.core.totals import ClusterTotals, cluster_totals
+from accelscore.scorer.custom.cel_ast import node_reads
+from accelscore.scorer.custom.promql import PromQuery, parse_prom_query
 
 DEFAULT_BUDGET = 100_000  # CEL evaluations per pass (memo hits are free)
 MEMO_LIMIT = 200_000  # a filter's memo is cleared when it holds more keys than this
@@ -188,7 +188,7 @@ def projection_of(source: str) -> Projection:
 
 
 def projection_from(program: Any) -> Projection:
-    """The node inputs a compiled filter reads, from its checked AST (`accelscore.scorer.custom_ast`)."""
+    """The node inputs a compiled filter reads, from its checked AST (`accelscore.scorer.custom.cel_ast`)."""
     fields, labels = node_reads(program.serialize())
     order = list(NODE_FIELDS)
     return Projection(tuple(sorted(fields, key=order.index)), None if labels is None else tuple(sorted(labels)))
@@ -209,7 +209,7 @@ def _number(raw: Any, what: str) -> float:
 
 def _prom_queries(label: str, promql: Any, prometheus_url: str) -> dict[str, PromQuery]:
     """`promql`: name -> PromQL text (run against `prometheus_url`) or a mapping with `query` and optionally
-    url, timeoutSeconds, staleAfterSeconds, everySeconds (`accelscore.scorer.promql.parse_prom_query`)."""
+    url, timeoutSeconds, staleAfterSeconds, everySeconds (`accelscore.scorer.custom.promql.parse_prom_query`)."""
     if not isinstance(promql, Mapping):
         raise DefinitionError(f"{label}: promql: expected a mapping of names (^[a-z][A-Za-z0-9_]*$) to PromQL text "
                               "or to {query, url, timeoutSeconds, staleAfterSeconds, everySeconds}")

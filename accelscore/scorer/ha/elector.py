@@ -13,7 +13,7 @@ from typing import Protocol
 
 from accelscore.kube.errors import Conflict, KubeError
 from accelscore.kube.lease import LeaseObject
-from accelscore.scorer.leadership import LeaseRecord, Move, Timing, leading, next_step, released
+from accelscore.scorer.ha.leadership import LeaseRecord, Move, Timing, leading, next_step, released
 
 log = logging.getLogger(__name__)
 DEFAULT_TIMING = Timing()

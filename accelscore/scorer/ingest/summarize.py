@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 
 from accelscore.devices import KINDS, AcceleratorFamily, CollectorName, DeviceKind
-from accelscore.scorer.model import COMPUTE_SCALE, NodeSummary
-from accelscore.scorer.scoring_config import ScoringConfig
+from accelscore.scorer.core.model import COMPUTE_SCALE, NodeSummary
+from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.v1 import report_pb2
 
 _OK = report_pb2.COLLECTOR_STATE_OK

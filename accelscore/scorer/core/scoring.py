@@ -1,8 +1,8 @@
 """One scoring pass: a ClusterSnapshot and a ScoringConfig -> the two published ScoreSets. Pure (no I/O, no clock).
 
-The pass is `cluster_totals` (one loop over the counted nodes, `accelscore.scorer.totals`) followed by the
-score table (`accelscore.scorer.score_table`): each entry's raw value from the totals, mapped by its scale
-with its reference or bounds from the config. Which nodes count is `accelscore.scorer.node_state`:
+The pass is `cluster_totals` (one loop over the counted nodes, `accelscore.scorer.core.totals`) followed by the
+score table (`accelscore.scorer.core.score_table`): each entry's raw value from the totals, mapped by its scale
+with its reference or bounds from the config. Which nodes count is `accelscore.scorer.core.node_state`:
 unknown and stale are never free.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from accelscore.scorer.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, Score, ScoreSet
-from accelscore.scorer.score_table import Raw, Scale, ScoreSpec, specs_of
-from accelscore.scorer.scoring_config import ScoringConfig
-from accelscore.scorer.totals import ClusterTotals, cluster_totals
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, Score, ScoreSet
+from accelscore.scorer.core.score_table import Raw, Scale, ScoreSpec, specs_of
+from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.core.totals import ClusterTotals, cluster_totals
 
 
 def compat_map(value: float, lo: float, hi: float) -> int:

@@ -6,11 +6,11 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from accelscore.scorer.model import ClusterSnapshot, NodeEntry, NodeSummary, Taint
-from accelscore.scorer.plausible import cap_free, implausible
-from accelscore.scorer.scoring_config import ScoringConfig
-from accelscore.scorer.summarize import summarize
-from accelscore.scorer.validate import Rejection
+from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary, Taint
+from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.ingest.plausible import cap_free, implausible
+from accelscore.scorer.ingest.summarize import summarize
+from accelscore.scorer.ingest.validate import Rejection
 from accelscore.v1 import report_pb2
 
 

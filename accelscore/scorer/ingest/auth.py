@@ -23,7 +23,7 @@ import grpc
 from accelscore.kube import errors as kube_errors
 from accelscore.kube.config import ApiClient
 from accelscore.kube.tokenreview import TokenReviews
-from accelscore.scorer.validate import RejectReason
+from accelscore.scorer.ingest.validate import RejectReason
 
 log = logging.getLogger(__name__)
 

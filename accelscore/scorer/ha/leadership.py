@@ -6,7 +6,7 @@ the same record for a whole lease duration (times are measured on the candidate'
 *observed* the record, never compared with the holder's clock). So after a leader dies, a standby takes over
 within lease duration + 2 retry periods (19 s) of the last renewal, and the dead leader had stopped writing
 5 s before that. A leader that stops cleanly releases the lease (empty holder, 1 s), and a standby takes
-over within one retry period. No I/O and no clock: `accelscore.scorer.elector` does the calls.
+over within one retry period. No I/O and no clock: `accelscore.scorer.ha.elector` does the calls.
 """
 
 from __future__ import annotations

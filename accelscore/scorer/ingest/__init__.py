@@ -1,0 +1,1 @@
+"""Report ingest: gRPC server, TokenReview auth, admission caps, validation, plausibility, summaries, node table."""

@@ -1,0 +1,1 @@
+"""Publishing to the hub: the pure publish policy, the AddOnPlacementScore writer and its worker thread."""
