@@ -22,6 +22,7 @@ __all__ = [
     "AcceleratorFamily",
     "CollectorName",
     "DeviceKind",
+    "DeviceSource",
     "Health",
     "KindInfo",
     "known_collector",
@@ -55,6 +56,15 @@ class Health(enum.IntEnum):
     HEALTHY = 1
     DEGRADED = 2
     UNHEALTHY = 3
+
+
+class DeviceSource(enum.IntEnum):
+    """`accelscore.v1.DeviceSource`, by wire value: where a device is handed out from (UNSPECIFIED = device plugin)."""
+
+    UNSPECIFIED = 0
+    DEVICE_PLUGIN = 1
+    DRA = 2
+    HOST = 3
 
 
 class AcceleratorFamily(enum.StrEnum):

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61\x63\x63\x65lscore/v1/report.proto\x12\raccelscore.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"w\n\x0f\x43ollectorStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\x05state\x18\x02 \x01(\x0e\x32\x1d.accelscore.v1.CollectorState\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x18\n\x10\x64uration_seconds\x18\x04 \x01(\x01\"i\n\nAssignment\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\x12\x15\n\rresource_name\x18\x04 \x01(\t\x12\x11\n\tdevice_id\x18\x05 \x01(\t\"&\n\x08XidCount\x12\x0b\n\x03xid\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\"\x8e\n\n\x06\x44\x65vice\x12\'\n\x04kind\x18\x01 \x01(\x0e\x32\x19.accelscore.v1.DeviceKind\x12\n\n\x02id\x18\x02 \x01(\t\x12\r\n\x05index\x18\x03 \x01(\x05\x12\r\n\x05model\x18\x04 \x01(\t\x12\x12\n\npci_bus_id\x18\x05 \x01(\t\x12\x11\n\tparent_id\x18\x06 \x01(\t\x12%\n\x06health\x18\x07 \x01(\x0e\x32\x15.accelscore.v1.Health\x12\x15\n\rhealth_reason\x18\x08 \x01(\t\x12\x18\n\x10\x61ssignment_known\x18\t \x01(\x08\x12.\n\x0b\x61ssignments\x18\n \x03(\x0b\x32\x19.accelscore.v1.Assignment\x12\x1f\n\x12memory_total_bytes\x18\x14 \x01(\x04H\x00\x88\x01\x01\x12\x1e\n\x11memory_used_bytes\x18\x15 \x01(\x04H\x01\x88\x01\x01\x12\"\n\x15memory_reserved_bytes\x18\x16 \x01(\x04H\x02\x88\x01\x01\x12\x1e\n\x11utilization_ratio\x18\x17 \x01(\x01H\x03\x88\x01\x01\x12%\n\x18memory_utilization_ratio\x18\x18 \x01(\x01H\x04\x88\x01\x01\x12 \n\x13temperature_celsius\x18\x19 \x01(\x01H\x05\x88\x01\x01\x12\x18\n\x0bpower_watts\x18\x1a \x01(\x01H\x06\x88\x01\x01\x12\x1e\n\x11power_limit_watts\x18\x1b \x01(\x01H\x07\x88\x01\x01\x12 \n\x13\x65nergy_joules_total\x18\x1c \x01(\x01H\x08\x88\x01\x01\x12\"\n\x15\x65\x63\x63_uncorrected_total\x18\x1d \x01(\x04H\t\x88\x01\x01\x12\"\n\x15remapped_rows_pending\x18\x1e \x01(\x08H\n\x88\x01\x01\x12!\n\x14remapped_rows_failed\x18\x1f \x01(\x08H\x0b\x88\x01\x01\x12\"\n\x15retired_pages_pending\x18  \x01(\x08H\x0c\x88\x01\x01\x12 \n\x13\x63lock_event_reasons\x18! \x01(\x04H\r\x88\x01\x01\x12\x18\n\x0bmig_enabled\x18\" \x01(\x08H\x0e\x88\x01\x01\x12\x15\n\x08last_xid\x18# \x01(\rH\x0f\x88\x01\x01\x12+\n\nxid_counts\x18$ \x03(\x0b\x32\x17.accelscore.v1.XidCount\x12\x16\n\x0etpu_generation\x18( \x01(\t\x12\x11\n\ttpu_cores\x18) \x01(\r\x12\x1d\n\x10\x64uty_cycle_ratio\x18* \x01(\x01H\x10\x88\x01\x01\x42\x15\n\x13_memory_total_bytesB\x14\n\x12_memory_used_bytesB\x18\n\x16_memory_reserved_bytesB\x14\n\x12_utilization_ratioB\x1b\n\x19_memory_utilization_ratioB\x16\n\x14_temperature_celsiusB\x0e\n\x0c_power_wattsB\x14\n\x12_power_limit_wattsB\x16\n\x14_energy_joules_totalB\x18\n\x16_ecc_uncorrected_totalB\x18\n\x16_remapped_rows_pendingB\x17\n\x15_remapped_rows_failedB\x18\n\x16_retired_pages_pendingB\x16\n\x14_clock_event_reasonsB\x0e\n\x0c_mig_enabledB\x0b\n\t_last_xidB\x13\n\x11_duty_cycle_ratio\"T\n\x0eResourceAmount\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x61llocatable\x18\x02 \x01(\x01\x12\x11\n\trequested\x18\x03 \x01(\x01\x12\x0c\n\x04\x66ree\x18\x04 \x01(\x01\"3\n\x05Taint\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x03 \x01(\t\"=\n\rNodeCondition\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x83\x02\n\nNodeStatus\x12\x15\n\runschedulable\x18\x01 \x01(\x08\x12\r\n\x05ready\x18\x02 \x01(\x08\x12\x30\n\nconditions\x18\x03 \x03(\x0b\x32\x1c.accelscore.v1.NodeCondition\x12$\n\x06taints\x18\x04 \x03(\x0b\x32\x14.accelscore.v1.Taint\x12\x35\n\x06labels\x18\x05 \x03(\x0b\x32%.accelscore.v1.NodeStatus.LabelsEntry\x12\x11\n\tpod_count\x18\x06 \x01(\r\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa7\x01\n\tHostStats\x12\x1d\n\x15\x63pu_utilization_ratio\x18\x01 \x01(\x01\x12\r\n\x05load1\x18\x02 \x01(\x01\x12\r\n\x05load5\x18\x03 \x01(\x01\x12\x0e\n\x06load15\x18\x04 \x01(\x01\x12\x1e\n\x16memory_available_bytes\x18\x05 \x01(\x04\x12\x1a\n\x12memory_total_bytes\x18\x06 \x01(\x04\x12\x11\n\tcpu_count\x18\x07 \x01(\r\"\xe9\x02\n\nNodeReport\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\ragent_version\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x04\x12\x16\n\x0e\x61gent_instance\x18\x05 \x01(\t\x12\x32\n\ncollectors\x18\x06 \x03(\x0b\x32\x1e.accelscore.v1.CollectorStatus\x12\x30\n\tresources\x18\x07 \x03(\x0b\x32\x1d.accelscore.v1.ResourceAmount\x12&\n\x07\x64\x65vices\x18\x08 \x03(\x0b\x32\x15.accelscore.v1.Device\x12\'\n\x04node\x18\t \x01(\x0b\x32\x19.accelscore.v1.NodeStatus\x12&\n\x04host\x18\n \x01(\x0b\x32\x18.accelscore.v1.HostStats\">\n\x11PushReportRequest\x12)\n\x06report\x18\x01 \x01(\x0b\x32\x19.accelscore.v1.NodeReport\"_\n\x12PushReportResponse\x12\x31\n\raccepted_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0e\x64ropped_reason\x18\x02 \x01(\t*\x82\x01\n\x0e\x43ollectorState\x12\x1f\n\x1b\x43OLLECTOR_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x43OLLECTOR_STATE_OK\x10\x01\x12\x1a\n\x16\x43OLLECTOR_STATE_ABSENT\x10\x02\x12\x1b\n\x17\x43OLLECTOR_STATE_UNKNOWN\x10\x03*{\n\nDeviceKind\x12\x1b\n\x17\x44\x45VICE_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44\x45VICE_KIND_NVIDIA_GPU\x10\x01\x12\x1a\n\x16\x44\x45VICE_KIND_NVIDIA_MIG\x10\x02\x12\x18\n\x14\x44\x45VICE_KIND_TPU_CHIP\x10\x03*_\n\x06Health\x12\x16\n\x12HEALTH_UNSPECIFIED\x10\x00\x12\x12\n\x0eHEALTH_HEALTHY\x10\x01\x12\x13\n\x0fHEALTH_DEGRADED\x10\x02\x12\x14\n\x10HEALTH_UNHEALTHY\x10\x03\x32\x62\n\rReportService\x12Q\n\nPushReport\x12 .accelscore.v1.PushReportRequest\x1a!.accelscore.v1.PushReportResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61\x63\x63\x65lscore/v1/report.proto\x12\raccelscore.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"w\n\x0f\x43ollectorStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\x05state\x18\x02 \x01(\x0e\x32\x1d.accelscore.v1.CollectorState\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x18\n\x10\x64uration_seconds\x18\x04 \x01(\x01\"i\n\nAssignment\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\x12\x15\n\rresource_name\x18\x04 \x01(\t\x12\x11\n\tdevice_id\x18\x05 \x01(\t\".\n\x0cProfileCount\x12\x0f\n\x07profile\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\r\"&\n\x08XidCount\x12\x0b\n\x03xid\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\"\xd6\x0b\n\x06\x44\x65vice\x12\'\n\x04kind\x18\x01 \x01(\x0e\x32\x19.accelscore.v1.DeviceKind\x12\n\n\x02id\x18\x02 \x01(\t\x12\r\n\x05index\x18\x03 \x01(\x05\x12\r\n\x05model\x18\x04 \x01(\t\x12\x12\n\npci_bus_id\x18\x05 \x01(\t\x12\x11\n\tparent_id\x18\x06 \x01(\t\x12%\n\x06health\x18\x07 \x01(\x0e\x32\x15.accelscore.v1.Health\x12\x15\n\rhealth_reason\x18\x08 \x01(\t\x12\x18\n\x10\x61ssignment_known\x18\t \x01(\x08\x12.\n\x0b\x61ssignments\x18\n \x03(\x0b\x32\x19.accelscore.v1.Assignment\x12\x1f\n\x12memory_total_bytes\x18\x14 \x01(\x04H\x00\x88\x01\x01\x12\x1e\n\x11memory_used_bytes\x18\x15 \x01(\x04H\x01\x88\x01\x01\x12\"\n\x15memory_reserved_bytes\x18\x16 \x01(\x04H\x02\x88\x01\x01\x12\x1e\n\x11utilization_ratio\x18\x17 \x01(\x01H\x03\x88\x01\x01\x12%\n\x18memory_utilization_ratio\x18\x18 \x01(\x01H\x04\x88\x01\x01\x12 \n\x13temperature_celsius\x18\x19 \x01(\x01H\x05\x88\x01\x01\x12\x18\n\x0bpower_watts\x18\x1a \x01(\x01H\x06\x88\x01\x01\x12\x1e\n\x11power_limit_watts\x18\x1b \x01(\x01H\x07\x88\x01\x01\x12 \n\x13\x65nergy_joules_total\x18\x1c \x01(\x01H\x08\x88\x01\x01\x12\"\n\x15\x65\x63\x63_uncorrected_total\x18\x1d \x01(\x04H\t\x88\x01\x01\x12\"\n\x15remapped_rows_pending\x18\x1e \x01(\x08H\n\x88\x01\x01\x12!\n\x14remapped_rows_failed\x18\x1f \x01(\x08H\x0b\x88\x01\x01\x12\"\n\x15retired_pages_pending\x18  \x01(\x08H\x0c\x88\x01\x01\x12 \n\x13\x63lock_event_reasons\x18! \x01(\x04H\r\x88\x01\x01\x12\x18\n\x0bmig_enabled\x18\" \x01(\x08H\x0e\x88\x01\x01\x12\x15\n\x08last_xid\x18# \x01(\rH\x0f\x88\x01\x01\x12+\n\nxid_counts\x18$ \x03(\x0b\x32\x17.accelscore.v1.XidCount\x12+\n\x06source\x18\x0b \x01(\x0e\x32\x1b.accelscore.v1.DeviceSource\x12\x0f\n\x07profile\x18\x0c \x01(\t\x12\x13\n\x0bshare_count\x18\r \x01(\r\x12\x39\n\x14partitions_available\x18\x0e \x03(\x0b\x32\x1b.accelscore.v1.ProfileCount\x12\x12\n\ndra_driver\x18\x0f \x01(\t\x12\x10\n\x08\x64ra_pool\x18\x10 \x01(\t\x12\x12\n\ndra_device\x18\x11 \x01(\t\x12\x16\n\x0etpu_generation\x18( \x01(\t\x12\x11\n\ttpu_cores\x18) \x01(\r\x12\x1d\n\x10\x64uty_cycle_ratio\x18* \x01(\x01H\x10\x88\x01\x01\x42\x15\n\x13_memory_total_bytesB\x14\n\x12_memory_used_bytesB\x18\n\x16_memory_reserved_bytesB\x14\n\x12_utilization_ratioB\x1b\n\x19_memory_utilization_ratioB\x16\n\x14_temperature_celsiusB\x0e\n\x0c_power_wattsB\x14\n\x12_power_limit_wattsB\x16\n\x14_energy_joules_totalB\x18\n\x16_ecc_uncorrected_totalB\x18\n\x16_remapped_rows_pendingB\x17\n\x15_remapped_rows_failedB\x18\n\x16_retired_pages_pendingB\x16\n\x14_clock_event_reasonsB\x0e\n\x0c_mig_enabledB\x0b\n\t_last_xidB\x13\n\x11_duty_cycle_ratio\"T\n\x0eResourceAmount\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x61llocatable\x18\x02 \x01(\x01\x12\x11\n\trequested\x18\x03 \x01(\x01\x12\x0c\n\x04\x66ree\x18\x04 \x01(\x01\"3\n\x05Taint\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x03 \x01(\t\"=\n\rNodeCondition\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x83\x02\n\nNodeStatus\x12\x15\n\runschedulable\x18\x01 \x01(\x08\x12\r\n\x05ready\x18\x02 \x01(\x08\x12\x30\n\nconditions\x18\x03 \x03(\x0b\x32\x1c.accelscore.v1.NodeCondition\x12$\n\x06taints\x18\x04 \x03(\x0b\x32\x14.accelscore.v1.Taint\x12\x35\n\x06labels\x18\x05 \x03(\x0b\x32%.accelscore.v1.NodeStatus.LabelsEntry\x12\x11\n\tpod_count\x18\x06 \x01(\r\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa7\x01\n\tHostStats\x12\x1d\n\x15\x63pu_utilization_ratio\x18\x01 \x01(\x01\x12\r\n\x05load1\x18\x02 \x01(\x01\x12\r\n\x05load5\x18\x03 \x01(\x01\x12\x0e\n\x06load15\x18\x04 \x01(\x01\x12\x1e\n\x16memory_available_bytes\x18\x05 \x01(\x04\x12\x1a\n\x12memory_total_bytes\x18\x06 \x01(\x04\x12\x11\n\tcpu_count\x18\x07 \x01(\r\"\xe9\x02\n\nNodeReport\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\ragent_version\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x04\x12\x16\n\x0e\x61gent_instance\x18\x05 \x01(\t\x12\x32\n\ncollectors\x18\x06 \x03(\x0b\x32\x1e.accelscore.v1.CollectorStatus\x12\x30\n\tresources\x18\x07 \x03(\x0b\x32\x1d.accelscore.v1.ResourceAmount\x12&\n\x07\x64\x65vices\x18\x08 \x03(\x0b\x32\x15.accelscore.v1.Device\x12\'\n\x04node\x18\t \x01(\x0b\x32\x19.accelscore.v1.NodeStatus\x12&\n\x04host\x18\n \x01(\x0b\x32\x18.accelscore.v1.HostStats\">\n\x11PushReportRequest\x12)\n\x06report\x18\x01 \x01(\x0b\x32\x19.accelscore.v1.NodeReport\"_\n\x12PushReportResponse\x12\x31\n\raccepted_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0e\x64ropped_reason\x18\x02 \x01(\t*\x82\x01\n\x0e\x43ollectorState\x12\x1f\n\x1b\x43OLLECTOR_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x43OLLECTOR_STATE_OK\x10\x01\x12\x1a\n\x16\x43OLLECTOR_STATE_ABSENT\x10\x02\x12\x1b\n\x17\x43OLLECTOR_STATE_UNKNOWN\x10\x03*{\n\nDeviceKind\x12\x1b\n\x17\x44\x45VICE_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44\x45VICE_KIND_NVIDIA_GPU\x10\x01\x12\x1a\n\x16\x44\x45VICE_KIND_NVIDIA_MIG\x10\x02\x12\x18\n\x14\x44\x45VICE_KIND_TPU_CHIP\x10\x03*_\n\x06Health\x12\x16\n\x12HEALTH_UNSPECIFIED\x10\x00\x12\x12\n\x0eHEALTH_HEALTHY\x10\x01\x12\x13\n\x0fHEALTH_DEGRADED\x10\x02\x12\x14\n\x10HEALTH_UNHEALTHY\x10\x03*}\n\x0c\x44\x65viceSource\x12\x1d\n\x19\x44\x45VICE_SOURCE_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x44\x45VICE_SOURCE_DEVICE_PLUGIN\x10\x01\x12\x15\n\x11\x44\x45VICE_SOURCE_DRA\x10\x02\x12\x16\n\x12\x44\x45VICE_SOURCE_HOST\x10\x03\x32\x62\n\rReportService\x12Q\n\nPushReport\x12 .accelscore.v1.PushReportRequest\x1a!.accelscore.v1.PushReportResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,38 +34,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_NODESTATUS_LABELSENTRY']._loaded_options = None
   _globals['_NODESTATUS_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_COLLECTORSTATE']._serialized_start=2803
-  _globals['_COLLECTORSTATE']._serialized_end=2933
-  _globals['_DEVICEKIND']._serialized_start=2935
-  _globals['_DEVICEKIND']._serialized_end=3058
-  _globals['_HEALTH']._serialized_start=3060
-  _globals['_HEALTH']._serialized_end=3155
+  _globals['_COLLECTORSTATE']._serialized_start=3051
+  _globals['_COLLECTORSTATE']._serialized_end=3181
+  _globals['_DEVICEKIND']._serialized_start=3183
+  _globals['_DEVICEKIND']._serialized_end=3306
+  _globals['_HEALTH']._serialized_start=3308
+  _globals['_HEALTH']._serialized_end=3403
+  _globals['_DEVICESOURCE']._serialized_start=3405
+  _globals['_DEVICESOURCE']._serialized_end=3530
   _globals['_COLLECTORSTATUS']._serialized_start=78
   _globals['_COLLECTORSTATUS']._serialized_end=197
   _globals['_ASSIGNMENT']._serialized_start=199
   _globals['_ASSIGNMENT']._serialized_end=304
-  _globals['_XIDCOUNT']._serialized_start=306
-  _globals['_XIDCOUNT']._serialized_end=344
-  _globals['_DEVICE']._serialized_start=347
-  _globals['_DEVICE']._serialized_end=1641
-  _globals['_RESOURCEAMOUNT']._serialized_start=1643
-  _globals['_RESOURCEAMOUNT']._serialized_end=1727
-  _globals['_TAINT']._serialized_start=1729
-  _globals['_TAINT']._serialized_end=1780
-  _globals['_NODECONDITION']._serialized_start=1782
-  _globals['_NODECONDITION']._serialized_end=1843
-  _globals['_NODESTATUS']._serialized_start=1846
-  _globals['_NODESTATUS']._serialized_end=2105
-  _globals['_NODESTATUS_LABELSENTRY']._serialized_start=2060
-  _globals['_NODESTATUS_LABELSENTRY']._serialized_end=2105
-  _globals['_HOSTSTATS']._serialized_start=2108
-  _globals['_HOSTSTATS']._serialized_end=2275
-  _globals['_NODEREPORT']._serialized_start=2278
-  _globals['_NODEREPORT']._serialized_end=2639
-  _globals['_PUSHREPORTREQUEST']._serialized_start=2641
-  _globals['_PUSHREPORTREQUEST']._serialized_end=2703
-  _globals['_PUSHREPORTRESPONSE']._serialized_start=2705
-  _globals['_PUSHREPORTRESPONSE']._serialized_end=2800
-  _globals['_REPORTSERVICE']._serialized_start=3157
-  _globals['_REPORTSERVICE']._serialized_end=3255
+  _globals['_PROFILECOUNT']._serialized_start=306
+  _globals['_PROFILECOUNT']._serialized_end=352
+  _globals['_XIDCOUNT']._serialized_start=354
+  _globals['_XIDCOUNT']._serialized_end=392
+  _globals['_DEVICE']._serialized_start=395
+  _globals['_DEVICE']._serialized_end=1889
+  _globals['_RESOURCEAMOUNT']._serialized_start=1891
+  _globals['_RESOURCEAMOUNT']._serialized_end=1975
+  _globals['_TAINT']._serialized_start=1977
+  _globals['_TAINT']._serialized_end=2028
+  _globals['_NODECONDITION']._serialized_start=2030
+  _globals['_NODECONDITION']._serialized_end=2091
+  _globals['_NODESTATUS']._serialized_start=2094
+  _globals['_NODESTATUS']._serialized_end=2353
+  _globals['_NODESTATUS_LABELSENTRY']._serialized_start=2308
+  _globals['_NODESTATUS_LABELSENTRY']._serialized_end=2353
+  _globals['_HOSTSTATS']._serialized_start=2356
+  _globals['_HOSTSTATS']._serialized_end=2523
+  _globals['_NODEREPORT']._serialized_start=2526
+  _globals['_NODEREPORT']._serialized_end=2887
+  _globals['_PUSHREPORTREQUEST']._serialized_start=2889
+  _globals['_PUSHREPORTREQUEST']._serialized_end=2951
+  _globals['_PUSHREPORTRESPONSE']._serialized_start=2953
+  _globals['_PUSHREPORTRESPONSE']._serialized_end=3048
+  _globals['_REPORTSERVICE']._serialized_start=3532
+  _globals['_REPORTSERVICE']._serialized_end=3630
 # @@protoc_insertion_point(module_scope)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from accelscore.devices import KINDS, CollectorName, DeviceKind, Health, known_collector, known_kind
+from accelscore.devices import KINDS, CollectorName, DeviceKind, DeviceSource, Health, known_collector, known_kind
 from accelscore.v1 import report_pb2 as pb
 
 
@@ -12,6 +12,10 @@ def test_device_kinds_carry_the_wire_values_of_the_proto_enum() -> None:
 
 def test_health_carries_the_wire_values_of_the_proto_enum() -> None:
     assert {f"HEALTH_{h.name}": h.value for h in Health} == dict(pb.Health.items())
+
+
+def test_device_sources_carry_the_wire_values_of_the_proto_enum() -> None:
+    assert {f"DEVICE_SOURCE_{s.name}": s.value for s in DeviceSource} == dict(pb.DeviceSource.items())
 
 
 def test_every_kind_but_unspecified_has_a_family_and_a_vouching_collector() -> None:

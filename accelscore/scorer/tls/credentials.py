@@ -27,8 +27,8 @@ import grpc
 from accelscore.errors import StartupError
 from accelscore.kube.errors import AlreadyExists, Conflict, KubeError
 from accelscore.kube.tls_objects import StoredObject
-from accelscore.scorer.tls.certs import KeyPair, ServingMaterial
 from accelscore.scorer.tls import certs
+from accelscore.scorer.tls.certs import KeyPair, ServingMaterial
 
 log = logging.getLogger(__name__)
 
