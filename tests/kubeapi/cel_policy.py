@@ -44,7 +44,9 @@ def _env(names: Sequence[str]) -> Any:
     return cel.NewEnv(variables=dict.fromkeys(names, _DYN), extensions=[ExtStrings()])
 
 
-_ENVS = {"match": _env(_MATCH_VARS), "validation": _env(_VALIDATION_VARS), "message": _env(_MESSAGE_VARS)}
+_VALIDATION_ENV = _env(_VALIDATION_VARS)
+_ENVS = {"match": _env(_MATCH_VARS), "validation": _VALIDATION_ENV, "variable": _VALIDATION_ENV,
+         "message": _env(_MESSAGE_VARS)}
 _RESULT_TYPES = {"match": ("BOOL", "bool"), "validation": ("BOOL", "bool"), "message": ("STRING", "string")}
 
 
@@ -55,7 +57,8 @@ def _clean(err: Exception) -> str:
 
 
 def compile_expression(source: str, kind: str, declared: Sequence[str] = ()) -> Any:
-    """A checked program; `kind` is match, validation or message; `declared`: the variables it may read."""
+    """A checked program; `kind` is match, validation, variable (any type) or message; `declared`: the
+    variables it may read."""
     try:
         program = _ENVS[kind].compile(source)
     except RuntimeError as err:
@@ -68,10 +71,10 @@ def compile_expression(source: str, kind: str, declared: Sequence[str] = ()) -> 
     for name in _VARIABLE_REF.findall(bare):
         if name not in declared:
             raise CelError(f"compilation failed: ERROR: <input>: undefined field '{name}'")
-    wanted, word = _RESULT_TYPES[kind]
-    returned = program.return_type().name()
-    if returned not in (wanted, "DYN"):
-        raise CelError(f"must evaluate to {word}")
+    if kind in _RESULT_TYPES:
+        wanted, word = _RESULT_TYPES[kind]
+        if program.return_type().name() not in (wanted, "DYN"):
+            raise CelError(f"must evaluate to {word}")
     return program
 
 
@@ -106,7 +109,7 @@ def compile_policy(spec: Mapping[str, Any]) -> tuple[Compiled | None, list[Cause
                   for i, c in enumerate(spec.get("matchConditions") or []))
     variables: list[tuple[str, Any]] = []
     for i, v in enumerate(spec.get("variables") or []):
-        program = build(f"spec.variables[{i}].expression", v.get("expression"), "validation",
+        program = build(f"spec.variables[{i}].expression", v.get("expression"), "variable",
                         [name for name, _ in variables])
         variables.append((v.get("name", ""), program))
     names = [name for name, _ in variables]

@@ -136,8 +136,6 @@ class Store:
                     raise _namespace_terminating(rt, meta["name"], ns)
             else:
                 meta.pop("namespace", None)  # cluster-scoped: the apiserver clears it
-            if (ns, meta["name"]) in self._bucket(rt):
-                raise ApiError.already_exists(rt.plural, rt.group, meta["name"])
             if rt.has_status and rt.create_status != "keep":
                 obj.pop("status", None)
                 if isinstance(rt.create_status, dict):
@@ -146,6 +144,9 @@ class Store:
             obj = self._admit(rt, version, obj)
             meta = obj["metadata"]
             self._admission(Attributes("CREATE", rt, version, ns, meta["name"], "", obj, None, user, dry_run))
+            # Validation and admission come first, storage's AlreadyExists last (as in the apiserver's Store.Create).
+            if (ns, meta["name"]) in self._bucket(rt):
+                raise ApiError.already_exists(rt.plural, rt.group, meta["name"])
             for key in ("deletionTimestamp", "deletionGracePeriodSeconds"):
                 meta.pop(key, None)
             meta.update(uid=str(uuid.uuid4()), creationTimestamp=now_rfc3339(), generation=1)
