@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -214,6 +215,18 @@ class HubPolicies:
         _ignore_missing(lambda: self.rbac.delete_cluster_role(self.broad_role))
         for ns in [*self.namespaces, self.install_ns]:
             _ignore_missing(lambda n=ns: self.core.delete_namespace(n))
+
+    def require_alone(self) -> None:
+        """Fail at once where accelscore's own policies are installed on this hub: they apply to these
+        namespaces too and refuse identities and settings that only this copy knows (its hub guard's
+        ServiceAccount, changed settings). Point such tests at a hub without accelscore (docs/testing.md)."""
+        shipped = [b.metadata.name for b in self.admission.list_validating_admission_policy_binding().items
+                   if b.metadata.name.startswith("accelscore-") and not b.metadata.name.endswith(self.suffix)
+                   and LABEL not in ((b.spec.match_resources and b.spec.match_resources.namespace_selector
+                                      and b.spec.match_resources.namespace_selector.match_labels) or {})]
+        if shipped:
+            pytest.fail(f"accelscore's admission policies are installed on this hub ({', '.join(sorted(shipped))}): "
+                        "this test needs a hub without them (docs/testing.md)")
 
     # ------------------------------------------------------------ requests as an identity
 
