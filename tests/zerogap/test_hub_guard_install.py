@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from accelscore.scorer.model import OWNED_APS
+from accelscore.scorer.core.model import OWNED_APS
 from tests.deploy import support
 from tests.deploy.hub_admission import GROUP, PLURAL, VERSION, HubPolicies, fresh_status, hub_objects, outcome
 from tests.kubeapi import ApiHandle
