@@ -104,7 +104,8 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
         _add_tpus(report, tpu, by_device, assignment_known=rule is GpuAssignmentRule.KUBELET)
     for name in vendors:
         for accelerator in getattr(cycle.data(name), "accelerators", ()):
-            held = [a for key in (accelerator.id, *accelerator.aliases) for a in by_device.get(key, ())]
+            keys = dict.fromkeys((accelerator.id, *accelerator.aliases))  # an alias may repeat the id
+            held = [a for key in keys for a in by_device.get(key, ())]
             add_accelerator(report, accelerator, assignments=held, assignment_known=rule is GpuAssignmentRule.KUBELET)
     if host_as_node and node is None and nvidia is not None and rule is GpuAssignmentRule.NVML_PROCESSES:
         _add_host_gpus(report, nvidia)

@@ -117,7 +117,7 @@ AMD = Vendor(
     dra=DraShape(drivers=("gpu.amd.com",), identity_attribute="pciAddr", identity=DraIdentity.PCI,
                  profile_attribute="partitionProfile", partition_types=("amdgpu-partition",)),
     node_labels=(r"(beta\.)?amd\.com/gpu\..+", r"amd\.com/compute-memory-partition"),
-    product_label="amd.com/gpu.product-name",
+    product_label="amd.com/gpu.product-name", collector_module="amd",
 )
 GOOGLE_TPU = Vendor(
     name="google", family=AcceleratorFamily.TPU, collector=CollectorName.TPU,

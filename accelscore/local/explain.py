@@ -12,7 +12,7 @@ from accelscore.agent.collectors.base import Reading, State
 from accelscore.agent.report import GpuAssignmentRule
 from accelscore.agent.runner import Cycle
 from accelscore.agent.snapshots import Health, NvidiaSnapshot
-from accelscore.devices import AcceleratorFamily, family_resources
+from accelscore.devices import VENDORS, AcceleratorFamily, family_resources
 
 ANNOTATION_DOMAIN = "accelscore.io"
 RULE_ANNOTATION = f"{ANNOTATION_DOMAIN}/gpu-assignment"
@@ -63,13 +63,15 @@ def _state_of(reading: Reading[Any] | None, name: str) -> str:
 
 def _gpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
     """Why gpu* scores are 0 (or which GPUs count busy for lack of data); "" when the data is all there."""
+    gpu_collectors = [v.collector for v in VENDORS if v.family is AcceleratorFamily.GPU]
+    if not any((r := cycle.get(c)) is not None and r.state is State.OK for c in gpu_collectors):
+        states = "; ".join(_state_of(cycle.get(c), c) for c in gpu_collectors if cycle.get(c) is not None)
+        return f"gpu* scores are 0 ({COMPAT} -100): {states or 'no GPU collector ran'}"
     nvidia = cycle.get("nvidia")
-    if nvidia is None or nvidia.state is not State.OK:
-        return f"gpu* scores are 0 ({COMPAT} -100): {_state_of(nvidia, 'nvidia')}"
     if rule is GpuAssignmentRule.UNKNOWN:
         kubelet = _state_of(cycle.get("kubelet"), "kubelet")
         return f"gpu free/fit/memory scores are 0 ({COMPAT} -100): GPU assignment unknown ({kubelet})"
-    data: NvidiaSnapshot | None = nvidia.data
+    data: NvidiaSnapshot | None = nvidia.data if nvidia is not None else None
     unread = [str(g.index) for g in (data.gpus if data else ())
               if g.processes is None and g.health is not Health.UNHEALTHY]  # a lost GPU is busy anyway
     if rule is GpuAssignmentRule.NVML_PROCESSES and unread:

@@ -77,7 +77,8 @@ class Library:
     def devices(self):
         return ["ACME-0", "ACME-1", "ACME-2", "ACME-3"]
 
-(acme,) = app.vendor_collectors(None, libraries={"acme": Library()}, advertised=lambda r: (lambda: True))
+built = app.vendor_collectors(None, libraries={"acme": Library()}, advertised=lambda r: (lambda: True))
+(acme,) = [c for c in built if c.name == "acme"]
 held = DeviceAssignment("acme.com/gpu", "ACME-2", "ACME-2", "ml", "train", "main")
 readings = {"kubelet": Reading("kubelet", State.OK, data=KubeletSnapshot(assignments=(held,), allocatable=())),
             "acme": acme.collect()}
