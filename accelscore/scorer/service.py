@@ -113,6 +113,7 @@ class ScorerService:
         self._stop = threading.Event()
         self.grpc_server: Any = None
         self.grpc_port = 0
+        self._authenticator: Any = None
         self.tls_ca_pem = b""  # the CA agents must trust (b"" when plaintext or the certificate comes from files)
 
     # ------------------------------------------------------------------ wiring
@@ -131,7 +132,9 @@ class ScorerService:
                 raise RuntimeError("authentication needs the cluster's API (in-cluster config or KUBECONFIG); "
                                    "pass --disable-auth only for local tests")
             authenticator = TokenAuthenticator(api_client=self._cluster_api, audience=self.config.token_audience,
-                                               agent_username=self.config.agent_service_account)
+                                               agent_username=self.config.agent_service_account,
+                                               max_waiting_calls=self.config.ingest_max_in_flight)
+        self._authenticator = authenticator
         from accelscore.scorer.tls.choice import choose_tls
         from accelscore.scorer.tls.credentials import server_credentials
 
@@ -141,7 +144,7 @@ class ScorerService:
         self.grpc_server, self.grpc_port = build_ingest_server(
             address=f"{host}:{port}", accept=self.accept, authenticator=authenticator,
             max_report_bytes=self.config.max_report_bytes, counters=self.ingest_stats, clock=self._clock,
-            max_in_flight=self.config.ingest_max_in_flight, max_clock_skew_s=self.config.max_clock_skew_s,
+            max_clock_skew_s=self.config.max_clock_skew_s,
             rate_limiter=RateLimiter(rate_per_s=self.config.ingest_rate_per_node, burst=DEFAULT_BURST),
             credentials=server_credentials(tls.source) if tls.source is not None else None)
         tls.log()
@@ -331,3 +334,5 @@ class ScorerService:
                 watch.stop()
         if self.grpc_server is not None:
             self.grpc_server.stop(grace=2).wait()
+        if self._authenticator is not None:
+            self._authenticator.close()

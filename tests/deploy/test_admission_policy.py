@@ -12,6 +12,7 @@ Fail would be `denied:422`, and none is expected).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -166,32 +167,30 @@ def test_without_the_hub_guard_component_its_identity_writes_nothing(hub_api: Ap
         assert plain.attempt(guard, "UPDATE-stale", ns, "resource-usage-score") == D
 
 
-def _with_settings(hub_api: ApiHandle, tmp_path: Path, **settings: str) -> HubPolicies:
-    """The install with policy settings changed as docs/install.md says: a patch of the variable's CEL."""
-    objs = hub_objects(tmp_path)
-    policy = support.one(objs, "ValidatingAdmissionPolicy", "accelscore-placement-scores")
-    variables = {v["name"]: v for v in policy["spec"]["variables"]}
-    for name, expression in settings.items():
-        variables[name]["expression"] = expression
-    return HubPolicies(hub_api, objs)
+def _documented_patch() -> str:
+    """The settings patch docs/install.md shows ("Who may write the scores")."""
+    text = (support.REPO / "docs" / "install.md").read_text()
+    after = text[text.index("Change them with a patch in your overlay"):]
+    block = after[after.index("```yaml\n") + len("```yaml\n"):]
+    return block[:block.index("```")]
 
 
-def test_clearing_the_legacy_addon_parameter_denies_it(hub_api: ApiHandle, tmp_path: Path) -> None:
-    with _with_settings(hub_api, tmp_path, resourceUsageAddon="''") as strict:
-        ns = strict.cluster()
-        legacy = agent(ns, "resource-usage-collect")
-        strict.grant(ns, [legacy])
-        strict.seed(ns, "resource-usage-score", fresh_status())
-        assert strict.attempt(legacy, "UPDATE-status", ns, "resource-usage-score") == D
-
-
-def test_the_admin_groups_parameter_is_a_list(hub_api: ApiHandle, tmp_path: Path) -> None:
-    with _with_settings(hub_api, tmp_path, adminGroups="['platform-admins', 'system:masters']") as policies:
+def test_the_documented_settings_patch_takes_effect(hub_api: ApiHandle, tmp_path: Path) -> None:
+    """An overlay with exactly the patch of docs/install.md: its admin group may write, the Go addon not."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    base = os.path.relpath(support.ADDON, overlay)
+    (overlay / "kustomization.yaml").write_text(f"resources:\n  - {base}\n" + _documented_patch())
+    with HubPolicies(hub_api, support.kustomize(overlay)) as policies:
         policies.require_alone()
-        ns = policies.cluster(broad=["bob", "eve"])
+        ns = policies.cluster()
+        legacy = agent(ns, "resource-usage-collect")
+        policies.grant(ns, ["bob", "eve", legacy])
         policies.seed(ns, "accelscore", fresh_status())
+        policies.seed(ns, "resource-usage-score", fresh_status())
         assert policies.attempt("bob", "UPDATE-status", ns, "accelscore", group="platform-admins") == A
         assert policies.attempt("eve", "UPDATE-status", ns, "accelscore", group="platform") == D
+        assert policies.attempt(legacy, "UPDATE-status", ns, "resource-usage-score") == D
 
 
 def test_the_policies_have_no_parameters_and_the_settings_are_where_the_docs_say() -> None:

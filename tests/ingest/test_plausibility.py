@@ -19,7 +19,7 @@ from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
-from tests.ingest.harness import IngestServer
+from tests.ingest.harness import Accepted, IngestServer
 from tests.ingest.sample import H100, eight_gpu_report
 
 WATCHED = ("gpuNodeFree", "gpuClusterFree", "gpuClusterFit8", "gpuNodeAvailable", "gpuClusterAvailable")
@@ -182,9 +182,31 @@ def test_the_agent_tells_a_dropped_report_from_an_accepted_one(tmp_path: Path) -
     with IngestServer(plaintext=True) as srv:
         sender = ReportSender(address=srv.address, token_file=None, insecure_plaintext=True)
         try:
-            kept = sender.send(eight_gpu_report("node-a", sequence=5))
-            dropped = sender.send(eight_gpu_report("node-a", sequence=3))
+            made = time.time() - 10
+            kept = sender.send(eight_gpu_report("node-a", sequence=5, now=made))
+            dropped = sender.send(eight_gpu_report("node-a", sequence=3, now=made - 2))  # reordered: made before 5
         finally:
             sender.close()
     assert (kept.result, kept.code) == (PushResult.OK, "OK")
-    assert (dropped.result, dropped.code, dropped.detail) == (PushResult.OK, DROPPED, "stale_sequence")
+    assert (dropped.result, dropped.code, dropped.detail) == (PushResult.DROPPED, DROPPED, "stale_sequence")
+
+
+def test_a_sequence_jump_does_not_lock_out_the_instances_later_real_reports() -> None:
+    offset = [0.0]
+    accepted = Accepted()
+    server, port = build_ingest_server(address="127.0.0.1:0", accept=accepted, authenticator=None,
+                                       max_report_bytes=1 << 20, counters=IngestStats(),
+                                       clock=lambda: time.time() + offset[0])
+    server.start()
+    sender = ReportSender(address=f"127.0.0.1:{port}", token_file=None, insecure_plaintext=True)
+    try:
+        assert sender.send(eight_gpu_report("node-a", instance="real", sequence=10)).result is PushResult.OK
+        offset[0] = 15.0  # 15 s later at the scorer: a jump of +15,000 is within the sequence allowance
+        sender.send(eight_gpu_report("node-a", instance="real", sequence=15_010))
+        later = [sender.send(eight_gpu_report("node-a", instance="real", sequence=s)) for s in (11, 12)]
+    finally:
+        sender.close()
+        server.stop(None).wait()
+    # Made after the forged one, the agent's real reports win whatever their sequence.
+    assert [o.result for o in later] == [PushResult.OK, PushResult.OK]
+    assert accepted.sequences()[-2:] == [11, 12]
