@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
-from accelscore.devices.dra import DraDevice, DraSlice, DraTaint, TaintRule
+from accelscore.devices.dra import ClaimResult, DraClaim, DraDevice, DraSlice, DraTaint, TaintRule
 from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import NotFound, call
 from accelscore.kube.nodes import JsonObject, object_name
@@ -31,7 +31,7 @@ RESOURCE_SLICES, RESOURCE_CLAIMS, DEVICE_CLASSES, DEVICE_TAINT_RULES = (
     "resourceslices", "resourceclaims", "deviceclasses", "devicetaintrules")
 
 __all__ = ["DEVICE_CLASSES", "DEVICE_TAINT_RULES", "GROUP", "RESOURCE_CLAIMS", "RESOURCE_SLICES", "discover",
-           "first_error", "parse_slice", "parse_taint_rule", "watch_dra"]
+           "first_error", "parse_claim", "parse_slice", "parse_taint_rule", "watch_dra"]
 
 
 def discover(api_client: ApiClient) -> dict[str, str]:
@@ -144,6 +144,29 @@ def parse_taint_rule(obj: JsonObject) -> TaintRule | None:
     selector = spec.get("deviceSelector") or {}
     return TaintRule(object_name(obj), taint, str(selector.get("driver") or ""), str(selector.get("pool") or ""),
                      str(selector.get("device") or ""))
+
+
+def parse_claim(obj: JsonObject) -> DraClaim | None:
+    """An allocated ResourceClaim (None while it is not allocated: it holds nothing yet). Its node is the one its
+    allocation's node selector names (`matchFields metadata.name In [node]`, as the scheduler writes it for
+    node-local devices)."""
+    allocation = (obj.get("status") or {}).get("allocation")
+    if not isinstance(allocation, dict):
+        return None
+    meta = obj.get("metadata") or {}
+    results = tuple(ClaimResult(str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""),
+                                bool(r.get("adminAccess")), str(r.get("shareID") or ""))
+                    for r in ((allocation.get("devices") or {}).get("results") or ()) if isinstance(r, dict))
+    return DraClaim(str(meta.get("namespace") or ""), str(meta.get("name") or ""), _claim_node(allocation), results)
+
+
+def _claim_node(allocation: JsonObject) -> str:
+    for term in ((allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or ()):
+        for field in (term or {}).get("matchFields") or ():
+            values = field.get("values") or []
+            if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(values) == 1:
+                return str(values[0])
+    return ""
 
 
 def first_error(watches: Iterable[WatchCache[Any, Any]]) -> str:

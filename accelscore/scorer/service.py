@@ -107,6 +107,8 @@ class ScorerService:
         self._bound_watch: Any = None
         self.extra_sets: list[ExtraScoreSet] = []  # optional sets beyond the built-in two (Kueue headroom)
         self._watches_dirty = threading.Event()
+        self.dra: Any = None  # scorer.dra.source.DraSource where the cluster serves DRA
+        self._dra_applied = False
         self._applied_once = False
         self._pending_applied = False
         self._wake = threading.Event()
@@ -195,6 +197,31 @@ class ScorerService:
                                                         on_change=changed, **options)
         self._watches = [self._node_watch, self._pending_watch]
         self._start_kueue(changed)
+        self._start_dra(changed)
+
+    def _start_dra(self, changed: Callable[..., None]) -> None:
+        """The scorer's DRA view (scorer.dra.source) where the cluster serves ResourceSlices; else looked for again
+        every REDISCOVER_S. Not part of readiness: until it syncs, DRA nodes get no DRA bound (docs/dra.md)."""
+        from accelscore.scorer.dra.source import REDISCOVER_S, DraSource
+
+        def use(source: DraSource) -> bool:
+            if source.present:
+                self.dra = source
+                self.table.set_dra(None)  # served: unknown until the watches sync
+                self._optional_watches.extend(source.watches.values())
+            return source.present
+
+        if use(DraSource.start(self._cluster_api, on_change=changed, **self._watch_options)):
+            return
+
+        def rediscover() -> None:
+            while not self._stop.wait(REDISCOVER_S):
+                if use(DraSource.start(self._cluster_api, on_change=changed, log_absent=False,
+                                       **self._watch_options)):
+                    self._wake.set()
+                    return
+
+        threading.Thread(target=rediscover, name="dra-discovery", daemon=True).start()
 
     def _start_kueue(self, changed: Callable[..., None]) -> None:
         """Kueue headroom (`accelscore-kueue`) when the cluster serves Kueue's ClusterQueues; else one log line,
@@ -245,6 +272,11 @@ class ScorerService:
                 for resource, amount in amounts:
                     per_node[resource] = per_node.get(resource, 0.0) + amount
             self.table.set_requested(requested)
+        if self.dra is not None:
+            views, changed = self.dra.views()
+            if views is not None and (changed or not self._dra_applied):
+                self.table.set_dra(views)
+                self._dra_applied = True
 
     # ------------------------------------------------------------------ loop
 

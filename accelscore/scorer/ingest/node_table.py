@@ -6,6 +6,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from accelscore.devices.dra import NodeDraView
 from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary, Taint
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.ingest.plausible import cap_free, implausible
@@ -53,6 +54,9 @@ class NodeTable:
         # Accelerators requested by the pods bound to each node (None = no bound-pod watch, or not synced).
         self._requested: Mapping[str, Mapping[str, float]] | None = None
         self._capped: dict[str, int] = {}  # resource -> times a node's free count was capped
+        # The scorer's DRA view per node ({} = no DRA in this cluster; None = DRA served, watches not synced yet).
+        self._dra: Mapping[str, NodeDraView] | None = {}
+        self._uses_dra: set[str] = set()  # nodes whose newest report has DRA devices
         self.version = 0  # bumps on every change, so the scoring loop can skip idle passes
 
     def accept(self, report: report_pb2.NodeReport, received_at: float) -> NodeSummary:
@@ -60,11 +64,18 @@ class NodeTable:
         summary = summarize(report, self._config, received_at=received_at)
         with self._lock:
             facts = None if self._nodes is None else self._nodes.get(report.node_name)
+            dra = self._dra
         if facts is not None and facts.capacity is not None and facts.allocatable is not None:
-            rejection = implausible(report, summary, capacity=facts.capacity, allocatable=facts.allocatable)
+            rejection = implausible(report, summary, capacity=facts.capacity, allocatable=facts.allocatable,
+                                    dra=None if dra is None else dra.get(report.node_name), dra_known=dra is not None)
             if rejection is not None:
                 raise ReportRefused(rejection)
+        uses_dra = any(d.source == report_pb2.DEVICE_SOURCE_DRA for d in report.devices)
         with self._lock:
+            if uses_dra:
+                self._uses_dra.add(report.node_name)
+            else:
+                self._uses_dra.discard(report.node_name)
             self._reported[report.node_name] = summary
             self._recount(report.node_name)
             self.version += 1
@@ -76,8 +87,10 @@ class NodeTable:
         ended raises the bound without waiting for the node's next report."""
         summary = self._reported[name]
         facts = None if self._nodes is None else self._nodes.get(name)
-        if facts is not None and facts.allocatable is not None and self._requested is not None:
-            summary, capped = cap_free(summary, allocatable=facts.allocatable,
+        dra_unknown = self._dra is None and name in self._uses_dra  # no bound yet for its DRA devices
+        if facts is not None and facts.allocatable is not None and self._requested is not None and not dra_unknown:
+            summary, capped = cap_free(summary, dra=None if self._dra is None else self._dra.get(name),
+                                       allocatable=facts.allocatable,
                                        requested=self._requested.get(name, {}))
             for resource in capped:
                 self._capped[resource] = self._capped.get(resource, 0) + 1
@@ -108,6 +121,22 @@ class NodeTable:
             else:
                 changed = {n for n in before.keys() | self._requested.keys()
                            if before.get(n) != self._requested.get(n)} & self._reported.keys()
+            for name in changed:
+                self._recount(name)
+            if changed:
+                self.version += 1
+
+    def set_dra(self, views: Mapping[str, NodeDraView] | None) -> None:
+        """The scorer's DRA view per node (None: DRA is served but not synced yet); nodes whose view changed are
+        recounted at once, so a claim released raises the cap without waiting for the node's report."""
+        with self._lock:
+            before = self._dra
+            self._dra = None if views is None else dict(views)
+            if before is None or self._dra is None:
+                changed = set(self._reported)
+            else:
+                changed = {n for n in before.keys() | self._dra.keys()
+                           if before.get(n) != self._dra.get(n)} & self._reported.keys()
             for name in changed:
                 self._recount(name)
             if changed:

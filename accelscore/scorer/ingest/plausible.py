@@ -11,13 +11,16 @@ partition resources (NVIDIA `mig-*`, AMD mixed-strategy `cpx_nps4`, ...):
 - free devices of a family ≤ Σ over its vendors of allocatable whole + partition; the report's own
   `resources` allocatable/free of a whole resource ≤ the Node's allocatable of it.
 
-A resource the Node does not advertise counts 0. Those bounds refuse the report.
+A resource the Node does not advertise counts 0. On DRA nodes the scorer's own view of the node's ResourceSlices
+(`scorer.dra`) adds its devices to each bound: whole devices to the device bounds, usable (not tainted out) ones to
+the free bounds. Those bounds refuse the report.
 
 Free devices are further capped (`cap_free`), not refused, at allocatable - requested as the scorer's own
 watch of bound pods sees it: the agent's report and the scorer's pod watch each lag the other by up to
 a report interval, so a report taken just before a pod was bound (or just after one was deleted) is
 honest and only slightly old; capping keeps every such report and still never counts more free than the
-scorer's own view allows (unknown is never free; a cap only ever lowers).
+scorer's own view allows (unknown is never free; a cap only ever lowers); on DRA nodes the bound adds the devices
+that no allocated ResourceClaim holds (an `adminAccess` result holds nothing) and whose shared counters are free.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from accelscore.devices import VENDORS, AcceleratorFamily, ResourceRole, Vendor, accelerator_resource, resource_info
+from accelscore.devices.dra import NodeDraView
 from accelscore.scorer.core.model import NodeSummary
 from accelscore.scorer.ingest.validate import Rejection, RejectReason
 from accelscore.v1 import report_pb2 as pb
@@ -33,6 +37,7 @@ from accelscore.v1 import report_pb2 as pb
 __all__ = ["accelerator_resource", "cap_free", "implausible"]
 
 _EPS = 1e-9
+_DRA_SOURCE = pb.DEVICE_SOURCE_DRA
 _COUNTED = (ResourceRole.WHOLE, ResourceRole.PARTITION)
 
 
@@ -51,12 +56,22 @@ def _family(family: AcceleratorFamily) -> tuple[Vendor, ...]:
     return tuple(v for v in VENDORS if v.family is family)
 
 
-def _device_bounds(report: pb.NodeReport, capacity: Mapping[str, float]) -> Iterable[tuple[str, float, float, str]]:
-    """(what, claimed, bound, source) per vendor with devices in the report."""
+def _dra(view: NodeDraView | None, field: str, vendors: Iterable[Vendor]) -> float:
+    """Σ of one NodeDraView count over `vendors` (0 without a view)."""
+    counts: Mapping[str, int] = getattr(view, field) if view is not None else {}
+    return float(sum(counts.get(v.name, 0) for v in vendors))
+
+
+def _device_bounds(report: pb.NodeReport, capacity: Mapping[str, float], dra: NodeDraView | None,
+                   dra_known: bool) -> Iterable[tuple[str, float, float, str]]:
+    """(what, claimed, bound, source) per vendor with devices in the report. DRA devices are bounded by the
+    ResourceSlices the scorer sees; while that view is unknown they are left out (neither bounded nor refused)."""
     parents = {d.parent_id for d in report.devices if d.parent_id}
     for vendor in VENDORS:
         whole = parts = 0
         for d in report.devices:
+            if d.source == _DRA_SOURCE and not dra_known:
+                continue
             if d.kind == vendor.device_kind:
                 # A physical device split into partitions is advertised as its partitions, not as itself.
                 whole += not ((d.HasField("mig_enabled") and d.mig_enabled) or d.id in parents)
@@ -64,22 +79,32 @@ def _device_bounds(report: pb.NodeReport, capacity: Mapping[str, float]) -> Iter
                 parts += 1
         if not (whole or parts):
             continue
-        whole_cap = _sum(capacity, (vendor,), (ResourceRole.WHOLE,))
-        yield f"whole {vendor.name} devices", whole, whole_cap, f"capacity of {vendor.resource}"
+        whole_cap = _sum(capacity, (vendor,), (ResourceRole.WHOLE,)) + _dra(dra, "whole", (vendor,))
+        yield f"whole {vendor.name} devices", whole, whole_cap, f"capacity of {vendor.resource} + DRA devices"
         if vendor.partition_kind:
-            yield (f"{vendor.name} partitions", parts, whole_cap + _sum(capacity, (vendor,), (ResourceRole.PARTITION,)),
-                   f"capacity of {vendor.name}'s whole and partition resources")
+            part_cap = whole_cap + _sum(capacity, (vendor,), (ResourceRole.PARTITION,)) + _dra(dra, "partitions",
+                                                                                              (vendor,))
+            yield (f"{vendor.name} partitions", parts, part_cap,
+                   f"capacity of {vendor.name}'s whole and partition resources + DRA devices")
 
 
 def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mapping[str, float],
-                allocatable: Mapping[str, float]) -> Rejection | None:
-    """Why `report` claims more than its Node advertises, or None."""
+                allocatable: Mapping[str, float], dra: NodeDraView | None = None,
+                dra_known: bool = True) -> Rejection | None:
+    """Why `report` claims more than its Node (and its ResourceSlices, `dra`) advertise, or None.
+
+    `dra_known` False: the scorer's DRA view is not there yet (watches syncing); reports with DRA devices are then
+    bounded only where the device plugin is concerned."""
     gpus, tpus = _family(AcceleratorFamily.GPU), _family(AcceleratorFamily.TPU)
-    bounds = (
-        *_device_bounds(report, capacity),
-        ("free GPUs", summary.gpu_free, _sum(allocatable, gpus, _COUNTED), "allocatable of GPU resources"),
-        ("free TPU chips", summary.tpu_free, _sum(allocatable, tpus, _COUNTED), "allocatable of TPU resources"),
-    )
+    uses_dra = any(d.source == _DRA_SOURCE for d in report.devices)
+    bounds = [*_device_bounds(report, capacity, dra, dra_known)]
+    if dra_known or not uses_dra:
+        bounds += [
+            ("free GPUs", summary.gpu_free, _sum(allocatable, gpus, _COUNTED) + _dra(dra, "usable", gpus),
+             "allocatable of GPU resources + usable DRA devices"),
+            ("free TPU chips", summary.tpu_free, _sum(allocatable, tpus, _COUNTED) + _dra(dra, "usable", tpus),
+             "allocatable of TPU resources + usable DRA devices"),
+        ]
     for what, claimed, bound, source in bounds:
         if claimed > bound + _EPS:
             return Rejection(RejectReason.IMPLAUSIBLE, f"{claimed:g} {what} claimed, the Node advertises "
@@ -87,7 +112,9 @@ def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mappin
     for amount in report.resources:
         info = resource_info(amount.name)
         if info is not None and info.role is ResourceRole.WHOLE and amount.name == info.vendor.resource:
-            node_alloc = allocatable.get(amount.name, 0.0)
+            if not dra_known and uses_dra:
+                continue
+            node_alloc = allocatable.get(amount.name, 0.0) + _dra(dra, "usable", (info.vendor,))
             if max(amount.allocatable, amount.free) > node_alloc + _EPS:
                 return Rejection(RejectReason.IMPLAUSIBLE, f"resources[{amount.name}] claims "
                                                            f"{max(amount.allocatable, amount.free):g}, the Node "
@@ -95,22 +122,25 @@ def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mappin
     return None
 
 
-def _bound(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], requested: Mapping[str, float]) -> float:
-    return max(0.0, _sum(allocatable, vendors, _COUNTED) - _sum(requested, vendors, _COUNTED))
+def _bound(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], requested: Mapping[str, float],
+           dra: NodeDraView | None) -> float:
+    plugin = max(0.0, _sum(allocatable, vendors, _COUNTED) - _sum(requested, vendors, _COUNTED))
+    return plugin + _dra(dra, "free", vendors)
 
 
-def _label(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float]) -> str:
+def _label(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], dra: NodeDraView | None) -> str:
     """The resource a family's cap is counted under: its vendor on this node (the first vendor's if unclear)."""
-    present = [v for v in vendors if _sum(allocatable, (v,), _COUNTED) > 0]
+    present = [v for v in vendors if _sum(allocatable, (v,), _COUNTED) > 0 or _dra(dra, "whole", (v,)) > 0]
     return (present[0] if len(present) == 1 else vendors[0]).resource
 
 
-def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float],
-             requested: Mapping[str, float]) -> tuple[NodeSummary, tuple[str, ...]]:
+def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float], requested: Mapping[str, float],
+             dra: NodeDraView | None = None) -> tuple[NodeSummary, tuple[str, ...]]:
     """`summary` with free GPUs / TPU chips (device and API level) at most allocatable - requested of the
-    Node as the scorer sees it, and the resources that were capped (empty: unchanged)."""
+    Node as the scorer sees it, plus the DRA devices no allocated claim holds, and the resources that were capped
+    (empty: unchanged)."""
     gpus, tpus = _family(AcceleratorFamily.GPU), _family(AcceleratorFamily.TPU)
-    gpu_bound, tpu_bound = _bound(gpus, allocatable, requested), _bound(tpus, allocatable, requested)
+    gpu_bound, tpu_bound = _bound(gpus, allocatable, requested, dra), _bound(tpus, allocatable, requested, dra)
     changes: dict[str, object] = {}
     capped: list[str] = []
     if summary.gpu_free_known and summary.gpu_free > gpu_bound + _EPS:
@@ -118,16 +148,16 @@ def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float],
         # Keep the mean model weight of the free GPUs: which of them are really taken is not known.
         changes["gpu_free"] = free
         changes["gpu_compute_free"] = summary.gpu_compute_free * free / summary.gpu_free
-        capped.append(_label(gpus, allocatable))
+        capped.append(_label(gpus, allocatable, dra))
     if summary.gpu_free_api is not None and summary.gpu_free_api > gpu_bound + _EPS:
         changes["gpu_free_api"] = gpu_bound
-        capped.append(_label(gpus, allocatable))
+        capped.append(_label(gpus, allocatable, dra))
     if summary.tpu_free_known and summary.tpu_free > tpu_bound + _EPS:
         changes["tpu_free"] = int(tpu_bound)
-        capped.append(_label(tpus, allocatable))
+        capped.append(_label(tpus, allocatable, dra))
     if summary.tpu_free_api is not None and summary.tpu_free_api > tpu_bound + _EPS:
         changes["tpu_free_api"] = tpu_bound
-        capped.append(_label(tpus, allocatable))
+        capped.append(_label(tpus, allocatable, dra))
     if not changes:
         return summary, ()
     return dataclasses.replace(summary, **changes), tuple(dict.fromkeys(capped))  # each resource once
