@@ -28,6 +28,7 @@ __all__ = [
     "TaintRule",
     "counted_devices",
     "fits",
+    "free_devices",
     "node_view",
     "partitions_available",
     "physical_ref",
@@ -296,3 +297,16 @@ def node_view(slices: Iterable[DraSlice], claims: Iterable[DraClaim], rules: Ite
         if device.key not in held and (not device.consumes or fits(device, left)):
             free[name] = free.get(name, 0) + 1
     return NodeDraView(whole, usable, free, partitions)
+
+
+def free_devices(slices: Iterable[DraSlice], claims: Iterable[DraClaim], rules: Iterable[TaintRule] = ()
+                 ) -> tuple[tuple[DraDevice, ...], dict[tuple[str, str, str], dict[str, float]]]:
+    """The devices of a node that a new claim could get now (not held, not tainted out, counters available), and
+    the counters left per counter set (what counter-based quota can still draw on)."""
+    pools = counted_devices(slices)
+    rules = tuple(rules)
+    held = {key for claim in claims for key in claim.holds()}
+    left = remaining_counters(pools.counter_sets, (d for d in pools.devices if d.key in held))
+    free = tuple(d for d in pools.devices if d.key not in held and not unhealthy_taints(d, rules)
+                 and (not d.consumes or fits(d, left)))
+    return free, left

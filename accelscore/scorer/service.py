@@ -108,6 +108,8 @@ class ScorerService:
         self.extra_sets: list[ExtraScoreSet] = []  # optional sets beyond the built-in two (Kueue headroom)
         self._watches_dirty = threading.Event()
         self.dra: Any = None  # scorer.dra.source.DraSource where the cluster serves DRA
+        self.kueue: Any = None  # scorer.kueue.source.KueueSource where the cluster serves Kueue
+        self._changed: Callable[..., None] = lambda *_: None  # the watches' on_change, once they start
         self._dra_applied = False
         self._applied_once = False
         self._pending_applied = False
@@ -187,6 +189,8 @@ class ScorerService:
             self._watches_dirty.set()
             self._wake.set()
 
+        self._changed = changed
+
         options = self._watch_options
         self._node_watch = kube_nodes.watch_nodes(self._cluster_api, transform=node_facts, on_change=changed,
                                                   **options)
@@ -209,6 +213,7 @@ class ScorerService:
                 self.dra = source
                 self.table.set_dra(None)  # served: unknown until the watches sync
                 self._optional_watches.extend(source.watches.values())
+                self._link_kueue_dra()
             return source.present
 
         if use(DraSource.start(self._cluster_api, on_change=changed, **self._watch_options)):
@@ -247,7 +252,22 @@ class ScorerService:
             self._optional_watches.extend(kueue.watches.values())
             self.extra_sets.append(
                 lambda snapshot, now: kueue.score_set(snapshot, now, self.config.scoring.stale_after_s))
+            self.kueue = kueue
+            self._link_kueue_dra()
         return bool(kueue.present)
+
+    def _link_kueue_dra(self) -> None:
+        """Once both Kueue and DRA are found (in either order): Kueue headroom counts DRA quota resources."""
+        with self._term_lock:
+            if self.kueue is None or self.dra is None or self.kueue.dra is not None:
+                return
+            try:
+                self.kueue.attach_dra(self.dra, self._cluster_api, on_change=self._changed)
+            except Exception:  # DRA quota resources are an extra; the Kueue set stays as it is
+                log.exception("Kueue on DRA not set up; accelscore-kueue counts device-plugin resources only")
+                return
+            if self.kueue.device_classes is not None:
+                self._optional_watches.append(self.kueue.device_classes)
 
     def _apply_watches(self) -> None:
         """Copy the watch caches into the node table once per pass (not once per event: O(nodes) per pass)."""

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from accelscore.devices.dra import DraClaim, DraSlice, NodeDraView, TaintRule, node_view
+from accelscore.devices.dra import DraClaim, DraDevice, DraSlice, NodeDraView, TaintRule, free_devices, node_view
 from accelscore.kube import dra as kube_dra
 from accelscore.kube.errors import KubeError
 
@@ -41,6 +41,8 @@ class DraSource:
         self._dirty: set[str] = set()
         self._all_dirty = True
         self._views: dict[str, NodeDraView] = {}
+        # node -> (devices a new claim could get, counters left per set): Kueue's DRA physical headroom.
+        self._free: dict[str, tuple[tuple[DraDevice, ...], dict[tuple[str, str, str], dict[str, float]]]] = {}
         self.watches: dict[str, Any] = {}
         self.present = False
 
@@ -132,12 +134,20 @@ class DraSource:
                 slices = [self._slices[n] for n in self._slice_nodes.get(node, ())]
                 if not node or not slices:
                     changed |= self._views.pop(node, None) is not None
+                    self._free.pop(node, None)
                     continue
                 claims = [self._claims[k] for k in self._claim_nodes.get(node, ())]
                 view = node_view(slices, claims, rules)
+                self._free[node] = free_devices(slices, claims, rules)
                 changed |= self._views.get(node) != view
                 self._views[node] = view
             return dict(self._views), changed
+
+
+    def free_by_node(self) -> dict[str, tuple[tuple[DraDevice, ...], dict[tuple[str, str, str], dict[str, float]]]]:
+        """Per node, the devices a new claim could get and the counters left (as of the last `views()`)."""
+        with self._lock:
+            return dict(self._free)
 
 
 def _claim_or_skip(obj: dict[str, Any]) -> DraClaim:
