@@ -12,6 +12,7 @@ from accelscore.agent.collectors.base import Reading, State
 from accelscore.agent.report import GpuAssignmentRule
 from accelscore.agent.runner import Cycle
 from accelscore.agent.snapshots import Health, NvidiaSnapshot
+from accelscore.devices import AcceleratorFamily, family_resources
 
 ANNOTATION_DOMAIN = "accelscore.io"
 RULE_ANNOTATION = f"{ANNOTATION_DOMAIN}/gpu-assignment"
@@ -73,7 +74,7 @@ def _gpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
               if g.processes is None and g.health is not Health.UNHEALTHY]  # a lost GPU is busy anyway
     if rule is GpuAssignmentRule.NVML_PROCESSES and unread:
         return f"GPU {', '.join(unread)} counted busy: NVML would not list its processes (unknown is never free)"
-    return _compat_note(cycle, rule, "gpu", "nvidia.com/gpu")
+    return _compat_note(cycle, rule, "gpu", " + ".join(family_resources(AcceleratorFamily.GPU)))
 
 
 def _tpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
@@ -84,7 +85,7 @@ def _tpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
     if rule is not GpuAssignmentRule.KUBELET:
         kubelet = _state_of(cycle.get("kubelet"), "kubelet")
         return f"tpu free scores are 0 ({COMPAT} -100): TPU assignment needs the kubelet ({kubelet})"
-    return _compat_note(cycle, rule, "tpu", "google.com/tpu")
+    return _compat_note(cycle, rule, "tpu", " + ".join(family_resources(AcceleratorFamily.TPU)))
 
 
 def _compat_note(cycle: Cycle, rule: GpuAssignmentRule, family: str, resource: str) -> str:

@@ -13,6 +13,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
+from accelscore.devices import AcceleratorFamily, family_resources
 from accelscore.scorer.core import lanes as _lanes
 from accelscore.scorer.core.best_fit import free_bit as _free_bit
 
@@ -34,6 +35,11 @@ SUMMARY_LANES = (*(f"gpu_fit{k}" for k in FIT_SIZES), "gpu_total", "gpu_healthy"
                  "compute_units")
 
 
+# Every vendor's physical-device resource per family (accelscore.devices), as the number docs name them.
+GPU_RESOURCES_DOC = " + ".join(f"`{r}`" for r in family_resources(AcceleratorFamily.GPU))
+TPU_RESOURCES_DOC = " + ".join(f"`{r}`" for r in family_resources(AcceleratorFamily.TPU))
+
+
 def _number(name: str, cel_type: str, unit: str, doc: str) -> Any:
     """A `NodeScan` field that is also a catalogued per-node number (`NODE_NUMBERS`)."""
     return field(metadata={"number": (name, cel_type, unit, doc)})
@@ -52,10 +58,10 @@ class NodeScan:
     cpu_free_cores: float = _number("cpuFreeCores", "double", "cores", "allocatable - requested CPU (0 when unknown)")
     memory_free_bytes: float = _number("memoryFreeBytes", "double", "bytes",
                                        "allocatable - requested memory (0 when unknown)")
-    gpu_api_free: float = _number("gpuApiFree", "double", "nvidia.com/gpu",
-                                  "allocatable - requested `nvidia.com/gpu` (0 when unknown)")
-    tpu_api_free: float = _number("tpuApiFree", "double", "google.com/tpu",
-                                  "allocatable - requested `google.com/tpu` (0 when unknown)")
+    gpu_api_free: float = _number("gpuApiFree", "double", "GPUs",
+                                  f"allocatable - requested {GPU_RESOURCES_DOC} (0 when unknown)")
+    tpu_api_free: float = _number("tpuApiFree", "double", "chips",
+                                  f"allocatable - requested {TPU_RESOURCES_DOC} (0 when unknown)")
     gpu_mem_free_max_bytes: float = _number("gpuMemFreeMaxBytes", "double", "bytes",
                                             "most free memory on one healthy GPU or MIG instance that takes work")
     gpu_free: int = _number("gpuFree", "int", "GPUs",
@@ -121,8 +127,8 @@ class NodeSummary:
     # API level (resource-usage-score): allocatable - requested; None when the node collector was not OK.
     cpu_free_cores: float | None
     memory_free_bytes: float | None
-    gpu_free_api: float | None  # nvidia.com/gpu
-    tpu_free_api: float | None  # google.com/tpu
+    gpu_free_api: float | None  # Σ over the GPU vendors' physical-device resources (accelscore.devices)
+    tpu_free_api: float | None  # the same for TPU vendors
     # Device level (accelscore). Counts are physical devices; MIG/time-slicing fold into their GPU.
     gpu_total: int  # physical GPUs seen by NVML
     gpu_healthy: int  # of which health HEALTHY or DEGRADED
@@ -187,7 +193,7 @@ class ClusterSnapshot:
 
     cluster: str
     nodes: tuple[NodeEntry, ...]
-    pending_gpu_requests: float = 0.0  # Σ nvidia.com/gpu requested by Pending pods with no node
+    pending_gpu_requests: float = 0.0  # Σ GPU resources (every vendor's) requested by Pending pods with no node
     pending_tpu_requests: float = 0.0
 
 

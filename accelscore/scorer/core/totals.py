@@ -18,7 +18,15 @@ from typing import Any
 
 from accelscore.scorer.core import lanes
 from accelscore.scorer.core.best_fit import FREE_CAP
-from accelscore.scorer.core.model import COMPUTE_SCALE, FIT_SIZES, SUMMARY_LANES, ClusterSnapshot, NodeSummary
+from accelscore.scorer.core.model import (
+    COMPUTE_SCALE,
+    FIT_SIZES,
+    GPU_RESOURCES_DOC,
+    SUMMARY_LANES,
+    TPU_RESOURCES_DOC,
+    ClusterSnapshot,
+    NodeSummary,
+)
 from accelscore.scorer.core.node_state import NodeCensus, census
 
 
@@ -28,6 +36,7 @@ def _total(name: str, cel_type: str, unit: str, doc: str) -> Any:
 
 
 _NODE_MAX = "most on one counted node"
+_GPU, _TPU = GPU_RESOURCES_DOC, TPU_RESOURCES_DOC
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,14 +55,12 @@ class ClusterTotals:
                                                f"allocatable - requested memory, {_NODE_MAX}")
     memory_free_sum_bytes: float = _total("memoryFreeBytes", "double", "bytes",
                                           "allocatable - requested memory, summed")
-    gpu_api_free_node_max: float = _total("gpuApiFreeNodeMax", "double", "nvidia.com/gpu",
-                                          f"allocatable - requested `nvidia.com/gpu`, {_NODE_MAX}")
-    gpu_api_free_sum: float = _total("gpuApiFree", "double", "nvidia.com/gpu",
-                                     "allocatable - requested `nvidia.com/gpu`, summed")
-    tpu_api_free_node_max: float = _total("tpuApiFreeNodeMax", "double", "google.com/tpu",
-                                          f"allocatable - requested `google.com/tpu`, {_NODE_MAX}")
-    tpu_api_free_sum: float = _total("tpuApiFree", "double", "google.com/tpu",
-                                     "allocatable - requested `google.com/tpu`, summed")
+    gpu_api_free_node_max: float = _total("gpuApiFreeNodeMax", "double", "GPUs",
+                                          f"allocatable - requested {_GPU}, {_NODE_MAX}")
+    gpu_api_free_sum: float = _total("gpuApiFree", "double", "GPUs", f"allocatable - requested {_GPU}, summed")
+    tpu_api_free_node_max: float = _total("tpuApiFreeNodeMax", "double", "chips",
+                                          f"allocatable - requested {_TPU}, {_NODE_MAX}")
+    tpu_api_free_sum: float = _total("tpuApiFree", "double", "chips", f"allocatable - requested {_TPU}, summed")
     gpu_free_node_max: int = _total("gpuFreeNodeMax", "int", "GPUs", f"healthy, unassigned GPUs, {_NODE_MAX}")
     gpu_fits: tuple[int, ...]  # per FIT_SIZES: sum over nodes of floor(free / k) (gpuFit<k> below)
     gpu_total: int = _total("gpuTotal", "int", "GPUs", "GPUs, summed")
@@ -67,10 +74,10 @@ class ClusterTotals:
     tpu_free_sum: int = _total("tpuFree", "int", "chips", "healthy, unassigned TPU chips, summed")
     tpu_total: int = _total("tpuTotal", "int", "chips", "TPU chips, summed")
     # Demand not yet on any node (the whole cluster's, never filtered).
-    pending_gpu_requests: float = _total("pendingGpuRequests", "double", "nvidia.com/gpu",
-                                         "requested by Pending pods with no node (whole cluster, never filtered)")
-    pending_tpu_requests: float = _total("pendingTpuRequests", "double", "google.com/tpu",
-                                         "requested by Pending pods with no node (whole cluster, never filtered)")
+    pending_gpu_requests: float = _total("pendingGpuRequests", "double", "GPUs", f"{_GPU} requested by Pending pods "
+                                         "with no node (whole cluster, never filtered)")
+    pending_tpu_requests: float = _total("pendingTpuRequests", "double", "chips", f"{_TPU} requested by Pending pods "
+                                         "with no node (whole cluster, never filtered)")
     # Bit f set: some counted node has exactly f free GPUs (f capped; accelscore.scorer.core.best_fit reads it).
     gpu_free_seen: int = 0
 

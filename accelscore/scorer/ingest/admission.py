@@ -1,9 +1,10 @@
 """Admission bounds of the ingest, applied before a report's body is read: in-flight cap and per-identity rate.
 
 `RateLimiter` is a token bucket per key (the authenticated node), kept in a bounded LRU so a flood of
-keys costs O(max_keys) memory. `InFlightCap` is a grpc server interceptor: it runs in grpc's serving
-thread on call arrival (metadata only, never the body) and refuses a call over the cap with a handler
-that aborts without reading the request, so the refusal is counted and cheap. Calls whose metadata
+keys costs O(max_keys) memory. `InFlightCap` is a grpc server interceptor: on call arrival it looks at the
+metadata only (never the body); the slot itself is taken when grpc runs the call's handler and given back
+when it returns, so a call grpc refuses after the interceptor ran holds none. A call over the cap is
+answered by a handler that aborts without reading the request, so the refusal is counted and cheap. Calls whose metadata
 `exempt` vouches for (a token with a cached positive TokenReview: a real agent) do not take a slot, so a
 flood of unknown callers cannot crowd the agents out; they are bounded per node by the rate limit.
 """
@@ -66,11 +67,14 @@ class InFlightCap(grpc.ServerInterceptor):
             return handler
         if self._exempt is not None and self._exempt(handler_call_details.invocation_metadata or ()):
             return handler
-        if not self._slots.acquire(blocking=False):
-            return self._refused
-        inner, slots = handler.stream_unary, self._slots
+        inner, slots, refused = handler.stream_unary, self._slots, self._refused.stream_unary
 
         def bounded(requests: Iterator[bytes], context: grpc.ServicerContext) -> Any:
+            # The slot is taken here, when grpc runs the call, not in intercept_service: grpc runs
+            # interceptors before it checks maximum_concurrent_rpcs, and a call it refuses there never
+            # runs its handler, so a slot taken earlier would never be given back.
+            if not slots.acquire(blocking=False):
+                return refused(requests, context)
             try:
                 return inner(requests, context)
             finally:

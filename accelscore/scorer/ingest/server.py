@@ -293,7 +293,8 @@ def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAut
                         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
                         rate_limiter: RateLimiter | bool | None = True, max_clock_skew_s: float = MAX_CLOCK_SKEW_S,
                         clock: Callable[[], float] = time.time,
-                        credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
+                        credentials: grpc.ServerCredentials | None = None,
+                        max_concurrent_rpcs: int | None = None) -> tuple[grpc.Server, int]:
     """A grpc server (not yet started) serving ReportService on `address`, and the port it bound.
 
     `rate_limiter`: True = the default per-node bucket, False/None = none, or one to use.
@@ -318,7 +319,7 @@ def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAut
         ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="ingest"),
         handlers=(handler,), interceptors=(cap,),
         # grpc's own backstop beyond our counted cap: calls past it are refused by grpc core, uncounted
-        maximum_concurrent_rpcs=4 * max_in_flight,
+        maximum_concurrent_rpcs=max_concurrent_rpcs or 4 * max_in_flight,
         options=[("grpc.max_receive_message_length", max_report_bytes), ("grpc.so_reuseport", 0), *BODY_WINDOW],
     )
     _probe_free(address)

@@ -10,19 +10,22 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from accelscore.devices import AcceleratorFamily, family_resources
 from accelscore.kube import nodes as kube_nodes
 from accelscore.kube.pod_requests import effective_requests
 from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.sources.base import Required, WatchSource
 
-GPU = "nvidia.com/gpu"
-TPU = "google.com/tpu"
+# Pending demand per family: every vendor's physical-device resource (accelscore.devices vendor table).
+GPU_RESOURCES = family_resources(AcceleratorFamily.GPU)
+TPU_RESOURCES = family_resources(AcceleratorFamily.TPU)
 
 
 def pending_demand(pod: kube_nodes.JsonObject) -> tuple[float, float]:
-    """(GPUs, TPU chips) one pending pod asks for (effective requests: init containers and overhead included)."""
+    """(GPUs, TPU chips) one pending pod asks for, over every vendor's device resource (effective requests:
+    init containers and overhead included)."""
     requests = effective_requests(pod)
-    return requests.get(GPU, 0.0), requests.get(TPU, 0.0)
+    return (sum(requests.get(r, 0.0) for r in GPU_RESOURCES), sum(requests.get(r, 0.0) for r in TPU_RESOURCES))
 
 
 class PendingPodsSource(WatchSource):
