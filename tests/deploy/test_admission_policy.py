@@ -93,6 +93,11 @@ def hub(hub_api_module: ApiHandle, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.fixture(scope="module")
 def clusters(hub: HubPolicies) -> tuple[str, str]:
+    return matrix_clusters(hub)
+
+
+def matrix_clusters(hub: HubPolicies) -> tuple[str, str]:
+    """Two cluster namespaces seeded with score objects, every matrix identity given the broad role."""
     c1, c2 = hub.cluster(), hub.cluster()
     users = [*BROAD, GUARD.format(install_ns=hub.install_ns), agent(c1), agent(c2), agent(c1, "other-addon"),
              agent(c1, "accelscore-evil"), "mallory:" + agent(c1),
