@@ -28,15 +28,16 @@ from accelscore.agent.snapshots import (
     NvidiaSnapshot,
     TpuSnapshot,
 )
-from accelscore.devices import Accelerator, CollectorName
+from accelscore.devices import Accelerator, CollectorName, resource_info, vendor_named, vendor_of_kind
 from accelscore.v1 import report_pb2 as pb
 
 log = logging.getLogger(__name__)
 
 COLLECTOR_ORDER = (CollectorName.NODE, CollectorName.KUBELET, CollectorName.NVIDIA, CollectorName.TPU,
                    CollectorName.HOST)
-GPU_RESOURCE = "nvidia.com/gpu"
-TPU_RESOURCE = "google.com/tpu"
+_NVIDIA = vendor_named("nvidia")
+assert _NVIDIA is not None  # the vendor table's first row; NVML is its collector
+GPU_RESOURCE = _NVIDIA.resource  # NVML-seen GPUs are handed out under this name (local mode's host rule)
 _STATE = {State.OK: pb.COLLECTOR_STATE_OK, State.ABSENT: pb.COLLECTOR_STATE_ABSENT,
           State.UNKNOWN: pb.COLLECTOR_STATE_UNKNOWN}
 _HEALTH = {"UNSPECIFIED": pb.HEALTH_UNSPECIFIED, "HEALTHY": pb.HEALTH_HEALTHY,
@@ -84,7 +85,7 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
     tpu: TpuSnapshot | None = cycle.data("tpu")
     host: HostSnapshot | None = cycle.data("host")
     if node is not None:
-        _add_node(report, node, gpus_seen=bool(nvidia and nvidia.gpus), tpus_seen=bool(tpu and tpu.chips))
+        _add_node(report, node, seen=_vendors_seen(cycle, vendors, nvidia, tpu))
     elif host_as_node and host is not None:
         _add_host_resources(report, host)
     if host is not None:
@@ -103,8 +104,9 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
         _add_tpus(report, tpu, by_device, assignment_known=rule is GpuAssignmentRule.KUBELET)
     for name in vendors:
         for accelerator in getattr(cycle.data(name), "accelerators", ()):
-            add_accelerator(report, accelerator, assignments=by_device.get(accelerator.id, ()),
-                            assignment_known=rule is GpuAssignmentRule.KUBELET)
+            keys = dict.fromkeys((accelerator.id, *accelerator.aliases))  # an alias may repeat the id
+            held = [a for key in keys for a in by_device.get(key, ())]
+            add_accelerator(report, accelerator, assignments=held, assignment_known=rule is GpuAssignmentRule.KUBELET)
     if host_as_node and node is None and nvidia is not None and rule is GpuAssignmentRule.NVML_PROCESSES:
         _add_host_gpus(report, nvidia)
     return report
@@ -116,7 +118,7 @@ def add_accelerator(report: pb.NodeReport, accelerator: Accelerator, *, assignme
     device = report.devices.add(
         kind=int(accelerator.kind), id=accelerator.id, index=accelerator.index, model=accelerator.model,
         pci_bus_id=accelerator.pci_bus_id, parent_id=accelerator.parent_id, health=int(accelerator.health),
-        health_reason=accelerator.health_reason, assignment_known=assignment_known)
+        health_reason=accelerator.health_reason, assignment_known=assignment_known, profile=accelerator.profile)
     for name in ("memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes", "utilization_ratio"):
         value = getattr(accelerator, name)
         if value is not None:
@@ -145,7 +147,21 @@ def _timestamp(seconds: float) -> Timestamp:
     return stamp
 
 
-def _add_node(report: pb.NodeReport, node: NodeSnapshot, *, gpus_seen: bool, tpus_seen: bool) -> None:
+def _vendors_seen(cycle: Cycle, vendors: list[str], nvidia: NvidiaSnapshot | None,
+                  tpu: TpuSnapshot | None) -> frozenset[str]:
+    """The vendors (accelscore.devices names) whose devices some collector saw on this host."""
+    seen = {"nvidia"} if nvidia and nvidia.gpus else set()
+    if tpu and tpu.chips:
+        seen.add("google")
+    for name in vendors:
+        for accelerator in getattr(cycle.data(name), "accelerators", ()):
+            vendor = vendor_of_kind(accelerator.kind)
+            if vendor is not None:
+                seen.add(vendor.name)
+    return frozenset(seen)
+
+
+def _add_node(report: pb.NodeReport, node: NodeSnapshot, *, seen: frozenset[str]) -> None:
     """Allocatable/requested/free per resource; a device resource the plugin has not registered yet is unknown."""
     status = report.node
     status.unschedulable = node.unschedulable
@@ -158,7 +174,7 @@ def _add_node(report: pb.NodeReport, node: NodeSnapshot, *, gpus_seen: bool, tpu
         status.taints.add(key=key, value=value, effect=effect)
     for name in sorted(node.allocatable):
         allocatable = node.allocatable[name]
-        if _device_plugin_pending(name, allocatable, node, gpus_seen=gpus_seen, tpus_seen=tpus_seen):
+        if _device_plugin_pending(name, allocatable, node, seen=seen):
             log.info("%s: %s allocatable is 0 but devices exist; unknown until the device plugin registers",
                      node.name, name)
             continue
@@ -166,12 +182,12 @@ def _add_node(report: pb.NodeReport, node: NodeSnapshot, *, gpus_seen: bool, tpu
         report.resources.add(name=name, allocatable=allocatable, requested=requested, free=allocatable - requested)
 
 
-def _device_plugin_pending(name: str, allocatable: float, node: NodeSnapshot, *, gpus_seen: bool,
-                           tpus_seen: bool) -> bool:
-    if allocatable > 0 or name not in (GPU_RESOURCE, TPU_RESOURCE):
+def _device_plugin_pending(name: str, allocatable: float, node: NodeSnapshot, *, seen: frozenset[str]) -> bool:
+    """A vendor's physical-device resource at 0 while its devices exist: the plugin has not registered yet."""
+    info = resource_info(name)
+    if allocatable > 0 or info is None or name != info.vendor.resource:
         return False
-    seen = gpus_seen if name == GPU_RESOURCE else tpus_seen
-    return seen or node.capacity.get(name, 0.0) > 0
+    return info.vendor.name in seen or node.capacity.get(name, 0.0) > 0
 
 
 def _add_host_resources(report: pb.NodeReport, host: HostSnapshot) -> None:
@@ -182,7 +198,7 @@ def _add_host_resources(report: pb.NodeReport, host: HostSnapshot) -> None:
 
 
 def _add_host_gpus(report: pb.NodeReport, nvidia: NvidiaSnapshot) -> None:
-    """Local mode with neither Kubernetes API nor kubelet: nvidia.com/gpu as this host has it, so the
+    """Local mode with neither Kubernetes API nor kubelet: the NVIDIA GPU resource as this host has it, so the
     resource-usage-score agrees with the process rule: usable GPUs, requested = those running a process or
     whose process list is unknown."""
     usable = [g for g in nvidia.gpus if g.health in (Health.HEALTHY, Health.DEGRADED)]

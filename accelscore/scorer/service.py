@@ -11,6 +11,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from accelscore.devices import AcceleratorFamily, family_resources
 from accelscore.promlabels import ConstantLabels
 from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, ScoreSet, Taint
@@ -32,8 +33,9 @@ from accelscore.v1 import report_pb2
 
 log = logging.getLogger(__name__)
 
-GPU = "nvidia.com/gpu"
-TPU = "google.com/tpu"
+# Pending demand per family: every vendor's physical-device resource (accelscore.devices vendor table).
+GPU_RESOURCES = family_resources(AcceleratorFamily.GPU)
+TPU_RESOURCES = family_resources(AcceleratorFamily.TPU)
 
 # An extra set of one pass (e.g. `accelscore-kueue`) from the pass's snapshot and time; None = none this pass.
 ExtraScoreSet = Callable[[ClusterSnapshot, float], ScoreSet | None]
@@ -172,7 +174,8 @@ class ScorerService:
 
         def pending_demand(pod: kube_nodes.JsonObject) -> tuple[float, float]:
             requests = effective_requests(pod)
-            return requests.get(GPU, 0.0), requests.get(TPU, 0.0)
+            return (sum(requests.get(r, 0.0) for r in GPU_RESOURCES),
+                    sum(requests.get(r, 0.0) for r in TPU_RESOURCES))
 
         def bound_demand(pod: kube_nodes.JsonObject) -> tuple[str, tuple[tuple[str, float], ...]]:
             node = str((pod.get("spec") or {}).get("nodeName") or "")

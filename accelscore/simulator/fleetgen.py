@@ -17,6 +17,8 @@ from typing import Any
 import yaml
 from google.protobuf import json_format
 
+from accelscore.devices import DeviceKind, Vendor, vendor_of_kind
+from accelscore.simulator.truth import GPU, TPU
 from accelscore.v1 import report_pb2
 
 FLEET_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z: the fleet's "now"
@@ -31,6 +33,12 @@ class Part:
     memory_gib: int
     per_node: int
     tpu: bool = False
+
+
+def _vendor(part: Part) -> Vendor:
+    vendor = vendor_of_kind(DeviceKind.TPU_CHIP if part.tpu else DeviceKind.NVIDIA_GPU)
+    assert vendor is not None
+    return vendor
 
 
 H100 = Part("NVIDIA H100 80GB HBM3", 80, 8)
@@ -48,7 +56,7 @@ def node_report(name: str, part: Part, busy: list[int], *, age_s: float = 0, unh
     for collector, present in states.items():
         r.collectors.add(name=collector, duration_seconds=0.004,
                          state=report_pb2.COLLECTOR_STATE_OK if present else report_pb2.COLLECTOR_STATE_ABSENT)
-    resource = "google.com/tpu" if part.tpu else "nvidia.com/gpu"
+    resource = TPU if part.tpu else GPU
     held = len(busy)
     r.resources.add(name="cpu", allocatable=94.0, requested=2.0 + 10 * held, free=92.0 - 10 * held)
     mem = 700 * _GIB
@@ -70,7 +78,7 @@ def node_report(name: str, part: Part, busy: list[int], *, age_s: float = 0, unh
             d.memory_used_bytes, d.utilization_ratio = part.memory_gib * _GIB * 9 // 10, 0.85
         else:
             d.memory_used_bytes, d.utilization_ratio = 512 << 20, 0.0
-    label = "cloud.google.com/gke-tpu-accelerator" if part.tpu else "nvidia.com/gpu.product"
+    label = _vendor(part).product_label
     r.node.ready = True
     r.node.labels[label] = "tpu-v5-lite-podslice" if part.tpu else part.model.replace(" ", "-")
     r.node.pod_count = 4 + held
@@ -174,11 +182,11 @@ def dead(rng: random.Random) -> list[dict]:
 
 def _kq(name: str, gpus: int, used: int, *, cohort: str = "", borrowing_limit: int | None = None) -> dict:
     """A ClusterQueue as the API returns it (v1beta1): GPU quota in flavor h100, Active, reserving `used`."""
-    gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": gpus}
+    gpu: dict[str, Any] = {"name": GPU, "nominalQuota": gpus}
     if borrowing_limit is not None:
         gpu["borrowingLimit"] = borrowing_limit
     spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": [
-        {"coveredResources": ["cpu", "nvidia.com/gpu"],
+        {"coveredResources": ["cpu", GPU],
          "flavors": [{"name": "h100", "resources": [{"name": "cpu", "nominalQuota": 256}, gpu]}]}]}
     if cohort:
         spec["cohort"] = cohort
@@ -189,7 +197,7 @@ def _kq(name: str, gpus: int, used: int, *, cohort: str = "", borrowing_limit: i
                                 "lastTransitionTime": "2025-12-31T00:00:00Z"}],
                 "flavorsReservation": [{"name": "h100", "resources": [
                     {"name": "cpu", "total": str(8 * used), "borrowed": "0"},
-                    {"name": "nvidia.com/gpu", "total": str(used), "borrowed": str(max(0, used - gpus))}]}]}}
+                    {"name": GPU, "total": str(used), "borrowed": str(max(0, used - gpus))}]}]}}
 
 
 def _kueue_cluster(name: str, free: list[int], queues: list[dict], rng: random.Random) -> dict:
@@ -197,7 +205,7 @@ def _kueue_cluster(name: str, free: list[int], queues: list[dict], rng: random.R
     doc = _cluster(name, {"region": "east", "accelerator": "h100"},
                    [(f"{name}-{i}", H100, _busy(rng, 8, f)) for i, f in enumerate(free)])
     nodes: dict[str, Any] = {f"{name}-{i}": {"labels": {"pool": "h100"}} for i in range(len(free))}
-    nodes[f"{name}-0"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    nodes[f"{name}-0"]["taints"] = [{"key": GPU, "value": "present", "effect": "NoSchedule"}]
     flavor = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "h100"},
               "spec": {"nodeLabels": {"pool": "h100"}}}
     return {**doc, "nodes": nodes, "kueue": {"clusterQueues": queues, "resourceFlavors": [flavor]}}

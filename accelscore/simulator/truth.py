@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from accelscore.devices import DeviceKind, vendor_of_kind
 from accelscore.simulator.fleet import Cluster
 from accelscore.v1 import report_pb2
 
 _GIB = 1 << 30
-GPU, TPU = "nvidia.com/gpu", "google.com/tpu"
-_KIND = {GPU: report_pb2.DEVICE_KIND_NVIDIA_GPU, TPU: report_pb2.DEVICE_KIND_TPU_CHIP}
+# The device-plugin resources a trace's jobs request (accelscore.devices vendor table) and their device kinds.
+_KIND = {vendor_of_kind(k).resource: int(k) for k in (DeviceKind.NVIDIA_GPU, DeviceKind.TPU_CHIP)}  # type: ignore[union-attr]
+GPU, TPU = _KIND
 _USABLE = (report_pb2.HEALTH_HEALTHY, report_pb2.HEALTH_DEGRADED)
 
 

@@ -22,7 +22,10 @@ from typing import Any
 
 import yaml
 
+from tests.kubeapi.admission import Admission, policy_causes
 from tests.kubeapi.handler import KubeHandler
+from tests.kubeapi.namespaces import NamespaceController
+from tests.kubeapi.rbac import BOOTSTRAP, RBAC_GROUP, Authorizer
 from tests.kubeapi.resources import BUILTINS, load_crds
 from tests.kubeapi.state import Fault, RequestRecord, ServerState, WatchFault
 from tests.kubeapi.store import Store
@@ -43,9 +46,17 @@ class KubeApiServer:
         self._state = ServerState(store=Store(history_window=history_window), types=types)
         self.token = secrets.token_hex(16)
         self._state.api_tokens.add(self.token)
+        store = self._state.store
         ns_type = next(rt for rt in types if rt.kind == "Namespace")
         for ns in _INITIAL_NAMESPACES:
-            self._state.store.create(ns_type, "v1", "", {"metadata": {"name": ns}})
+            store.create(ns_type, "v1", "", {"metadata": {"name": ns}})
+        for plural, obj in BOOTSTRAP:
+            rbac_type = next(rt for rt in types if (rt.group, rt.plural) == (RBAC_GROUP, plural))
+            store.create(rbac_type, "v1", "", obj)
+        store.admission = Admission(store.lookup).validate
+        store.kind_checks["ValidatingAdmissionPolicy"] = policy_causes
+        self._state.authorizer = Authorizer(lambda plural: store.lookup(RBAC_GROUP, plural))
+        self._state.namespaces = NamespaceController(store, lambda: self._state.types)
         self._httpd = _HTTPServer(("127.0.0.1", 0), KubeHandler)
         self._httpd.state = self._state
         self._thread = threading.Thread(

@@ -17,7 +17,7 @@ from typing import Any
 
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
 from accelscore.agent.snapshots import NodeSnapshot
-from accelscore.devices import CollectorName
+from accelscore.devices import CollectorName, node_label_wanted
 from accelscore.kube import nodes as kube_nodes
 from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import KubeUnavailable
@@ -27,8 +27,6 @@ from accelscore.kube.watch import WatchCache
 
 log = logging.getLogger(__name__)
 
-_LABEL_PREFIXES = ("nvidia.com/", "cloud.google.com/gke-tpu-")
-_LABEL_NAMES = ("cloud.google.com/gke-accelerator",)
 _TERMINAL = ("Succeeded", "Failed")
 # Consecutive watch failures after which cached pods may be stale enough to under-count requests.
 MAX_WATCH_FAILURES = 3
@@ -99,7 +97,7 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
         taints=tuple((t.get("key", ""), t.get("value", "") or "", t.get("effect", ""))
                      for t in spec.get("taints") or ()),
         labels=tuple(sorted((k, v) for k, v in labels.items()
-                            if k.startswith(_LABEL_PREFIXES) or k in _LABEL_NAMES)),
+                            if node_label_wanted(k))),
         errors=tuple(errors),
     )
 

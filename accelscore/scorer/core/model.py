@@ -41,8 +41,8 @@ class NodeSummary:
     # API level (resource-usage-score): allocatable - requested; None when the node collector was not OK.
     cpu_free_cores: float | None
     memory_free_bytes: float | None
-    gpu_free_api: float | None  # nvidia.com/gpu
-    tpu_free_api: float | None  # google.com/tpu
+    gpu_free_api: float | None  # Σ over the GPU vendors' physical-device resources (accelscore.devices)
+    tpu_free_api: float | None  # the same for TPU vendors
     # Device level (accelscore). Counts are physical devices; MIG/time-slicing fold into their GPU.
     gpu_total: int  # physical GPUs seen by NVML
     gpu_healthy: int  # of which health HEALTHY or DEGRADED
@@ -54,7 +54,7 @@ class NodeSummary:
     tpu_free: int
     tpu_free_known: bool
     # Derived once here, so a scoring pass reads one ready tuple per node (accelscore.scorer.core.totals):
-    # (cpu cores, memory bytes, nvidia.com/gpu, google.com/tpu free; most GPU memory free; free GPUs;
+    # (cpu cores, memory bytes, GPU, TPU resources free (API level); most GPU memory free; free GPUs;
     #  free TPU chips; SUMMARY_LANES packed).
     scan: tuple[float, float, float, float, float, int, int, int] = field(init=False, repr=False, compare=False)
 
@@ -103,7 +103,7 @@ class ClusterSnapshot:
 
     cluster: str
     nodes: tuple[NodeEntry, ...]
-    pending_gpu_requests: float = 0.0  # Σ nvidia.com/gpu requested by Pending pods with no node
+    pending_gpu_requests: float = 0.0  # Σ GPU resources (every vendor's) requested by Pending pods with no node
     pending_tpu_requests: float = 0.0
 
 

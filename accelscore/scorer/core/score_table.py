@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
 
+from accelscore.devices import AcceleratorFamily, family_resources
 from accelscore.scorer.core import best_fit
 from accelscore.scorer.core.model import ACCELSCORE_APS, FIT_SIZES, RESOURCE_USAGE_APS
 from accelscore.scorer.core.totals import ClusterTotals
@@ -109,6 +110,9 @@ def _best_fit(k: int) -> ScoreSpec:
 
 
 _CPU, _MEM, _GPU, _TPU = (0.0, 100.0), (0.0, 1048576.0), (0.0, 20.0), (0.0, 20.0)  # upstream (memory in MiB)
+# The API-level units: every vendor's physical-device resource of the family (accelscore.devices vendor table).
+_GPU_UNIT = " + ".join(family_resources(AcceleratorFamily.GPU))
+_TPU_UNIT = " + ".join(family_resources(AcceleratorFamily.TPU))
 _NODE_MAX = "max over counted nodes of allocatable - requested (≥ 0)"
 _CLUSTER_SUM = "Σ over counted nodes of allocatable - requested (over-commit negatives kept)"
 
@@ -121,13 +125,13 @@ SCORES: tuple[ScoreSpec, ...] = (
             lambda t: t.memory_free_node_max_bytes / _MIB),
     _linear("memClusterAvailable", "memory", _MEM, "MiB", "memory free in the cluster", _CLUSTER_SUM,
             lambda t: t.memory_free_sum_bytes / _MIB),
-    _linear("gpuNodeAvailable", "gpu", _GPU, "nvidia.com/gpu", "most GPUs free on one node (API level)",
+    _linear("gpuNodeAvailable", "gpu", _GPU, _GPU_UNIT, "most GPUs free on one node (API level)",
             _NODE_MAX, lambda t: t.gpu_api_free_node_max),
-    _linear("gpuClusterAvailable", "gpu", _GPU, "nvidia.com/gpu", "GPUs free in the cluster (API level)",
+    _linear("gpuClusterAvailable", "gpu", _GPU, _GPU_UNIT, "GPUs free in the cluster (API level)",
             _CLUSTER_SUM, lambda t: t.gpu_api_free_sum),
-    _linear("tpuNodeAvailable", "tpu", _TPU, "google.com/tpu", "most TPU chips free on one node (API level)",
+    _linear("tpuNodeAvailable", "tpu", _TPU, _TPU_UNIT, "most TPU chips free on one node (API level)",
             _NODE_MAX, lambda t: t.tpu_api_free_node_max),
-    _linear("tpuClusterAvailable", "tpu", _TPU, "google.com/tpu", "TPU chips free in the cluster (API level)",
+    _linear("tpuClusterAvailable", "tpu", _TPU, _TPU_UNIT, "TPU chips free in the cluster (API level)",
             _CLUSTER_SUM, lambda t: t.tpu_api_free_sum),
     _ceil("gpuNodeFree", 8.0, "GPUs", "most healthy, unassigned GPUs on one node (device level)",
           "max over counted nodes of healthy GPUs with nothing assigned", lambda t: t.gpu_free_node_max),

@@ -27,9 +27,9 @@ class ClusterTotals:
     cpu_free_sum: float
     memory_free_node_max_bytes: float
     memory_free_sum_bytes: float
-    gpu_api_free_node_max: float  # nvidia.com/gpu
+    gpu_api_free_node_max: float  # the GPU vendors' physical-device resources
     gpu_api_free_sum: float
-    tpu_api_free_node_max: float  # google.com/tpu
+    tpu_api_free_node_max: float  # the TPU vendors'
     tpu_api_free_sum: float
     # Device level.
     gpu_free_node_max: int  # healthy, unassigned physical GPUs (known assignment only)

@@ -32,6 +32,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
+from accelscore.devices import AcceleratorFamily, family_resources
 from accelscore.errors import ConfigError
 from accelscore.scorer.core.model import CUSTOM_APS, ClusterSnapshot, NodeEntry, Score, ScoreSet
 from accelscore.scorer.core.score_table import BY_NAME
@@ -67,6 +68,9 @@ def _known(value: float, known: bool) -> float:
 
 
 # node.<field>: (CEL type, one-line doc, getter). Amounts are 0 when unknown (never free).
+_GPU_RES = " + ".join(family_resources(AcceleratorFamily.GPU))  # the vendors' GPU resources, for the field docs
+_TPU_RES = " + ".join(family_resources(AcceleratorFamily.TPU))
+
 NODE_FIELDS: Mapping[str, tuple[Any, str, Callable[[NodeEntry], Any]]] = {
     "name": (_T.STRING, "the Node's name", lambda e: e.name),
     "labels": (_T.Map(_T.STRING, _T.STRING), "the Node's labels (empty without a Node watch)",
@@ -89,8 +93,8 @@ NODE_FIELDS: Mapping[str, tuple[Any, str, Callable[[NodeEntry], Any]]] = {
     "cpuFreeCores": (_T.DOUBLE, "allocatable - requested CPU, cores (0 when unknown)", lambda e: _amounts(e)[0]),
     "memoryFreeBytes": (_T.DOUBLE, "allocatable - requested memory, bytes (0 when unknown)",
                         lambda e: _amounts(e)[1]),
-    "gpuApiFree": (_T.DOUBLE, "allocatable - requested nvidia.com/gpu (0 when unknown)", lambda e: _amounts(e)[2]),
-    "tpuApiFree": (_T.DOUBLE, "allocatable - requested google.com/tpu (0 when unknown)", lambda e: _amounts(e)[3]),
+    "gpuApiFree": (_T.DOUBLE, f"allocatable - requested {_GPU_RES} (0 when unknown)", lambda e: _amounts(e)[2]),
+    "tpuApiFree": (_T.DOUBLE, f"allocatable - requested {_TPU_RES} (0 when unknown)", lambda e: _amounts(e)[3]),
 }
 
 # cluster.<field>: (CEL type, one-line doc, getter) over the totals of the nodes that pass the filter.
@@ -114,11 +118,11 @@ CLUSTER_FIELDS: Mapping[str, tuple[Any, str, Callable[[ClusterTotals], Any]]] = 
     "memoryFreeBytes": (_T.DOUBLE, "allocatable - requested memory, summed", lambda t: float(t.memory_free_sum_bytes)),
     "memoryFreeNodeMaxBytes": (_T.DOUBLE, "most free memory on one node",
                                lambda t: float(t.memory_free_node_max_bytes)),
-    "gpuApiFree": (_T.DOUBLE, "allocatable - requested nvidia.com/gpu, summed", lambda t: float(t.gpu_api_free_sum)),
-    "tpuApiFree": (_T.DOUBLE, "allocatable - requested google.com/tpu, summed", lambda t: float(t.tpu_api_free_sum)),
-    "pendingGpuRequests": (_T.DOUBLE, "nvidia.com/gpu requested by Pending pods with no node (whole cluster)",
+    "gpuApiFree": (_T.DOUBLE, f"allocatable - requested {_GPU_RES}, summed", lambda t: float(t.gpu_api_free_sum)),
+    "tpuApiFree": (_T.DOUBLE, f"allocatable - requested {_TPU_RES}, summed", lambda t: float(t.tpu_api_free_sum)),
+    "pendingGpuRequests": (_T.DOUBLE, f"{_GPU_RES} requested by Pending pods with no node (whole cluster)",
                            lambda t: float(t.pending_gpu_requests)),
-    "pendingTpuRequests": (_T.DOUBLE, "google.com/tpu requested by Pending pods with no node (whole cluster)",
+    "pendingTpuRequests": (_T.DOUBLE, f"{_TPU_RES} requested by Pending pods with no node (whole cluster)",
                            lambda t: float(t.pending_tpu_requests)),
     "nodes": (_T.INT, "schedulable nodes that pass the filter", lambda t: t.schedulable_nodes),
     "freshNodes": (_T.INT, "of which with a fresh report", lambda t: t.fresh_nodes),

@@ -1,13 +1,15 @@
 """Plausibility of one report against the scorer's own view of its Node (pure; DESIGN §3.2).
 
 A node may not claim more accelerators than its Node object advertises, nor more free ones than it
-has allocatable. Bounds per family, from the Node's `status.capacity` / `status.allocatable`:
+has allocatable. Bounds per vendor (accelscore.devices vendor table), from the Node's `status.capacity` /
+`status.allocatable`, where "whole" is the vendor's physical-device resources and "partition" its
+partition resources (NVIDIA `mig-*`, AMD mixed-strategy `cpx_nps4`, ...):
 
-- whole (non-MIG) GPUs ≤ capacity `nvidia.com/gpu` (time-slicing only raises that figure);
-- MIG instances ≤ capacity `nvidia.com/gpu` + Σ `nvidia.com/mig-*` (single or mixed strategy);
-- free GPUs ≤ allocatable `nvidia.com/gpu` + Σ `nvidia.com/mig-*`; TPU chips ≤ capacity and free
-  chips ≤ allocatable `google.com/tpu`; the report's own `resources` allocatable/free of those names
-  ≤ the Node's allocatable.
+- physical devices not split into partitions ≤ capacity of its whole resources (time-slicing and AMD's
+  single strategy in CPX mode only raise that figure);
+- partitions ≤ capacity of its whole + partition resources (single or mixed strategy);
+- free devices of a family ≤ Σ over its vendors of allocatable whole + partition; the report's own
+  `resources` allocatable/free of a whole resource ≤ the Node's allocatable of it.
 
 A resource the Node does not advertise counts 0. Those bounds refuse the report.
 
@@ -21,50 +23,70 @@ scorer's own view allows (unknown is never free; a cap only ever lowers).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from accelscore.devices import KINDS, AcceleratorFamily
+from accelscore.devices import VENDORS, AcceleratorFamily, ResourceRole, Vendor, accelerator_resource, resource_info
 from accelscore.scorer.core.model import NodeSummary
 from accelscore.scorer.ingest.validate import Rejection, RejectReason
 from accelscore.v1 import report_pb2 as pb
 
-GPU = "nvidia.com/gpu"
-TPU = "google.com/tpu"
-MIG_PREFIX = "nvidia.com/mig-"
+__all__ = ["accelerator_resource", "cap_free", "implausible"]
+
 _EPS = 1e-9
-_WHOLE_GPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and not i.partition)
-_MIG = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and i.partition)
-_TPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.TPU)
+_COUNTED = (ResourceRole.WHOLE, ResourceRole.PARTITION)
 
 
-def accelerator_resource(name: str) -> bool:
-    """Whether the Node's amount of `name` bounds a report (the resources checked here)."""
-    return name in (GPU, TPU) or name.startswith(MIG_PREFIX)
+def _sum(amounts: Mapping[str, float], vendors: Iterable[Vendor], roles: tuple[ResourceRole, ...]) -> float:
+    """Σ of the amounts whose resource is one of `vendors`' in one of `roles`."""
+    names = {v.name for v in vendors}
+    total = 0.0
+    for name, value in amounts.items():
+        info = resource_info(name)
+        if info is not None and info.vendor.name in names and info.role in roles:
+            total += value
+    return total
+
+
+def _family(family: AcceleratorFamily) -> tuple[Vendor, ...]:
+    return tuple(v for v in VENDORS if v.family is family)
+
+
+def _device_bounds(report: pb.NodeReport, capacity: Mapping[str, float]) -> Iterable[tuple[str, float, float, str]]:
+    """(what, claimed, bound, source) per vendor with devices in the report."""
+    parents = {d.parent_id for d in report.devices if d.parent_id}
+    for vendor in VENDORS:
+        whole = parts = 0
+        for d in report.devices:
+            if d.kind == vendor.device_kind:
+                # A physical device split into partitions is advertised as its partitions, not as itself.
+                whole += not ((d.HasField("mig_enabled") and d.mig_enabled) or d.id in parents)
+            elif vendor.partition_kind and d.kind == vendor.partition_kind:
+                parts += 1
+        if not (whole or parts):
+            continue
+        whole_cap = _sum(capacity, (vendor,), (ResourceRole.WHOLE,))
+        yield f"whole {vendor.name} devices", whole, whole_cap, f"capacity of {vendor.resource}"
+        if vendor.partition_kind:
+            yield (f"{vendor.name} partitions", parts, whole_cap + _sum(capacity, (vendor,), (ResourceRole.PARTITION,)),
+                   f"capacity of {vendor.name}'s whole and partition resources")
 
 
 def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mapping[str, float],
                 allocatable: Mapping[str, float]) -> Rejection | None:
     """Why `report` claims more than its Node advertises, or None."""
-    mig_cap = sum(v for k, v in capacity.items() if k.startswith(MIG_PREFIX))
-    mig_alloc = sum(v for k, v in allocatable.items() if k.startswith(MIG_PREFIX))
-    whole = sum(1 for d in report.devices if d.kind in _WHOLE_GPU and not (d.HasField("mig_enabled") and d.mig_enabled))
-    migs = sum(1 for d in report.devices if d.kind in _MIG)
-    chips = sum(1 for d in report.devices if d.kind in _TPU)
-    gpu_cap, tpu_cap = capacity.get(GPU, 0.0), capacity.get(TPU, 0.0)
-    gpu_alloc, tpu_alloc = allocatable.get(GPU, 0.0), allocatable.get(TPU, 0.0)
+    gpus, tpus = _family(AcceleratorFamily.GPU), _family(AcceleratorFamily.TPU)
     bounds = (
-        ("whole GPUs", whole, gpu_cap, f"capacity {GPU}"),
-        ("MIG instances", migs, gpu_cap + mig_cap, f"capacity {GPU} + {MIG_PREFIX}*"),
-        ("TPU chips", chips, tpu_cap, f"capacity {TPU}"),
-        ("free GPUs", summary.gpu_free, gpu_alloc + mig_alloc, f"allocatable {GPU} + {MIG_PREFIX}*"),
-        ("free TPU chips", summary.tpu_free, tpu_alloc, f"allocatable {TPU}"),
+        *_device_bounds(report, capacity),
+        ("free GPUs", summary.gpu_free, _sum(allocatable, gpus, _COUNTED), "allocatable of GPU resources"),
+        ("free TPU chips", summary.tpu_free, _sum(allocatable, tpus, _COUNTED), "allocatable of TPU resources"),
     )
     for what, claimed, bound, source in bounds:
         if claimed > bound + _EPS:
             return Rejection(RejectReason.IMPLAUSIBLE, f"{claimed:g} {what} claimed, the Node advertises "
                                                        f"{bound:g} ({source})")
     for amount in report.resources:
-        if amount.name in (GPU, TPU):
+        info = resource_info(amount.name)
+        if info is not None and info.role is ResourceRole.WHOLE and amount.name == info.vendor.resource:
             node_alloc = allocatable.get(amount.name, 0.0)
             if max(amount.allocatable, amount.free) > node_alloc + _EPS:
                 return Rejection(RejectReason.IMPLAUSIBLE, f"resources[{amount.name}] claims "
@@ -73,17 +95,22 @@ def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mappin
     return None
 
 
-def _mig_sum(amounts: Mapping[str, float]) -> float:
-    return sum(v for k, v in amounts.items() if k.startswith(MIG_PREFIX))
+def _bound(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], requested: Mapping[str, float]) -> float:
+    return max(0.0, _sum(allocatable, vendors, _COUNTED) - _sum(requested, vendors, _COUNTED))
+
+
+def _label(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float]) -> str:
+    """The resource a family's cap is counted under: its vendor on this node (the first vendor's if unclear)."""
+    present = [v for v in vendors if _sum(allocatable, (v,), _COUNTED) > 0]
+    return (present[0] if len(present) == 1 else vendors[0]).resource
 
 
 def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float],
              requested: Mapping[str, float]) -> tuple[NodeSummary, tuple[str, ...]]:
     """`summary` with free GPUs / TPU chips (device and API level) at most allocatable - requested of the
     Node as the scorer sees it, and the resources that were capped (empty: unchanged)."""
-    gpu_bound = max(0.0, allocatable.get(GPU, 0.0) + _mig_sum(allocatable)
-                    - requested.get(GPU, 0.0) - _mig_sum(requested))
-    tpu_bound = max(0.0, allocatable.get(TPU, 0.0) - requested.get(TPU, 0.0))
+    gpus, tpus = _family(AcceleratorFamily.GPU), _family(AcceleratorFamily.TPU)
+    gpu_bound, tpu_bound = _bound(gpus, allocatable, requested), _bound(tpus, allocatable, requested)
     changes: dict[str, object] = {}
     capped: list[str] = []
     if summary.gpu_free_known and summary.gpu_free > gpu_bound + _EPS:
@@ -91,18 +118,16 @@ def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float],
         # Keep the mean model weight of the free GPUs: which of them are really taken is not known.
         changes["gpu_free"] = free
         changes["gpu_compute_free"] = summary.gpu_compute_free * free / summary.gpu_free
-        capped.append(GPU)
+        capped.append(_label(gpus, allocatable))
     if summary.gpu_free_api is not None and summary.gpu_free_api > gpu_bound + _EPS:
         changes["gpu_free_api"] = gpu_bound
-        if GPU not in capped:
-            capped.append(GPU)
+        capped.append(_label(gpus, allocatable))
     if summary.tpu_free_known and summary.tpu_free > tpu_bound + _EPS:
         changes["tpu_free"] = int(tpu_bound)
-        capped.append(TPU)
+        capped.append(_label(tpus, allocatable))
     if summary.tpu_free_api is not None and summary.tpu_free_api > tpu_bound + _EPS:
         changes["tpu_free_api"] = tpu_bound
-        if TPU not in capped:
-            capped.append(TPU)
+        capped.append(_label(tpus, allocatable))
     if not changes:
         return summary, ()
-    return dataclasses.replace(summary, **changes), tuple(capped)
+    return dataclasses.replace(summary, **changes), tuple(dict.fromkeys(capped))  # each resource once

@@ -8,20 +8,36 @@ from __future__ import annotations
 
 import math
 
-from accelscore.devices import KINDS, AcceleratorFamily, CollectorName, DeviceKind
+from accelscore.devices import (
+    KINDS,
+    VENDORS,
+    AcceleratorFamily,
+    CollectorName,
+    ResourceRole,
+    family_resources,
+    resource_info,
+)
 from accelscore.scorer.core.model import COMPUTE_SCALE, NodeSummary
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.v1 import report_pb2
 
 _OK = report_pb2.COLLECTOR_STATE_OK
+_ABSENT = report_pb2.COLLECTOR_STATE_ABSENT
 # Kinds by family (accelscore.devices.KINDS); any other kind is a newer agent's: skipped here, counted at ingest.
 _GPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and not i.partition)
-_MIG = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and i.partition)
+_PARTITION = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and i.partition)
 _TPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.TPU)
+# The collector that vouches for each kind (the vendor's telemetry library), per device: one per vendor row.
+_VOUCHER = {k: i.collector for k, i in KINDS.items()}
+_GPU_COLLECTORS = frozenset(v.collector for v in VENDORS if v.family is AcceleratorFamily.GPU)
+_TPU_COLLECTORS = frozenset(v.collector for v in VENDORS if v.family is AcceleratorFamily.TPU)
 _USABLE = frozenset((report_pb2.HEALTH_HEALTHY, report_pb2.HEALTH_DEGRADED))
 _UNHEALTHY = report_pb2.HEALTH_UNHEALTHY
 
-_API_RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "google.com/tpu")
+# API level: cpu, memory, and per family the sum over its vendors' physical-device resources.
+_GPU_RESOURCES = family_resources(AcceleratorFamily.GPU)
+_TPU_RESOURCES = family_resources(AcceleratorFamily.TPU)
+_API_RESOURCES = ("cpu", "memory", *_GPU_RESOURCES, *_TPU_RESOURCES)
 
 
 def _finite(value: float) -> float | None:
@@ -45,6 +61,12 @@ def _api_free(report: report_pb2.NodeReport, node_state: int) -> dict[str, float
     return free
 
 
+def _family_api_free(free: dict[str, float | None], resources: tuple[str, ...]) -> float | None:
+    """Σ free over a family's vendor resources the report lists; None when it lists none (unknown)."""
+    known = [free[r] for r in resources if free[r] is not None]
+    return sum(known) if known else None  # type: ignore[arg-type]
+
+
 def _mem_free(device: report_pb2.Device) -> float:
     """total - reserved - used in bytes when total and used are known (reserved only when reported), else 0."""
     # An unset total reads 0 (so nothing is free) and an unset reserved reads 0 (nothing to take off): only
@@ -55,7 +77,7 @@ def _mem_free(device: report_pb2.Device) -> float:
 
 
 def _takes_more_work(device: report_pb2.Device) -> bool:
-    """Unassigned, or assigned only through sharing (time-slicing `::N` ids, nvidia.com/gpu.shared).
+    """Unassigned, or assigned only through sharing (time-slicing `::N` ids, a vendor's shared resource).
 
     An exclusively allocated GPU may sit idle with its memory free, but no new pod can be bound to it,
     so its memory must not advertise room for shared or inference work.
@@ -63,13 +85,22 @@ def _takes_more_work(device: report_pb2.Device) -> bool:
     assignments = device.assignments
     if not assignments:  # the common case, without a generator (ingest runs this per device per report)
         return True
-    return all("::" in a.device_id or a.resource_name.endswith(".shared") for a in assignments)
+    return all("::" in a.device_id or _shared(a.resource_name) for a in assignments)
+
+
+def _shared(resource: str) -> bool:
+    info = resource_info(resource)
+    return info is not None and info.role is ResourceRole.SHARED
 
 
 def _gpu_part(
-    report: report_pb2.NodeReport, config: ScoringConfig, nvidia_ok: bool, kubelet_ok: bool,
+    report: report_pb2.NodeReport, config: ScoringConfig, states: dict[str, int], kubelet_ok: bool,
 ) -> tuple[int, int, int, bool, float, float]:
-    """(total, healthy, free, free_known, mem_free_max_bytes, compute_free) over physical GPUs."""
+    """(total, healthy, free, free_known, mem_free_max_bytes, compute_free) over physical GPUs.
+
+    Each device is vouched for by its own vendor's collector (`KINDS[kind].collector`), so one vendor's
+    collector being ABSENT or UNKNOWN never hides another vendor's GPUs on the same node.
+    """
     gpus: list[report_pb2.Device] = []
     migs: dict[str, list[report_pb2.Device]] = {}
     assignment_known = kubelet_ok  # a device's own `assignment_known` cannot vouch past its collector
@@ -77,17 +108,17 @@ def _gpu_part(
         kind = device.kind
         if kind in _GPU:
             gpus.append(device)
-        elif kind in _MIG:
+        elif kind in _PARTITION:
             migs.setdefault(device.parent_id, []).append(device)
         else:
             continue
         assignment_known = assignment_known and device.assignment_known
-    free_known = nvidia_ok and assignment_known
+    free_known = _family_read(_GPU_COLLECTORS, states) and assignment_known
     healthy = free = units = 0
     mem_max = 0.0
     for gpu in gpus:
         instances = migs.get(gpu.id, ())
-        usable = nvidia_ok and gpu.health in _USABLE
+        usable = gpu.health in _USABLE and states.get(_VOUCHER[gpu.kind]) == _OK
         if not usable:
             continue  # unhealthy or unknown health: neither healthy, nor free, nor memory
         healthy += 1
@@ -107,8 +138,8 @@ def _gpu_part(
     return len(gpus), healthy, free, free_known, mem_max, units / COMPUTE_SCALE
 
 
-def _tpu_part(report: report_pb2.NodeReport, tpu_ok: bool, kubelet_ok: bool) -> tuple[int, int, bool]:
-    """(total, free, free_known) over TPU chips."""
+def _tpu_part(report: report_pb2.NodeReport, states: dict[str, int], kubelet_ok: bool) -> tuple[int, int, bool]:
+    """(total, free, free_known) over TPU chips, each vouched for by its own vendor's collector."""
     total = free = 0
     assignment_known = kubelet_ok
     for device in report.devices:
@@ -116,15 +147,18 @@ def _tpu_part(report: report_pb2.NodeReport, tpu_ok: bool, kubelet_ok: bool) -> 
             continue
         total += 1
         assignment_known = assignment_known and device.assignment_known
-        if device.health in _USABLE and not device.assignments:
+        if device.health in _USABLE and not device.assignments and states.get(_VOUCHER[device.kind]) == _OK:
             free += 1
-    known = tpu_ok and assignment_known
+    known = _family_read(_TPU_COLLECTORS, states) and assignment_known
     return total, free if known else 0, known
 
 
-def _vouched(kinds: frozenset[DeviceKind], ok: set[str]) -> bool:
-    """Whether every collector that reports these kinds was OK (today one per family: nvidia, tpu)."""
-    return all(KINDS[kind].collector in ok for kind in kinds)
+def _family_read(collectors: frozenset[str], states: dict[str, int]) -> bool:
+    """Whether a family's free count can be known: one of its vendors' collectors was read (OK), and none that
+    the report names is UNKNOWN (it may hold devices nobody can see). ABSENT = that vendor has no hardware
+    here; unnamed = an older agent that does not know that vendor."""
+    named = [states[c] for c in collectors if c in states]
+    return any(s == _OK for s in named) and all(s in (_OK, _ABSENT) for s in named)
 
 
 def _assignments_vouched(report: report_pb2.NodeReport) -> bool:
@@ -139,12 +173,11 @@ def _assignments_vouched(report: report_pb2.NodeReport) -> bool:
 
 def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_at: float) -> NodeSummary:
     """What one NodeReport contributes to scoring (unknown is None / not known, never free)."""
-    ok = {c.name for c in report.collectors if c.state == _OK}
-    api = _api_free(report, next((c.state for c in report.collectors if c.name == "node"), 0))
+    states = {c.name: c.state for c in report.collectors}
+    api = _api_free(report, states.get(CollectorName.NODE.value, 0))
     kubelet_ok = _assignments_vouched(report)
-    gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute = _gpu_part(report, config, _vouched(_GPU, ok),
-                                                                               kubelet_ok)
-    tpu_total, tpu_free, tpu_known = _tpu_part(report, _vouched(_TPU, ok), kubelet_ok)
+    gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute = _gpu_part(report, config, states, kubelet_ok)
+    tpu_total, tpu_free, tpu_known = _tpu_part(report, states, kubelet_ok)
     stamp = report.time
     report_time = stamp.seconds + stamp.nanos / 1e9 if report.HasField("time") else 0.0
     return NodeSummary(
@@ -154,8 +187,8 @@ def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_
         unschedulable=report.node.unschedulable if report.HasField("node") else False,
         cpu_free_cores=api["cpu"],
         memory_free_bytes=api["memory"],
-        gpu_free_api=api["nvidia.com/gpu"],
-        tpu_free_api=api["google.com/tpu"],
+        gpu_free_api=_family_api_free(api, _GPU_RESOURCES),
+        tpu_free_api=_family_api_free(api, _TPU_RESOURCES),
         gpu_total=gpu_total,
         gpu_healthy=gpu_healthy,
         gpu_free=gpu_free,
