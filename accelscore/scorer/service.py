@@ -23,7 +23,7 @@ from accelscore.scorer.ha.metrics import HaMetrics, HaState
 from accelscore.scorer.ha.startup import view_trustworthy
 from accelscore.scorer.ingest.admission import RateLimiter
 from accelscore.scorer.ingest.node_table import NodeFacts, NodeTable
-from accelscore.scorer.ingest.plausible import accelerator_resource
+from accelscore.scorer.ingest.plausible import accelerator_resource, bounded_resource
 from accelscore.scorer.ingest.server import DEFAULT_BURST, IngestStats, build_ingest_server
 from accelscore.scorer.ingest.skew import UnknownItemsMetrics
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
@@ -167,8 +167,8 @@ class ScorerService:
 
         def node_facts(node: kube_nodes.JsonObject) -> NodeFacts:
             return NodeFacts(kube_nodes.object_name(node), not bool((node.get("spec") or {}).get("unschedulable")),
-                             capacity=kube_nodes.status_amounts(node, "capacity", accelerator_resource),
-                             allocatable=kube_nodes.status_amounts(node, "allocatable", accelerator_resource),
+                             capacity=kube_nodes.status_amounts(node, "capacity", bounded_resource),
+                             allocatable=kube_nodes.status_amounts(node, "allocatable", bounded_resource),
                              labels=kube_nodes.node_labels(node),
                              taints=tuple(Taint(*t) for t in kube_nodes.node_taints(node)))
 
