@@ -24,16 +24,25 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from accelscore.devices import VENDORS, AcceleratorFamily, ResourceRole, Vendor, accelerator_resource, resource_info
 from accelscore.scorer.core.model import NodeSummary
 from accelscore.scorer.ingest.validate import Rejection, RejectReason
 from accelscore.v1 import report_pb2 as pb
 
-__all__ = ["accelerator_resource", "cap_free", "implausible"]
+__all__ = ["HOST_RESOURCES", "NodeBounds", "accelerator_resource", "bounded_resource", "cap_free", "implausible",
+           "node_bounds"]
 
 _EPS = 1e-9
+_REL_EPS = 1e-9  # host amounts are parsed from the same quantity on both sides; this only absorbs rounding
 _COUNTED = (ResourceRole.WHOLE, ResourceRole.PARTITION)
+HOST_RESOURCES = ("cpu", "memory")  # bounded by the Node's allocatable like the accelerators
+
+
+def bounded_resource(name: str) -> bool:
+    """Whether the Node's amount of `name` bounds a report: every accelerator resource, cpu and memory."""
+    return name in HOST_RESOURCES or accelerator_resource(name)
 
 
 def _sum(amounts: Mapping[str, float], vendors: Iterable[Vendor], roles: tuple[ResourceRole, ...]) -> float:
@@ -51,47 +60,91 @@ def _family(family: AcceleratorFamily) -> tuple[Vendor, ...]:
     return tuple(v for v in VENDORS if v.family is family)
 
 
-def _device_bounds(report: pb.NodeReport, capacity: Mapping[str, float]) -> Iterable[tuple[str, float, float, str]]:
-    """(what, claimed, bound, source) per vendor with devices in the report."""
-    parents = {d.parent_id for d in report.devices if d.parent_id}
+@dataclass(frozen=True, slots=True)
+class NodeBounds:
+    """What one Node object allows a report, folded once per change of the Node (not once per report)."""
+
+    whole: Mapping[int, tuple[float, str]]  # device kind -> (capacity of its vendor's whole resources, source)
+    partitions: Mapping[int, tuple[float, str]]  # partition kind -> (capacity of whole + partition resources, ...)
+    free_gpus: float  # allocatable of every GPU vendor's whole and partition resources
+    free_tpus: float
+    allocatable: Mapping[str, float]  # the Node's allocatable of each bounded resource it lists
+
+
+def node_bounds(capacity: Mapping[str, float], allocatable: Mapping[str, float]) -> NodeBounds:
+    """The bounds a Node with these `status.capacity` / `status.allocatable` amounts sets."""
+    whole: dict[int, tuple[float, str]] = {}
+    partitions: dict[int, tuple[float, str]] = {}
     for vendor in VENDORS:
-        whole = parts = 0
-        for d in report.devices:
-            if d.kind == vendor.device_kind:
-                # A physical device split into partitions is advertised as its partitions, not as itself.
-                whole += not ((d.HasField("mig_enabled") and d.mig_enabled) or d.id in parents)
-            elif vendor.partition_kind and d.kind == vendor.partition_kind:
-                parts += 1
-        if not (whole or parts):
-            continue
         whole_cap = _sum(capacity, (vendor,), (ResourceRole.WHOLE,))
-        yield f"whole {vendor.name} devices", whole, whole_cap, f"capacity of {vendor.resource}"
+        whole[vendor.device_kind] = (whole_cap, f"capacity of {vendor.resource}")
         if vendor.partition_kind:
-            yield (f"{vendor.name} partitions", parts, whole_cap + _sum(capacity, (vendor,), (ResourceRole.PARTITION,)),
-                   f"capacity of {vendor.name}'s whole and partition resources")
+            partitions[vendor.partition_kind] = (whole_cap + _sum(capacity, (vendor,), (ResourceRole.PARTITION,)),
+                                                 f"capacity of {vendor.name}'s whole and partition resources")
+    return NodeBounds(whole, partitions, _sum(allocatable, _family(AcceleratorFamily.GPU), _COUNTED),
+                      _sum(allocatable, _family(AcceleratorFamily.TPU), _COUNTED), dict(allocatable))
 
 
-def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mapping[str, float],
-                allocatable: Mapping[str, float]) -> Rejection | None:
-    """Why `report` claims more than its Node advertises, or None."""
-    gpus, tpus = _family(AcceleratorFamily.GPU), _family(AcceleratorFamily.TPU)
-    bounds = (
-        *_device_bounds(report, capacity),
-        ("free GPUs", summary.gpu_free, _sum(allocatable, gpus, _COUNTED), "allocatable of GPU resources"),
-        ("free TPU chips", summary.tpu_free, _sum(allocatable, tpus, _COUNTED), "allocatable of TPU resources"),
-    )
-    for what, claimed, bound, source in bounds:
+def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mapping[str, float] | None = None,
+                allocatable: Mapping[str, float] | None = None, bounds: NodeBounds | None = None) -> Rejection | None:
+    """Why `report` claims more than its Node advertises, or None (one pass over the devices). `bounds` are
+    the Node's folded once (`node_bounds`); else they are folded here from `capacity` and `allocatable`."""
+    if bounds is None:
+        bounds = node_bounds(capacity or {}, allocatable or {})
+    devices = [(d.kind, d.id, d.parent_id, d.mig_enabled) for d in report.devices]
+    parents = {parent for _, _, parent, _ in devices if parent}
+    physical: dict[int, int] = {}  # kind -> every physical device, partitioned or not
+    unsplit: dict[int, int] = {}  # kind -> physical devices not split into partitions
+    parts: dict[int, int] = {}
+    whole_kinds, partition_kinds = bounds.whole, bounds.partitions
+    for kind, dev_id, _, mig_enabled in devices:
+        if kind in whole_kinds:
+            physical[kind] = physical.get(kind, 0) + 1
+            if not (mig_enabled or dev_id in parents):
+                unsplit[kind] = unsplit.get(kind, 0) + 1
+        elif kind in partition_kinds:
+            parts[kind] = parts.get(kind, 0) + 1
+    checks: list[tuple[str, float, float, str]] = []
+    for vendor in VENDORS:
+        kind = vendor.device_kind
+        if kind not in physical and vendor.partition_kind not in parts:
+            continue
+        whole_cap, whole_source = whole_kinds[kind]
+        checks.append((f"whole {vendor.name} devices", unsplit.get(kind, 0), whole_cap, whole_source))
+        if vendor.partition_kind:
+            cap, source = partition_kinds[vendor.partition_kind]
+            checks.append((f"{vendor.name} partitions", parts.get(vendor.partition_kind, 0), cap, source))
+            # A partitioned parent is advertised as its partitions (at least one each), so every physical
+            # device, split or not, fits in whole + partition resources: thousands of MIG-enabled parents
+            # (unhealthy, to sink gpuClusterHealthy) are as implausible as thousands of whole GPUs.
+            checks.append((f"physical {vendor.name} devices", physical.get(kind, 0), cap, source))
+    checks.append(("free GPUs", summary.gpu_free, bounds.free_gpus, "allocatable of GPU resources"))
+    checks.append(("free TPU chips", summary.tpu_free, bounds.free_tpus, "allocatable of TPU resources"))
+    for what, claimed, bound, source in checks:
         if claimed > bound + _EPS:
             return Rejection(RejectReason.IMPLAUSIBLE, f"{claimed:g} {what} claimed, the Node advertises "
                                                        f"{bound:g} ({source})")
+    return _resources_implausible(report, bounds.allocatable)
+
+
+def _resources_implausible(report: pb.NodeReport, node_allocatable: Mapping[str, float]) -> Rejection | None:
+    """The report's own allocatable and free of cpu, memory and each vendor's physical resource may not exceed
+    the Node's allocatable (cpu and memory only when the Node watch keeps them)."""
     for amount in report.resources:
-        info = resource_info(amount.name)
-        if info is not None and info.role is ResourceRole.WHOLE and amount.name == info.vendor.resource:
-            node_alloc = allocatable.get(amount.name, 0.0)
-            if max(amount.allocatable, amount.free) > node_alloc + _EPS:
-                return Rejection(RejectReason.IMPLAUSIBLE, f"resources[{amount.name}] claims "
-                                                           f"{max(amount.allocatable, amount.free):g}, the Node "
-                                                           f"advertises allocatable {node_alloc:g}")
+        name = amount.name
+        if name in HOST_RESOURCES:
+            node_alloc = node_allocatable.get(name)
+            if node_alloc is None:
+                continue  # this Node view has no host amounts (an older watch transform): not bounded
+        else:
+            info = resource_info(name)
+            if info is None or info.role is not ResourceRole.WHOLE or name != info.vendor.resource:
+                continue
+            node_alloc = node_allocatable.get(name, 0.0)
+        claimed = max(amount.allocatable, amount.free)
+        if claimed > node_alloc * (1 + _REL_EPS) + _EPS:
+            return Rejection(RejectReason.IMPLAUSIBLE, f"resources[{name}] claims {claimed:g}, the Node "
+                                                       f"advertises allocatable {node_alloc:g}")
     return None
 
 

@@ -58,8 +58,10 @@ def _api_free(report: report_pb2.NodeReport, node_state: int) -> dict[str, float
         return free
     for amount in report.resources:
         if amount.name in free:
-            # Sign kept: negative free (over-commit) is real and upstream's cluster sum counts it.
-            free[amount.name] = _finite(amount.free)
+            # An over-committed node has nothing free: it counts 0, never a negative amount that would take
+            # other nodes' room off a cluster sum (a report claiming free -1e308 once summed to -inf).
+            value = _finite(amount.free)
+            free[amount.name] = None if value is None else max(0.0, value)
     return free
 
 

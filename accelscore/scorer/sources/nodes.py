@@ -12,15 +12,15 @@ from typing import Any
 from accelscore.kube import nodes as kube_nodes
 from accelscore.scorer.core.model import Taint
 from accelscore.scorer.ingest.node_table import NodeFacts, NodeTable
-from accelscore.scorer.ingest.plausible import accelerator_resource
+from accelscore.scorer.ingest.plausible import bounded_resource
 from accelscore.scorer.sources.base import Required, WatchSource
 
 
 def node_facts(node: kube_nodes.JsonObject) -> NodeFacts:
     """One Node object reduced to what scoring and the plausibility check read."""
     return NodeFacts(kube_nodes.object_name(node), not bool((node.get("spec") or {}).get("unschedulable")),
-                     capacity=kube_nodes.status_amounts(node, "capacity", accelerator_resource),
-                     allocatable=kube_nodes.status_amounts(node, "allocatable", accelerator_resource),
+                     capacity=kube_nodes.status_amounts(node, "capacity", bounded_resource),
+                     allocatable=kube_nodes.status_amounts(node, "allocatable", bounded_resource),
                      labels=kube_nodes.node_labels(node),
                      taints=tuple(Taint(*t) for t in kube_nodes.node_taints(node)))
 
