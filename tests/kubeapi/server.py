@@ -56,7 +56,10 @@ class KubeApiServer:
         for plural, obj in BOOTSTRAP:
             rbac_type = next(rt for rt in types if (rt.group, rt.plural) == (RBAC_GROUP, plural))
             store.create(rbac_type, "v1", "", obj)
-        store.admission = Admission(store.lookup).validate
+        builtin = {rt.key for rt in types if not rt.custom}
+        admission = Admission(store.lookup, lambda group, plural: (group, plural) in builtin)
+        store.admission = admission.validate
+        store.listeners.append(admission.note_change)
         store.kind_checks["ValidatingAdmissionPolicy"] = policy_causes
         store.kind_checks.update(dra.kind_checks())
         self._state.authorizer = Authorizer(lambda plural: store.lookup(RBAC_GROUP, plural))

@@ -114,7 +114,7 @@ _CPU, _MEM, _GPU, _TPU = (0.0, 100.0), (0.0, 1048576.0), (0.0, 20.0), (0.0, 20.0
 _GPU_UNIT = " + ".join(family_resources(AcceleratorFamily.GPU))
 _TPU_UNIT = " + ".join(family_resources(AcceleratorFamily.TPU))
 _NODE_MAX = "max over counted nodes of allocatable - requested (≥ 0)"
-_CLUSTER_SUM = "Σ over counted nodes of allocatable - requested (over-commit negatives kept)"
+_CLUSTER_SUM = "Σ over counted nodes of allocatable - requested (an over-committed node counts 0)"
 
 SCORES: tuple[ScoreSpec, ...] = (
     _linear("cpuNodeAvailable", "cpu", _CPU, "cores", "most CPU free on one node", _NODE_MAX,

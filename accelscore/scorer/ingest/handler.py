@@ -42,8 +42,7 @@ from accelscore.v1 import report_pb2 as pb
 log = logging.getLogger(__name__)
 
 CALL_DEADLINE_S = 10.0  # a unary call's longest life at the server, whatever deadline its client set
-STREAM_IDLE_S = 300.0  # a stream with no report for this long is ended (the agent opens a new one)
-WRITE_TIMEOUT_S = 10.0  # an answer the client does not take in this long ends its stream
+STREAM_IDLE_S = 300.0  # a stream with no report (or whose answer is not taken) this long is ended
 _WARN_EVERY_S = 60.0
 
 CODES: dict[RejectReason, grpc.StatusCode] = {
@@ -106,6 +105,39 @@ def _refused(reason: RejectReason, message: str) -> _Refused:
     return _Refused(Rejection(reason, message))
 
 
+class _IdleWatchdog:
+    """Cancels the running stream handler once it has carried no report for `idle_s`: one timer per stream,
+    re-armed only when it fires (a per-read timeout would cost a timer or a task per report)."""
+
+    def __init__(self, idle_s: float) -> None:
+        self._idle_s = idle_s
+        self.last = time.monotonic()
+        self.waiting = False  # between reports (an agent closing its stream then is no cancelled report)
+        self.fired = False
+        self._task: asyncio.Task[object] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.current_task()
+        self.last = time.monotonic()
+        self._arm(self._idle_s)
+
+    def _arm(self, delay: float) -> None:
+        self._timer = asyncio.get_running_loop().call_later(delay, self._check)
+
+    def _check(self) -> None:
+        idle = time.monotonic() - self.last
+        if idle < self._idle_s:
+            self._arm(self._idle_s - idle)
+        elif self._task is not None:
+            self.fired = True
+            self._task.cancel()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
 class ReportIngest:
     """The two handlers and the checks they share; one per server, every method on its event loop."""
 
@@ -163,23 +195,22 @@ class ReportIngest:
 
     async def push_stream(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
         """PushReports: authenticate once, then answer each report in order until the agent ends the stream."""
-        waiting = False  # idle between reports (an agent closing its stream then is no cancelled report)
+        watchdog = _IdleWatchdog(self._idle_s)
         try:
             async with asyncio.timeout(self._call_deadline(context)):
                 identity = await self._identity(context)
             token = bearer_token(context.invocation_metadata())
             with self._slot(identity):
                 valid_until = self._valid_until(token)
+                watchdog.start()
                 while True:
-                    waiting = True
-                    try:
-                        body = await asyncio.wait_for(context.read(), self._idle_s)
-                    except TimeoutError:
-                        return  # idle: end the stream cleanly; the agent opens a new one with its next report
-                    waiting = False
+                    watchdog.waiting = True
+                    body = await context.read()
+                    watchdog.waiting = False
                     if not isinstance(body, bytes):
                         return  # the agent closed its side
                     received_at = self._clock()
+                    watchdog.last = time.monotonic()
                     if identity is not None:
                         if received_at >= valid_until:  # the cached review ran out: ask again (the token may be gone)
                             async with asyncio.timeout(self._deadline_s):
@@ -187,22 +218,29 @@ class ReportIngest:
                             valid_until = self._valid_until(token)
                         self._rate_check(identity.node)
                     answer = self.take(body, identity, received_at)
-                    await asyncio.wait_for(context.write(answer), WRITE_TIMEOUT_S)
+                    try:
+                        await context.write(answer)
+                    except Exception:  # the agent went away after sending: its report was taken
+                        log.debug("the answer to a report could not be sent", exc_info=True)
+                        return
         except _Refused as refused:
             failure = refused
         except TimeoutError:
-            failure = _Refused(Rejection(RejectReason.CANCELLED, "the stream's token review or answer took "
-                                                                 "longer than the scorer waits"),
-                               grpc.StatusCode.DEADLINE_EXCEEDED)
+            failure = _Refused(Rejection(RejectReason.CANCELLED, "the stream's token review took longer than the "
+                                                                 "scorer waits"), grpc.StatusCode.DEADLINE_EXCEEDED)
         except NodeBusy as busy:
             failure = _refused(RejectReason.OVERLOADED, f"{busy}; retry")
         except asyncio.CancelledError:
-            if not waiting:  # the agent gave up on a report (or the token review) in progress
+            if watchdog.fired:
+                return  # idle for STREAM_IDLE_S: ended cleanly; the agent opens a new one with its next report
+            if not watchdog.waiting:  # the agent gave up on a report (or the token review) in progress
                 self._stats.rejected(RejectReason.CANCELLED)
             raise
         except Exception:
             log.exception("handling a report stream failed")
             failure = _refused(RejectReason.INTERNAL, "the scorer failed to handle the report")
+        finally:
+            watchdog.stop()
         await self._refuse(failure, context)
 
     def take(self, body: bytes, identity: Identity | None, received_at: float) -> bytes:

@@ -13,7 +13,7 @@ partition resources (NVIDIA `mig-*`, AMD mixed-strategy `cpx_nps4`, ...):
 
 A resource the Node does not advertise counts 0. On DRA nodes the scorer's own view of the node's ResourceSlices
 (`scorer.dra`) adds its devices to each bound: whole devices to the device bounds, usable (not tainted out) ones to
-the free bounds. Those bounds refuse the report.
+the free bounds and the report's own amounts. Those bounds refuse the report.
 
 Free devices are further capped (`cap_free`), not refused, at allocatable - requested as the scorer's own
 watch of bound pods sees it: the agent's report and the scorer's pod watch each lag the other by up to
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from accelscore.devices import VENDORS, AcceleratorFamily, ResourceRole, Vendor, accelerator_resource, resource_info
 from accelscore.devices.dra import NodeDraView
@@ -34,11 +35,19 @@ from accelscore.scorer.core.model import NodeSummary
 from accelscore.scorer.ingest.validate import Rejection, RejectReason
 from accelscore.v1 import report_pb2 as pb
 
-__all__ = ["accelerator_resource", "cap_free", "implausible"]
+__all__ = ["HOST_RESOURCES", "NodeBounds", "accelerator_resource", "bounded_resource", "cap_free", "implausible",
+           "node_bounds"]
 
 _EPS = 1e-9
-_DRA_SOURCE = pb.DEVICE_SOURCE_DRA
+_REL_EPS = 1e-9  # host amounts are parsed from the same quantity on both sides; this only absorbs rounding
 _COUNTED = (ResourceRole.WHOLE, ResourceRole.PARTITION)
+_DRA_SOURCE = pb.DEVICE_SOURCE_DRA
+HOST_RESOURCES = ("cpu", "memory")  # bounded by the Node's allocatable like the accelerators
+
+
+def bounded_resource(name: str) -> bool:
+    """Whether the Node's amount of `name` bounds a report: every accelerator resource, cpu and memory."""
+    return name in HOST_RESOURCES or accelerator_resource(name)
 
 
 def _sum(amounts: Mapping[str, float], vendors: Iterable[Vendor], roles: tuple[ResourceRole, ...]) -> float:
@@ -62,63 +71,107 @@ def _dra(view: NodeDraView | None, field: str, vendors: Iterable[Vendor]) -> flo
     return float(sum(counts.get(v.name, 0) for v in vendors))
 
 
-def _device_bounds(report: pb.NodeReport, capacity: Mapping[str, float], dra: NodeDraView | None,
-                   dra_known: bool) -> Iterable[tuple[str, float, float, str]]:
-    """(what, claimed, bound, source) per vendor with devices in the report. DRA devices are bounded by the
-    ResourceSlices the scorer sees; while that view is unknown they are left out (neither bounded nor refused)."""
-    parents = {d.parent_id for d in report.devices if d.parent_id}
+@dataclass(frozen=True, slots=True)
+class NodeBounds:
+    """What one Node object allows a report, folded once per change of the Node (not once per report)."""
+
+    whole: Mapping[int, tuple[float, str]]  # device kind -> (capacity of its vendor's whole resources, source)
+    partitions: Mapping[int, tuple[float, str]]  # partition kind -> (capacity of whole + partition resources, ...)
+    free_gpus: float  # allocatable of every GPU vendor's whole and partition resources
+    free_tpus: float
+    allocatable: Mapping[str, float]  # the Node's allocatable of each bounded resource it lists
+
+
+def node_bounds(capacity: Mapping[str, float], allocatable: Mapping[str, float]) -> NodeBounds:
+    """The bounds a Node with these `status.capacity` / `status.allocatable` amounts sets."""
+    whole: dict[int, tuple[float, str]] = {}
+    partitions: dict[int, tuple[float, str]] = {}
     for vendor in VENDORS:
-        whole = parts = 0
-        for d in report.devices:
-            if d.source == _DRA_SOURCE and not dra_known:
-                continue
-            if d.kind == vendor.device_kind:
-                # A physical device split into partitions is advertised as its partitions, not as itself.
-                whole += not ((d.HasField("mig_enabled") and d.mig_enabled) or d.id in parents)
-            elif vendor.partition_kind and d.kind == vendor.partition_kind:
-                parts += 1
-        if not (whole or parts):
-            continue
-        whole_cap = _sum(capacity, (vendor,), (ResourceRole.WHOLE,)) + _dra(dra, "whole", (vendor,))
-        yield f"whole {vendor.name} devices", whole, whole_cap, f"capacity of {vendor.resource} + DRA devices"
+        whole_cap = _sum(capacity, (vendor,), (ResourceRole.WHOLE,))
+        whole[vendor.device_kind] = (whole_cap, f"capacity of {vendor.resource}")
         if vendor.partition_kind:
-            part_cap = whole_cap + _sum(capacity, (vendor,), (ResourceRole.PARTITION,)) + _dra(dra, "partitions",
-                                                                                              (vendor,))
-            yield (f"{vendor.name} partitions", parts, part_cap,
-                   f"capacity of {vendor.name}'s whole and partition resources + DRA devices")
+            partitions[vendor.partition_kind] = (whole_cap + _sum(capacity, (vendor,), (ResourceRole.PARTITION,)),
+                                                 f"capacity of {vendor.name}'s whole and partition resources")
+    return NodeBounds(whole, partitions, _sum(allocatable, _family(AcceleratorFamily.GPU), _COUNTED),
+                      _sum(allocatable, _family(AcceleratorFamily.TPU), _COUNTED), dict(allocatable))
 
 
-def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mapping[str, float],
-                allocatable: Mapping[str, float], dra: NodeDraView | None = None,
-                dra_known: bool = True) -> Rejection | None:
-    """Why `report` claims more than its Node (and its ResourceSlices, `dra`) advertise, or None.
-
-    `dra_known` False: the scorer's DRA view is not there yet (watches syncing); reports with DRA devices are then
-    bounded only where the device plugin is concerned."""
-    gpus, tpus = _family(AcceleratorFamily.GPU), _family(AcceleratorFamily.TPU)
+def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mapping[str, float] | None = None,
+                allocatable: Mapping[str, float] | None = None, bounds: NodeBounds | None = None,
+                dra: NodeDraView | None = None, dra_known: bool = True) -> Rejection | None:
+    """Why `report` claims more than its Node (and its ResourceSlices, `dra`) advertise, or None (one pass over
+    the devices). `bounds` are the Node's folded once (`node_bounds`); else they are folded here from `capacity`
+    and `allocatable`. `dra_known` False: the scorer's DRA view is not there yet (watches syncing): DRA devices
+    are then left out of the bounds, and a report with DRA devices is bounded only where the device plugin is."""
+    if bounds is None:
+        bounds = node_bounds(capacity or {}, allocatable or {})
     uses_dra = any(d.source == _DRA_SOURCE for d in report.devices)
-    bounds = [*_device_bounds(report, capacity, dra, dra_known)]
+    devices = [(d.kind, d.id, d.parent_id, d.mig_enabled) for d in report.devices
+               if dra_known or d.source != _DRA_SOURCE]
+    parents = {parent for _, _, parent, _ in devices if parent}
+    physical: dict[int, int] = {}  # kind -> every physical device, partitioned or not
+    unsplit: dict[int, int] = {}  # kind -> physical devices not split into partitions
+    parts: dict[int, int] = {}
+    whole_kinds, partition_kinds = bounds.whole, bounds.partitions
+    for kind, dev_id, _, mig_enabled in devices:
+        if kind in whole_kinds:
+            physical[kind] = physical.get(kind, 0) + 1
+            if not (mig_enabled or dev_id in parents):
+                unsplit[kind] = unsplit.get(kind, 0) + 1
+        elif kind in partition_kinds:
+            parts[kind] = parts.get(kind, 0) + 1
+    checks: list[tuple[str, float, float, str]] = []
+    for vendor in VENDORS:
+        kind = vendor.device_kind
+        if kind not in physical and vendor.partition_kind not in parts:
+            continue
+        whole_cap, whole_source = whole_kinds[kind]
+        dra_whole = _dra(dra, "whole", (vendor,))
+        whole_cap, whole_source = whole_cap + dra_whole, whole_source + (" + DRA devices" if dra_whole else "")
+        checks.append((f"whole {vendor.name} devices", unsplit.get(kind, 0), whole_cap, whole_source))
+        if vendor.partition_kind:
+            cap, source = partition_kinds[vendor.partition_kind]
+            dra_all = dra_whole + _dra(dra, "partitions", (vendor,))
+            cap, source = cap + dra_all, source + (" + DRA devices" if dra_all else "")
+            checks.append((f"{vendor.name} partitions", parts.get(vendor.partition_kind, 0), cap, source))
+            # A partitioned parent is advertised as its partitions (at least one each), so every physical
+            # device, split or not, fits in whole + partition resources: thousands of MIG-enabled parents
+            # (unhealthy, to sink gpuClusterHealthy) are as implausible as thousands of whole GPUs.
+            checks.append((f"physical {vendor.name} devices", physical.get(kind, 0), cap, source))
     if dra_known or not uses_dra:
-        bounds += [
-            ("free GPUs", summary.gpu_free, _sum(allocatable, gpus, _COUNTED) + _dra(dra, "usable", gpus),
-             "allocatable of GPU resources + usable DRA devices"),
-            ("free TPU chips", summary.tpu_free, _sum(allocatable, tpus, _COUNTED) + _dra(dra, "usable", tpus),
-             "allocatable of TPU resources + usable DRA devices"),
-        ]
-    for what, claimed, bound, source in bounds:
+        gpu_dra, tpu_dra = (_dra(dra, "usable", _family(f)) for f in (AcceleratorFamily.GPU, AcceleratorFamily.TPU))
+        checks.append(("free GPUs", summary.gpu_free, bounds.free_gpus + gpu_dra,
+                       "allocatable of GPU resources" + (" + usable DRA devices" if gpu_dra else "")))
+        checks.append(("free TPU chips", summary.tpu_free, bounds.free_tpus + tpu_dra,
+                       "allocatable of TPU resources" + (" + usable DRA devices" if tpu_dra else "")))
+    for what, claimed, bound, source in checks:
         if claimed > bound + _EPS:
             return Rejection(RejectReason.IMPLAUSIBLE, f"{claimed:g} {what} claimed, the Node advertises "
                                                        f"{bound:g} ({source})")
+    return _resources_implausible(report, bounds.allocatable, dra, dra_known or not uses_dra)
+
+
+def _resources_implausible(report: pb.NodeReport, node_allocatable: Mapping[str, float], dra: NodeDraView | None,
+                           accelerators_bounded: bool) -> Rejection | None:
+    """The report's own allocatable and free of cpu, memory and each vendor's physical resource may not exceed
+    the Node's allocatable (cpu and memory only when the Node watch keeps them)."""
     for amount in report.resources:
-        info = resource_info(amount.name)
-        if info is not None and info.role is ResourceRole.WHOLE and amount.name == info.vendor.resource:
-            if not dra_known and uses_dra:
+        name = amount.name
+        if name in HOST_RESOURCES:
+            node_alloc = node_allocatable.get(name)
+            if node_alloc is None:
+                continue  # this Node view has no host amounts (an older watch transform): not bounded
+        else:
+            info = resource_info(name)
+            if info is None or info.role is not ResourceRole.WHOLE or name != info.vendor.resource:
                 continue
-            node_alloc = allocatable.get(amount.name, 0.0) + _dra(dra, "usable", (info.vendor,))
-            if max(amount.allocatable, amount.free) > node_alloc + _EPS:
-                return Rejection(RejectReason.IMPLAUSIBLE, f"resources[{amount.name}] claims "
-                                                           f"{max(amount.allocatable, amount.free):g}, the Node "
-                                                           f"advertises allocatable {node_alloc:g}")
+            if not accelerators_bounded:
+                continue  # the DRA part of this amount cannot be checked yet
+            node_alloc = node_allocatable.get(name, 0.0) + _dra(dra, "usable", (info.vendor,))
+        claimed = max(amount.allocatable, amount.free)
+        if claimed > node_alloc * (1 + _REL_EPS) + _EPS:
+            return Rejection(RejectReason.IMPLAUSIBLE, f"resources[{name}] claims {claimed:g}, the Node "
+                                                       f"advertises allocatable {node_alloc:g}")
     return None
 
 
@@ -128,7 +181,7 @@ def _bound(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], reques
     return plugin + _dra(dra, "free", vendors)
 
 
-def _label(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], dra: NodeDraView | None) -> str:
+def _label(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], dra: NodeDraView | None = None) -> str:
     """The resource a family's cap is counted under: its vendor on this node (the first vendor's if unclear)."""
     present = [v for v in vendors if _sum(allocatable, (v,), _COUNTED) > 0 or _dra(dra, "whole", (v,)) > 0]
     return (present[0] if len(present) == 1 else vendors[0]).resource
@@ -137,8 +190,8 @@ def _label(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], dra: N
 def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float], requested: Mapping[str, float],
              dra: NodeDraView | None = None) -> tuple[NodeSummary, tuple[str, ...]]:
     """`summary` with free GPUs / TPU chips (device and API level) at most allocatable - requested of the
-    Node as the scorer sees it, plus the DRA devices no allocated claim holds, and the resources that were capped
-    (empty: unchanged)."""
+    Node as the scorer sees it, plus the DRA devices no allocated claim holds (`dra`), and the resources that
+    were capped (empty: unchanged)."""
     gpus, tpus = _family(AcceleratorFamily.GPU), _family(AcceleratorFamily.TPU)
     gpu_bound, tpu_bound = _bound(gpus, allocatable, requested, dra), _bound(tpus, allocatable, requested, dra)
     changes: dict[str, object] = {}

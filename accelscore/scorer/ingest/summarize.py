@@ -58,8 +58,10 @@ def _api_free(report: report_pb2.NodeReport, node_state: int) -> dict[str, float
         return free
     for amount in report.resources:
         if amount.name in free:
-            # Sign kept: negative free (over-commit) is real and upstream's cluster sum counts it.
-            free[amount.name] = _finite(amount.free)
+            # An over-committed node has nothing free: it counts 0, never a negative amount that would take
+            # other nodes' room off a cluster sum (a report claiming free -1e308 once summed to -inf).
+            value = _finite(amount.free)
+            free[amount.name] = None if value is None else max(0.0, value)
     return free
 
 
@@ -71,13 +73,11 @@ def _family_api_free(free: dict[str, float | None], resources: tuple[str, ...]) 
 
 def _mem_free(device: report_pb2.Device) -> float:
     """total - reserved - used in bytes when total and used are known (reserved only when reported), else 0."""
-    if not (device.HasField("memory_total_bytes") and device.HasField("memory_used_bytes")):
-        return 0.0
-    free = device.memory_total_bytes - device.memory_used_bytes
-    if device.HasField("memory_reserved_bytes"):
-        # NVML memory_v2 counts reserved apart from used; it is never available to a workload.
-        free -= device.memory_reserved_bytes
-    return float(free) if free > 0 else 0.0
+    # An unset total reads 0 (so nothing is free) and an unset reserved reads 0 (nothing to take off): only
+    # an unset `used` must be asked about, since reading it as 0 would count the whole GPU free.
+    # NVML memory_v2 counts reserved apart from used; it is never available to a workload.
+    free = device.memory_total_bytes - device.memory_used_bytes - device.memory_reserved_bytes
+    return float(free) if free > 0 and device.HasField("memory_used_bytes") else 0.0
 
 
 def _takes_more_work(device: report_pb2.Device) -> bool:
@@ -86,7 +86,10 @@ def _takes_more_work(device: report_pb2.Device) -> bool:
     An exclusively allocated GPU may sit idle with its memory free, but no new pod can be bound to it,
     so its memory must not advertise room for shared or inference work.
     """
-    return all("::" in a.device_id or _shared(a.resource_name) for a in device.assignments)
+    assignments = device.assignments
+    if not assignments:  # the common case, without a generator (ingest runs this per device per report)
+        return True
+    return all("::" in a.device_id or _shared(a.resource_name) for a in assignments)
 
 
 def _shared(resource: str) -> bool:
@@ -123,7 +126,7 @@ def _gpu_part(
         if not usable:
             continue  # unhealthy or unknown health: neither healthy, nor free, nor memory
         healthy += 1
-        if instances or (gpu.HasField("mig_enabled") and gpu.mig_enabled):
+        if instances or gpu.mig_enabled:  # unset reads False
             # A MIG-enabled GPU offers its instances' memory; an instance of unknown health offers nothing.
             for mig in instances:
                 if mig.health in _USABLE and _takes_more_work(mig):
