@@ -9,6 +9,7 @@ are they read (`v1beta1` nests a device's fields under `basic`). DeviceTaintRule
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -85,21 +86,23 @@ def _amount(value: Any, where: str) -> float:
 
 
 def _attributes(raw: Any) -> dict[str, str | int | bool]:
-    """`{name: {string|int|bool|version: v}}` -> `{name: v}` (list-valued attributes are left out)."""
+    """`{name: {string|int|bool|version: v}}` -> `{name: v}` (list-valued attributes are left out). Names and
+    string values are interned: thousands of devices share the same product, driver and version strings."""
     out: dict[str, str | int | bool] = {}
     for name, value in (raw or {}).items() if isinstance(raw, dict) else ():
         if not isinstance(value, dict):
             continue
         for kind in ("string", "int", "bool", "version"):
             if kind in value and isinstance(value[kind], str | int | bool):
-                out[str(name)] = value[kind]
+                item = value[kind]
+                out[sys.intern(str(name))] = sys.intern(item) if isinstance(item, str) else item
                 break
     return out
 
 
 def _counters(raw: Any, where: str) -> dict[str, float]:
     """`{name: {value: q}}` (counters) or `{name: {value: q, ...}}` (capacity) as parsed amounts."""
-    return {str(name): _amount((value or {}).get("value"), f"{where}.{name}")
+    return {sys.intern(str(name)): _amount((value or {}).get("value"), f"{where}.{name}")
             for name, value in ((raw or {}).items() if isinstance(raw, dict) else ()) if isinstance(value, dict)}
 
 
@@ -114,7 +117,7 @@ def _device(raw: JsonObject, driver: str, pool: str, version: str) -> DraDevice:
     consumes = tuple((str(c.get("counterSet") or ""), _counters(c.get("counters"), "consumesCounters"))
                      for c in body.get("consumesCounters") or () if isinstance(c, dict))
     taints = tuple(t for t in (_taint(x) for x in body.get("taints") or ()) if t is not None)
-    return DraDevice(driver=driver, pool=pool, name=str(raw.get("name") or ""),
+    return DraDevice(driver=driver, pool=pool, name=sys.intern(str(raw.get("name") or "")),
                      attributes=_attributes(body.get("attributes")),
                      capacity=_counters(body.get("capacity"), "capacity"), consumes=consumes, taints=taints,
                      multiple_allocations=bool(body.get("allowMultipleAllocations")))
@@ -124,8 +127,8 @@ def parse_slice(obj: JsonObject) -> DraSlice:
     """One ResourceSlice (any served version) as a `DraSlice`."""
     version = str(obj.get("apiVersion") or "").rpartition("/")[2]
     spec = obj.get("spec") or {}
-    driver, pool = str(spec.get("driver") or ""), spec.get("pool") or {}
-    pool_name = str(pool.get("name") or "")
+    driver, pool = sys.intern(str(spec.get("driver") or "")), spec.get("pool") or {}
+    pool_name = sys.intern(str(pool.get("name") or ""))
     counter_sets = {str(s.get("name") or ""): _counters(s.get("counters"), "sharedCounters")
                     for s in spec.get("sharedCounters") or () if isinstance(s, dict)}
     return DraSlice(name=object_name(obj), driver=driver, pool=pool_name,

@@ -118,28 +118,30 @@ class DraSource:
 
     # ------------------------------------------------------------------ the scoring pass
 
-    def views(self) -> tuple[dict[str, NodeDraView] | None, bool]:
-        """(node -> view, or None while the watches have not synced; whether any view changed since the last
+    def views(self) -> tuple[dict[str, NodeDraView] | None, set[str]]:
+        """(node -> view, or None while the watches have not synced; the nodes whose view changed since the last
         call). Nodes without slices have no view (no DRA devices)."""
         if not self.synced:
-            return None, False
+            return None, set()
         rules_watch = self.watches.get("rules")
         rules: tuple[TaintRule, ...] = (tuple(r for r in rules_watch.items().values() if r is not None)
                                         if rules_watch is not None else ())
         with self._lock:
             nodes = set(self._slice_nodes) if self._all_dirty else self._dirty
             self._dirty, self._all_dirty = set(), False
-            changed = False
+            changed: set[str] = set()
             for node in nodes:
                 slices = [self._slices[n] for n in self._slice_nodes.get(node, ())]
                 if not node or not slices:
-                    changed |= self._views.pop(node, None) is not None
+                    if self._views.pop(node, None) is not None:
+                        changed.add(node)
                     self._free.pop(node, None)
                     continue
                 claims = [self._claims[k] for k in self._claim_nodes.get(node, ())]
                 view = node_view(slices, claims, rules)
                 self._free[node] = free_devices(slices, claims, rules)
-                changed |= self._views.get(node) != view
+                if self._views.get(node) != view:
+                    changed.add(node)
                 self._views[node] = view
             return dict(self._views), changed
 

@@ -134,17 +134,20 @@ class NodeTable:
             if changed:
                 self.version += 1
 
-    def set_dra(self, views: Mapping[str, NodeDraView] | None) -> None:
+    def set_dra(self, views: Mapping[str, NodeDraView] | None, *, changed: set[str] | None = None) -> None:
         """The scorer's DRA view per node (None: DRA is served but not synced yet); nodes whose view changed are
-        recounted at once, so a claim released raises the cap without waiting for the node's report."""
+        recounted at once, so a claim released raises the cap without waiting for the node's report.
+        `changed`: the nodes whose view changed, when the caller knows (else every node is compared)."""
         with self._lock:
             before = self._dra
-            self._dra = None if views is None else dict(views)
+            self._dra = None if views is None else views
             if before is None or self._dra is None:
                 changed = set(self._reported)
-            else:
+            elif changed is None:
                 changed = {n for n in before.keys() | self._dra.keys()
                            if before.get(n) != self._dra.get(n)} & self._reported.keys()
+            else:
+                changed = changed & self._reported.keys()
             for name in changed:
                 self._recount(name)
             if changed:

@@ -88,7 +88,7 @@ class DraInput:
                 self._marked_unknown = True
             return False
         if changed or not self._applied:
-            table.set_dra(views)
+            table.set_dra(views, changed=changed if self._applied else None)
             self._applied = True
         return True
 
