@@ -40,6 +40,7 @@ def build_collectors(host: HostConfig, *, nvml: Any = None, kube_client_factory:
     `read_gpu_processes` (local mode) also lists each GPU's running processes for the no-kubelet rule.
     `libraries` hands a vendor collector its library by vendor name (tests pass fakes; None = import it).
     """
+    from accelscore.agent.collectors.dra import DraCollector
     from accelscore.agent.collectors.node import NodeCollector
 
     collectors: CollectorSet
@@ -61,7 +62,8 @@ def build_collectors(host: HostConfig, *, nvml: Any = None, kube_client_factory:
         from accelscore.kube.config import load_api_client as kube_client_factory
     collectors = CollectorSet([
         NodeCollector(node_name=host.node_name, api_client_factory=kube_client_factory),
-        KubeletCollector(socket_path=host.pod_resources_socket, pod_phase=pod_phase),
+        KubeletCollector(socket_path=host.pod_resources_socket, pod_phase=pod_phase, own_pod=host.own_pod),
+        DraCollector(node_name=host.node_name, api_client_factory=kube_client_factory),
         NvidiaCollector(nvml=nvml, call_timeout_s=host.nvml_timeout_s,
                         gpu_advertised=advertised(_resource(DeviceKind.NVIDIA_GPU)), read_processes=read_gpu_processes),
         TpuCollector(sysfs_root=host.sysfs_root, metrics_ports=host.tpu_metrics_ports,

@@ -17,8 +17,10 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from accelscore import __version__
 from accelscore.agent.collectors.base import State
 from accelscore.agent.collectors.device_ids import IdKind, device_key
+from accelscore.agent.dra_join import add_dra, unknown_unless_handed_out
 from accelscore.agent.runner import Cycle
 from accelscore.agent.snapshots import (
+    AllocatableDevice,
     DeviceAssignment,
     GpuSnapshot,
     Health,
@@ -28,13 +30,22 @@ from accelscore.agent.snapshots import (
     NvidiaSnapshot,
     TpuSnapshot,
 )
-from accelscore.devices import Accelerator, CollectorName, resource_info, vendor_named, vendor_of_kind
+from accelscore.devices import (
+    Accelerator,
+    CollectorName,
+    DeviceSource,
+    resource_info,
+    vendor_named,
+    vendor_of_kind,
+)
 from accelscore.v1 import report_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-COLLECTOR_ORDER = (CollectorName.NODE, CollectorName.KUBELET, CollectorName.NVIDIA, CollectorName.TPU,
-                   CollectorName.HOST)
+_Kubelet = DeviceAssignment | AllocatableDevice  # what the kubelet lists per device id
+
+COLLECTOR_ORDER = (CollectorName.NODE, CollectorName.KUBELET, CollectorName.DRA, CollectorName.NVIDIA,
+                   CollectorName.TPU, CollectorName.HOST)
 _NVIDIA = vendor_named("nvidia")
 assert _NVIDIA is not None  # the vendor table's first row; NVML is its collector
 GPU_RESOURCE = _NVIDIA.resource  # NVML-seen GPUs are handed out under this name (local mode's host rule)
@@ -94,7 +105,8 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
             load15=host.load15, memory_available_bytes=host.memory_available_bytes,
             memory_total_bytes=host.memory_total_bytes, cpu_count=host.cpu_count))
     rule = gpu_assignment_rule(cycle, local_mode=False) if rule is None else rule
-    by_device = _assignments_by_device(kubelet if rule is GpuAssignmentRule.KUBELET else None, nvidia, tpu)
+    by_device = _by_device(kubelet.assignments if kubelet is not None and rule is GpuAssignmentRule.KUBELET else (),
+                           nvidia, tpu)
     if nvidia is not None:
         for gpu in nvidia.gpus:
             if rule is GpuAssignmentRule.NVML_PROCESSES:
@@ -102,11 +114,20 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
             _add_gpu(report, gpu, by_device, assignment_known=rule is not GpuAssignmentRule.UNKNOWN)
     if tpu is not None:  # NVML processes say nothing about TPUs
         _add_tpus(report, tpu, by_device, assignment_known=rule is GpuAssignmentRule.KUBELET)
-    for name in vendors:
-        for accelerator in getattr(cycle.data(name), "accelerators", ()):
-            keys = dict.fromkeys((accelerator.id, *accelerator.aliases))  # an alias may repeat the id
-            held = [a for key in keys for a in by_device.get(key, ())]
-            add_accelerator(report, accelerator, assignments=held, assignment_known=rule is GpuAssignmentRule.KUBELET)
+    accelerators = [a for name in vendors for a in getattr(cycle.data(name), "accelerators", ())]
+    for accelerator in accelerators:
+        keys = dict.fromkeys((accelerator.id, *accelerator.aliases))  # an alias may repeat the id
+        held = [a for key in keys for a in by_device.get(key, ())]
+        add_accelerator(report, accelerator, assignments=held, assignment_known=rule is GpuAssignmentRule.KUBELET)
+    source = DeviceSource.HOST if rule is GpuAssignmentRule.NVML_PROCESSES else DeviceSource.DEVICE_PLUGIN
+    for device in report.devices:
+        device.source = source  # the DRA join below re-marks what DRA hands out
+    dra_reading = cycle.get("dra")
+    if dra_reading is not None and dra_reading.state is State.OK:
+        add_dra(report, dra_reading.data, kubelet if rule is GpuAssignmentRule.KUBELET else None, node, accelerators)
+    if dra_reading is not None and dra_reading.state is not State.ABSENT and kubelet is not None:
+        # DRA is in play: a device neither DRA nor a device plugin hands out has no known assignment.
+        unknown_unless_handed_out(report, set(_by_device(kubelet.allocatable, nvidia, tpu)), accelerators)
     if host_as_node and node is None and nvidia is not None and rule is GpuAssignmentRule.NVML_PROCESSES:
         _add_host_gpus(report, nvidia)
     return report
@@ -207,15 +228,14 @@ def _add_host_gpus(report: pb.NodeReport, nvidia: NvidiaSnapshot) -> None:
                          free=float(len(usable) - held))
 
 
-def _assignments_by_device(kubelet: KubeletSnapshot | None, nvidia: NvidiaSnapshot | None,
-                           tpu: TpuSnapshot | None) -> dict[str, list[DeviceAssignment]]:
-    """Device id (NVML UUID or TPU PCI address) -> assignments, joined by UUID, GPU index or TPU chip id."""
-    found: dict[str, list[DeviceAssignment]] = defaultdict(list)
-    if kubelet is None:
-        return found
+def _by_device(entries: Iterable[_Kubelet], nvidia: NvidiaSnapshot | None,
+               tpu: TpuSnapshot | None) -> dict[str, list[_Kubelet]]:
+    """Device id (NVML UUID or TPU PCI address) -> the kubelet's entries (assignments, or allocatable devices),
+    joined by UUID, GPU index or TPU chip id."""
+    found: dict[str, list[_Kubelet]] = defaultdict(list)
     gpu_by_index = {g.index: g.uuid for g in nvidia.gpus} if nvidia else {}
     tpu_keys = _tpu_keys(tpu)
-    for assignment in kubelet.assignments:
+    for assignment in entries:
         parsed = device_key(assignment.resource_name, assignment.device_id)
         if parsed.kind in (IdKind.GPU_UUID, IdKind.MIG_UUID):
             key = str(parsed.key)
@@ -268,6 +288,7 @@ def _add_gpu(report: pb.NodeReport, gpu: GpuSnapshot, by_device: dict[str, list[
             child.memory_total_bytes = mig.memory_total_bytes
         if mig.memory_used_bytes is not None:
             child.memory_used_bytes = mig.memory_used_bytes
+        child.profile = mig.profile
         _add_assignments(child, by_device.get(mig.uuid, ()))
 
 

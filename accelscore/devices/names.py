@@ -20,6 +20,7 @@ class CollectorName(enum.StrEnum):
     KUBELET = "kubelet"
     NODE = "node"
     HOST = "host"
+    DRA = "dra"  # ResourceSlices of this node and DeviceTaintRules (Dynamic Resource Allocation)
 
 
 class DeviceKind(enum.IntEnum):

@@ -73,6 +73,8 @@ class DraShape:
     identity: DraIdentity
     parent_attribute: str = ""  # a partition's parent physical device, in the identity's form
     profile_attribute: str = ""  # a partition's profile
+    partition_attribute: str = ""  # a partition's own identity (NVIDIA MIG `uuid`; AMD `renderIndex`)
+    partition_prefix: str = ""  # what the collector prefixes that value with in its ids/aliases (AMD `render:`)
     partition_types: tuple[str, ...] = ()  # values of the `type` attribute that mark a partition
     model_attribute: str = "productName"
     memory_capacity: str = "memory"
@@ -105,7 +107,8 @@ NVIDIA = Vendor(
     resources=((r"nvidia\.com/gpu", ResourceRole.WHOLE), (r"nvidia\.com/gpu\.shared", ResourceRole.SHARED),
                (r"nvidia\.com/mig-(?P<profile>.+)", ResourceRole.PARTITION)),
     dra=DraShape(drivers=("gpu.nvidia.com",), identity_attribute="uuid", identity=DraIdentity.UUID,
-                 parent_attribute="parentUUID", profile_attribute="profile", partition_types=("mig", "migdyn")),
+                 parent_attribute="parentUUID", profile_attribute="profile", partition_attribute="uuid",
+                 partition_types=("mig", "migdyn")),
     node_labels=(r"nvidia\.com/.+",), product_label="nvidia.com/gpu.product",
 )
 AMD = Vendor(
@@ -115,7 +118,8 @@ AMD = Vendor(
     resources=((r"amd\.com/gpu", ResourceRole.WHOLE), (r"amd\.com/(?P<profile>spx_nps\d+)", ResourceRole.WHOLE),
                (r"amd\.com/(?P<profile>[dtqc]px_nps\d+)", ResourceRole.PARTITION)),
     dra=DraShape(drivers=("gpu.amd.com",), identity_attribute="pciAddr", identity=DraIdentity.PCI,
-                 profile_attribute="partitionProfile", partition_types=("amdgpu-partition",)),
+                 profile_attribute="partitionProfile", partition_attribute="renderIndex", partition_prefix="render:",
+                 partition_types=("amdgpu-partition",)),
     node_labels=(r"(beta\.)?amd\.com/gpu\..+", r"amd\.com/compute-memory-partition"),
     product_label="amd.com/gpu.product-name", collector_module="amd",
 )

@@ -24,17 +24,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from accelscore.scorer.core.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry, NodeSummary, ScoreSet
-from accelscore.scorer.core.scoring import score_cluster
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.custom.scores import CustomScores
-from accelscore.scorer.custom.scores import evaluate as evaluate_custom
 from accelscore.scorer.ingest.summarize import summarize
-from accelscore.scorer.kueue.headroom import kueue_score_set
 from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import placement as pl
 from accelscore.simulator import routing, truth
 from accelscore.simulator.fleet import Fleet
-from accelscore.simulator.oneshot import cluster_infos, score_fleet
+from accelscore.simulator.oneshot import cluster_infos, hub_object, score_fleet, score_sets
 from accelscore.simulator.replay_result import Outcome, ReplayResult, summarize_outcome
 from accelscore.simulator.trace import Job, common_shape
 
@@ -146,7 +143,7 @@ class _Universe:
                 withdrawn = decision.action is pp.Action.WITHDRAW
                 scores = {s.name: s.value for s in decision.scores}  # withdrawn: publish_policy.withdrawn_scores
                 old = self.hub[cluster].get(score_set.aps_name)
-                self.hub[cluster][score_set.aps_name] = pl.PublishedScores(scores, now + self.policy.valid_for_s)
+                self.hub[cluster][score_set.aps_name] = hub_object(decision, self.policy, now=now)
                 self.published[key] = pp.PublishedState(scores, withdrawn, now)
                 self.hub_writes += 1
                 changed = changed or old is None or dict(old.scores) != scores
@@ -155,19 +152,12 @@ class _Universe:
     def score_sets(self, cluster: str, snap: ClusterSnapshot, now: float) -> tuple[ScoreSet, ...]:
         """The built-in sets, then accelscore-custom (when defined), then accelscore-kueue (when the cluster has
         Kueue objects): what `oneshot.score_fleet` scores, as the scorer would at `now`."""
-        sets: tuple[ScoreSet, ...] = score_cluster(snap, self.config, now=now)
-        stale_after = self.config.stale_after_s
-        if self.custom is not None:
-            sets = (*sets, evaluate_custom(self.custom, snap, now=now, stale_after_s=stale_after).score_set)
-        state = self.kueue.get(cluster)
-        if state is not None:
-            sets = (*sets, kueue_score_set(state, snap, now=now, stale_after_s=stale_after)[0])
-        return sets
+        return score_sets(snap, self.config, now=now, custom=self.custom, kueue=self.kueue.get(cluster))
 
     def stale(self, cluster: str, now: float) -> bool:
         """The hub holds no usable accelscore scores for the cluster: absent, expired or withdrawn."""
         aps = self.hub.get(cluster, {}).get(ACCELSCORE_APS)
-        if aps is None or (aps.valid_until is not None and now > aps.valid_until):
+        if aps is None or aps.expired(now):
             return True
         held = self.published.get((cluster, ACCELSCORE_APS))
         return held is not None and held.withdrawn

@@ -5,6 +5,12 @@ scope, resourceNames, namespace and object selectors, excludeResourceRules), the
 (paramRef; a missing one with parameterNotFoundAction Deny denies), then matchConditions (false: not
 matched; an error: the failurePolicy), variables, validations and messageExpression.
 
+A built-in `paramKind` (ConfigMap, ...) behaves as on kube-apiserver 1.36.2 (kubernetes/kubernetes#130887, seen
+on the real hub): once no binding of a policy with that kind is left, the apiserver's parameter informer
+stops and is reused stopped, so from then on parameters are looked up in what it held at that moment (new
+or changed objects of that kind are not seen) until the server restarts. The real one notices on a 1 s
+refresh tick; here it is noticed at once.
+
 A denial is the apiserver's: HTTP status from the validation's `reason` (Forbidden 403, Unauthorized 401,
 RequestEntityTooLarge 413, else and when unset Invalid 422), and an evaluation error under failurePolicy
 Fail denies with 422 Invalid. The body names the object ("Unknown" for a collection item, which has no
@@ -13,6 +19,7 @@ name) and carries the message as its one cause.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -69,9 +76,27 @@ def _named_rules_match(rules: list[Mapping[str, Any]], a: Attributes) -> bool:
 class Admission:
     """The validating admission step of one test server."""
 
-    def __init__(self, lookup: Lookup) -> None:
+    def __init__(self, lookup: Lookup, builtin: Callable[[str, str], bool] = lambda _g, _p: False) -> None:
         self._lookup = lookup
+        self._builtin = builtin  # (group, plural) served by the apiserver itself, not a CRD
         self._cache: dict[tuple[str, str], Compiled | None] = {}
+        self._params_in_use: set[tuple[str, str]] = set()
+        self._frozen: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}  # stopped parameter informers
+
+    def note_change(self, rt: Any) -> None:
+        """After every stored change: a built-in parameter kind no binding uses any more freezes (#130887)."""
+        if rt.group != ADMISSION:
+            return
+        policies = {p["metadata"]["name"]: p for p in self._lookup(ADMISSION, "validatingadmissionpolicies").values()}
+        used = set()
+        for binding in self._lookup(ADMISSION, "validatingadmissionpolicybindings").values():
+            kind = (policies.get((binding.get("spec") or {}).get("policyName")) or {}).get("spec", {}).get("paramKind")
+            if kind:
+                used.add(_param_key(kind))
+        for key in self._params_in_use - used:
+            if self._builtin(*key) and key not in self._frozen:
+                self._frozen[key] = copy.deepcopy(dict(self._lookup(*key)))
+        self._params_in_use = used
 
     # ------------------------------------------------------------ matching
 
@@ -108,10 +133,9 @@ class Admission:
         ref = binding["spec"].get("paramRef")
         if not ref:
             return "failed to configure binding: paramRef is required when paramKind is set"
-        group = kind.get("apiVersion", "").rpartition("/")[0]
-        plural = kind.get("kind", "").lower() + "s"
+        key = _param_key(kind)
         namespace = ref.get("namespace") or a.namespace
-        objects = self._lookup(group, plural)
+        objects = self._frozen[key] if key in self._frozen else self._lookup(*key)
         if ref.get("name"):
             found = [o for key, o in objects.items() if key == (namespace, ref["name"])]
         else:
@@ -211,6 +235,11 @@ class Admission:
                 continue
             return _denial(policy, binding, a, reason, message)
         return None
+
+
+def _param_key(kind: Mapping[str, Any]) -> tuple[str, str]:
+    """(group, plural) of a paramKind (plural: the kind lower-cased plus s, true of the kinds used here)."""
+    return kind.get("apiVersion", "").rpartition("/")[0], kind.get("kind", "").lower() + "s"
 
 
 def _denial(policy: Obj, binding: Obj, a: Attributes, reason: str, message: str) -> ApiError:

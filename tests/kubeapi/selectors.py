@@ -29,6 +29,7 @@ FIELD_LABELS: dict[str, frozenset[str]] = {
     ),
     "Node": frozenset({"metadata.name", "spec.unschedulable"}),
     "Namespace": frozenset({"metadata.name", "status.phase"}),
+    "ResourceSlice": frozenset({"metadata.name", "spec.nodeName", "spec.driver"}),
 }
 _DEFAULT_FIELD_LABELS = frozenset({"metadata.name", "metadata.namespace"})
 

@@ -57,6 +57,7 @@ class Store:
         # Validating admission (set by the server) and per-kind create/update validation beyond ObjectMeta.
         self.admission: Callable[[Attributes], None] | None = None
         self.kind_checks: dict[str, Callable[[Obj], list[dict[str, str]]]] = {}
+        self.listeners: list[Callable[[ResourceType], None]] = []  # told of every stored change, under `cond`
 
     def lookup(self, group: str, plural: str) -> dict[tuple[str, str], Obj]:
         """The stored objects of one kind, {(namespace, name): object}; read-only, under `cond`."""
@@ -77,6 +78,8 @@ class Store:
         self.history.append(Event(self.rv, etype, rt.key, copy.deepcopy(obj), copy.deepcopy(old)))
         while len(self.history) > self.history_window:
             self.compacted_rv = self.history.popleft().rv
+        for listener in self.listeners:
+            listener(rt)
         self.cond.notify_all()
 
     def _bucket(self, rt: ResourceType) -> dict[tuple[str, str], Obj]:

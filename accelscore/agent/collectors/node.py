@@ -21,7 +21,7 @@ from accelscore.devices import CollectorName, node_label_wanted
 from accelscore.kube import nodes as kube_nodes
 from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import KubeUnavailable
-from accelscore.kube.pod_requests import effective_requests
+from accelscore.kube.pod_requests import effective_requests, uses_dra
 from accelscore.kube.quantity import InvalidQuantity, quantity
 from accelscore.kube.watch import WatchCache
 
@@ -39,6 +39,7 @@ class PodUsage:
     phase: str
     requests: tuple[tuple[str, float], ...] = ()
     error: str = ""
+    dra: bool = False  # holds DRA devices (resource claims, or extended resources served by DRA)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def pod_usage(pod: Mapping[str, Any]) -> PodUsage:
     phase = (pod.get("status") or {}).get("phase") or "Pending"
     where = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     try:
-        return PodUsage(phase, tuple(sorted(effective_requests(pod).items())))
+        return PodUsage(phase, tuple(sorted(effective_requests(pod).items())), dra=uses_dra(pod))
     except InvalidQuantity as err:
         log.warning("pod %s: %s %r is %s; its requests are left out", where, err.field, err.value, err.why)
         return PodUsage(phase, error=f"{where} {err.field}={err.value!r} ({err.why})")
@@ -186,4 +187,5 @@ class NodeCollector:
             labels=dict(info.labels),
             pod_count=len(pods),
             pod_phases={k: p.phase for k, p in pods.items()},
+            dra_pods=frozenset(k for k, p in pods.items() if p.dra),
         )

@@ -23,6 +23,8 @@ from accelscore.v1 import report_pb2
 
 _OK = report_pb2.COLLECTOR_STATE_OK
 _ABSENT = report_pb2.COLLECTOR_STATE_ABSENT
+_DRA = report_pb2.DEVICE_SOURCE_DRA
+_DRA_COLLECTOR = CollectorName.DRA.value
 # Kinds by family (accelscore.devices.KINDS); any other kind is a newer agent's: skipped here, counted at ingest.
 _GPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and not i.partition)
 _PARTITION = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and i.partition)
@@ -115,12 +117,12 @@ def _gpu_part(
         else:
             continue
         assignment_known = assignment_known and device.assignment_known
-    free_known = _family_read(_GPU_COLLECTORS, states) and assignment_known
+    free_known = _family_read(_GPU_COLLECTORS, states, gpus) and assignment_known
     healthy = free = units = 0
     mem_max = 0.0
     for gpu in gpus:
         instances = migs.get(gpu.id, ())
-        usable = gpu.health in _USABLE and states.get(_VOUCHER[gpu.kind]) == _OK
+        usable = gpu.health in _USABLE and _vouched(gpu, states)
         if not usable:
             continue  # unhealthy or unknown health: neither healthy, nor free, nor memory
         healthy += 1
@@ -142,25 +144,32 @@ def _gpu_part(
 
 def _tpu_part(report: report_pb2.NodeReport, states: dict[str, int], kubelet_ok: bool) -> tuple[int, int, bool]:
     """(total, free, free_known) over TPU chips, each vouched for by its own vendor's collector."""
-    total = free = 0
-    assignment_known = kubelet_ok
-    for device in report.devices:
-        if device.kind not in _TPU:
-            continue
-        total += 1
-        assignment_known = assignment_known and device.assignment_known
-        if device.health in _USABLE and not device.assignments and states.get(_VOUCHER[device.kind]) == _OK:
-            free += 1
-    known = _family_read(_TPU_COLLECTORS, states) and assignment_known
+    chips = [d for d in report.devices if d.kind in _TPU]
+    assignment_known = kubelet_ok and all(d.assignment_known for d in chips)
+    free = sum(1 for d in chips if d.health in _USABLE and not d.assignments and _vouched(d, states))
+    known = _family_read(_TPU_COLLECTORS, states, chips) and assignment_known
+    total = len(chips)
     return total, free if known else 0, known
 
 
-def _family_read(collectors: frozenset[str], states: dict[str, int]) -> bool:
-    """Whether a family's free count can be known: one of its vendors' collectors was read (OK), and none that
-    the report names is UNKNOWN (it may hold devices nobody can see). ABSENT = that vendor has no hardware
-    here; unnamed = an older agent that does not know that vendor."""
+def _vouched(device: report_pb2.Device, states: dict[str, int]) -> bool:
+    """Whether a device's presence and health are vouched for: its vendor's collector was OK; or it is a DRA
+    device, the `dra` collector was OK and the vendor's telemetry is simply not on this host (ABSENT or
+    unnamed): then its driver's ResourceSlice and taints vouch for it (docs/dra.md)."""
+    vendor = states.get(_VOUCHER[device.kind])
+    if vendor == _OK:
+        return True
+    return device.source == _DRA and states.get(_DRA_COLLECTOR) == _OK and vendor in (None, _ABSENT)
+
+
+def _family_read(collectors: frozenset[str], states: dict[str, int], devices: list[report_pb2.Device]) -> bool:
+    """Whether a family's free count can be known: one of its vendors' collectors was read (OK), or the `dra`
+    collector vouches for some of its devices; and no vendor collector the report names is UNKNOWN (it may hold
+    devices nobody can see). ABSENT = that vendor has no hardware here; unnamed = an older agent."""
     named = [states[c] for c in collectors if c in states]
-    return any(s == _OK for s in named) and all(s in (_OK, _ABSENT) for s in named)
+    if not all(s in (_OK, _ABSENT) for s in named):
+        return False
+    return any(s == _OK for s in named) or any(_vouched(d, states) for d in devices)
 
 
 def _assignments_vouched(report: report_pb2.NodeReport) -> bool:

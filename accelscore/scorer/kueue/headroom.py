@@ -287,7 +287,7 @@ def _physical(flavors: Iterable[FlavorInfo], entries: Sequence[NodeEntry]) -> di
     rows = []
     for entry in entries:
         scan = entry.summary.scan  # type: ignore[union-attr]  # counted entries all have one
-        gpu, tpu = scan[5], scan[6]  # free GPUs / TPU chips, 0 when the assignment is unknown (model.NodeSummary)
+        gpu, tpu = scan.gpu_free, scan.tpu_free  # 0 when the assignment is unknown (model.NodeScan)
         if gpu or tpu:
             rows.append((entry.labels, gpu, tpu))
     by_key: dict[str, dict[str, list[int]]] = {}
