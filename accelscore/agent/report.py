@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 COLLECTOR_ORDER = (CollectorName.NODE, CollectorName.KUBELET, CollectorName.NVIDIA, CollectorName.TPU,
                    CollectorName.HOST)
 GPU_RESOURCE = "nvidia.com/gpu"
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"  # time-slicing with renameByDefault
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # MIG mixed strategy: one resource per profile
 TPU_RESOURCE = "google.com/tpu"
 _STATE = {State.OK: pb.COLLECTOR_STATE_OK, State.ABSENT: pb.COLLECTOR_STATE_ABSENT,
           State.UNKNOWN: pb.COLLECTOR_STATE_UNKNOWN}
@@ -95,10 +97,12 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
     rule = gpu_assignment_rule(cycle, local_mode=False) if rule is None else rule
     by_device = _assignments_by_device(kubelet if rule is GpuAssignmentRule.KUBELET else None, nvidia, tpu)
     if nvidia is not None:
+        profiles, shares = _plugin_layout(kubelet, nvidia, node)
         for gpu in nvidia.gpus:
             if rule is GpuAssignmentRule.NVML_PROCESSES:
                 by_device[gpu.uuid] = _process_assignments(gpu)
-            _add_gpu(report, gpu, by_device, assignment_known=rule is not GpuAssignmentRule.UNKNOWN)
+            _add_gpu(report, gpu, by_device, assignment_known=rule is not GpuAssignmentRule.UNKNOWN,
+                     profiles=profiles, share_count=shares.get(gpu.uuid, 0))
     if tpu is not None:  # NVML processes say nothing about TPUs
         _add_tpus(report, tpu, by_device, assignment_known=rule is GpuAssignmentRule.KUBELET)
     for name in vendors:
@@ -200,17 +204,46 @@ def _assignments_by_device(kubelet: KubeletSnapshot | None, nvidia: NvidiaSnapsh
     gpu_by_index = {g.index: g.uuid for g in nvidia.gpus} if nvidia else {}
     tpu_keys = _tpu_keys(tpu)
     for assignment in kubelet.assignments:
-        parsed = device_key(assignment.resource_name, assignment.device_id)
-        if parsed.kind in (IdKind.GPU_UUID, IdKind.MIG_UUID):
-            key = str(parsed.key)
-        elif parsed.kind is IdKind.GPU_INDEX:  # GKE/index ids; a MIG slice of one marks its whole GPU busy
-            key = gpu_by_index.get(int(parsed.key), f"index:{parsed.key}")
-        elif parsed.kind is IdKind.TPU:
-            key = tpu_keys.get(str(parsed.key), str(parsed.key))
-        else:
-            key = str(parsed.key)  # another vendor's plugin: its ids are the accelerators' own ids
-        found[key].append(assignment)
+        found[_join_key(assignment.resource_name, assignment.device_id, gpu_by_index, tpu_keys)].append(assignment)
     return found
+
+
+def _join_key(resource: str, device_id: str, gpu_by_index: dict[int, str], tpu_keys: dict[str, str]) -> str:
+    """The id of the device a kubelet device id names: NVML UUID, GPU by index, TPU chip, or the id itself."""
+    parsed = device_key(resource, device_id)
+    if parsed.kind in (IdKind.GPU_UUID, IdKind.MIG_UUID):
+        return str(parsed.key)
+    if parsed.kind is IdKind.GPU_INDEX:  # GKE/index ids; a MIG slice of one marks its whole GPU busy
+        return gpu_by_index.get(int(parsed.key), f"index:{parsed.key}")
+    if parsed.kind is IdKind.TPU:
+        return tpu_keys.get(str(parsed.key), str(parsed.key))
+    return str(parsed.key)  # another vendor's plugin: its ids are the accelerators' own ids
+
+
+def _plugin_layout(kubelet: KubeletSnapshot | None, nvidia: NvidiaSnapshot | None,
+                   node: NodeSnapshot | None) -> tuple[dict[str, str], dict[str, int]]:
+    """What the device plugin (and HAMi) advertise per device: ({MIG UUID: profile}, {GPU UUID: share count}).
+
+    A MIG instance's profile is its resource name's (`nvidia.com/mig-3g.40gb`, mixed strategy); a GPU's
+    share count is how many slots the plugin lists for it (time-slicing `::N` replicas, GKE `/vgpuN`), or
+    HAMi's split count from the node annotation, whichever is larger (the scheduler hands out that many).
+    """
+    profiles: dict[str, str] = {}
+    slots: dict[str, set[str]] = defaultdict(set)
+    if kubelet is not None:
+        gpu_by_index = {g.index: g.uuid for g in nvidia.gpus} if nvidia else {}
+        for device in kubelet.allocatable:
+            name = device.resource_name
+            if name.startswith(MIG_RESOURCE_PREFIX):
+                profiles[device.normalized_id] = name[len(MIG_RESOURCE_PREFIX):].lower()
+            elif name in (GPU_RESOURCE, SHARED_GPU_RESOURCE):
+                key = _join_key(name, device.device_id, gpu_by_index, {})
+                if key.startswith("GPU-"):  # a whole GPU's slots; a MIG instance's replicas are not a GPU's
+                    slots[key].add(device.device_id)
+    shares = {uuid: len(ids) for uuid, ids in slots.items() if len(ids) > 1}
+    for uuid, count in (node.gpu_shares if node is not None else {}).items():
+        shares[uuid] = max(shares.get(uuid, 0), count)
+    return profiles, shares
 
 
 def _tpu_keys(tpu: TpuSnapshot | None) -> dict[str, str]:
@@ -232,10 +265,13 @@ def _add_assignments(device: pb.Device, assignments: Iterable[DeviceAssignment])
 
 
 def _add_gpu(report: pb.NodeReport, gpu: GpuSnapshot, by_device: dict[str, list[DeviceAssignment]], *,
-             assignment_known: bool) -> None:
+             assignment_known: bool, profiles: dict[str, str], share_count: int) -> None:
+    """One physical GPU and its MIG instances; `profiles` (MIG UUID -> profile) and `share_count` as the device
+    plugin advertises them (`_plugin_layout`)."""
     device = report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id=_gpu_id(gpu), index=gpu.index, model=gpu.model,
                                 pci_bus_id=gpu.pci_bus_id, health=_HEALTH[gpu.health.value],
-                                health_reason=gpu.health_reason, assignment_known=assignment_known)
+                                health_reason=gpu.health_reason, assignment_known=assignment_known,
+                                share_count=share_count if share_count > 1 else 0)
     for name in _GPU_FIELDS:
         value = getattr(gpu, name)
         if value is not None:
@@ -247,7 +283,8 @@ def _add_gpu(report: pb.NodeReport, gpu: GpuSnapshot, by_device: dict[str, list[
         child = report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_MIG, id=mig.uuid, index=mig.index,
                                    model=f"{gpu.model} MIG {mig.profile}".strip(), parent_id=gpu.uuid,
                                    pci_bus_id=gpu.pci_bus_id, health=device.health,
-                                   health_reason=gpu.health_reason, assignment_known=assignment_known)
+                                   health_reason=gpu.health_reason, assignment_known=assignment_known,
+                                   profile=profiles.get(mig.uuid) or mig.profile.lower())
         if mig.memory_total_bytes is not None:
             child.memory_total_bytes = mig.memory_total_bytes
         if mig.memory_used_bytes is not None:
