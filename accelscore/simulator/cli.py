@@ -37,7 +37,7 @@ from accelscore.simulator import report, routing
 from accelscore.simulator.fleet import Fleet, FleetError, load_fleet, load_placements
 from accelscore.simulator.oneshot import run_oneshot
 from accelscore.simulator.plot import MISSING
-from accelscore.simulator.replay import Replay, ReplayOptions
+from accelscore.simulator.replay import TIE_BREAKS, Replay, ReplayOptions
 from accelscore.simulator.trace import load_trace
 from accelscore.simulator.tracegen import generate
 
@@ -81,6 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check-invariants", action="store_true", help="verify no device is held twice, every tick")
     parser.add_argument("--job-timeout", type=_arg(positive_float), default=3600.0,
                         help="a job waiting this many seconds without starting times out (default 3600)")
+    parser.add_argument("--tie-break", choices=TIE_BREAKS, default="name",
+                        help="order of clusters whose totals tie: name (OCM), reverse (names reversed), dead-first "
+                             "(clusters with absent, expired or withdrawn accelscore scores first: the worst case)")
     parser.add_argument("--progress", action="store_true",
                         help="progress lines on stderr during a replay (default: only when stderr is a terminal)")
     parser.add_argument("--generate-trace", type=_arg(positive_int), metavar="N",
@@ -140,7 +143,7 @@ def _replay(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishP
     progress = _progress if args.progress or sys.stderr.isatty() else None
     opts = ReplayOptions(tick_s=args.tick, report_delay_s=args.report_delay, delay_jitter=args.delay_jitter,
                          seed=args.seed, horizon_s=args.horizon, check_invariants=args.check_invariants,
-                         job_timeout_s=args.job_timeout, progress=progress)
+                         job_timeout_s=args.job_timeout, progress=progress, tie_break=args.tie_break)
     results = [Replay(fleet, jobs, e, config=config, policy=policy, opts=opts, custom=custom).run()
                for e in entries if e != routing.ORACLE]
     oracle = Replay(fleet, jobs, routing.ORACLE, config=config, policy=policy, opts=opts, custom=custom).run()

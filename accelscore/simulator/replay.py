@@ -22,6 +22,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from accelscore.scorer.core.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry, NodeSummary, ScoreSet
 from accelscore.scorer.core.scoring import score_cluster
@@ -31,14 +32,18 @@ from accelscore.scorer.custom.scores import evaluate as evaluate_custom
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.scorer.kueue.headroom import kueue_score_set
 from accelscore.scorer.publish import policy as pp
+from accelscore.simulator import packing, routing, truth
 from accelscore.simulator import placement as pl
-from accelscore.simulator import routing, truth
 from accelscore.simulator.fleet import Fleet
 from accelscore.simulator.oneshot import cluster_infos, score_fleet
 from accelscore.simulator.replay_result import Outcome, ReplayResult, summarize_outcome
 from accelscore.simulator.trace import Job, common_shape
 
 RESYNC_S = 600.0  # the placement controller's periodic resync (what notices a merely expired score)
+# Orders for clusters whose totals tie. OCM orders them by name; the others stand for other names: `reverse`
+# (every name order reversed) and `dead-first` (clusters whose accelscore object is absent, expired or
+# withdrawn at that moment sort before live ones: the worst case for sending a job to a dead cluster).
+TIE_BREAKS = ("name", "reverse", "dead-first")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +59,13 @@ class ReplayOptions:
     job_timeout_s: float = 3600.0  # a job waiting longer than this without starting leaves the queue
     progress: Callable[[str], None] | None = None  # called every few seconds of wall time with a status line
     progress_every_s: float = 5.0
+    tie_break: str = "name"  # how clusters whose totals tie are ordered: TIE_BREAKS
 
 
 @dataclass(slots=True)
 class _Running:
     job: Job
-    plan: list[tuple[truth.NodeState, list[int]]]
+    plan: packing.Plan
     ends_at: float
 
 
@@ -90,6 +96,8 @@ class _Universe:
         self.seq = 0
         initial = score_fleet(fleet, config, policy, self.custom)
         self.frozen = {c.cluster for c in initial if c.frozen}  # a dead scorer writes nothing
+        self.start = start
+        self.stops = {c.name: c.scorer_stops_at_s for c in fleet.clusters if c.scorer_stops_at_s is not None}
         self.absent = {(c.name, aps) for c in fleet.clusters for aps, o in c.hub.items() if o.absent}
         self.hub: dict[str, dict[str, pl.PublishedScores]] = {c.cluster: dict(c.hub) for c in initial}
         self.published: dict[tuple[str, str], pp.PublishedState] = {}
@@ -130,8 +138,8 @@ class _Universe:
         """Score each cluster and apply the publish policy; True when any hub object changed."""
         changed = False
         for cluster, states in self.nodes.items():
-            if cluster in self.frozen:
-                continue
+            if cluster in self.frozen or now - self.start >= self.stops.get(cluster, float("inf")):
+                continue  # its scorer is dead: the hub keeps what it wrote last
             entries = [NodeEntry(n.name, self.schedulable[(cluster, n.name)], self.table.get((cluster, n.name)),
                                  *self.node_meta.get((cluster, n.name), ({}, ()))) for n in states]
             entries += [NodeEntry(name, True, None) for name in self.unreported[cluster]]
@@ -179,10 +187,11 @@ class Replay:
 
     def __init__(self, fleet: Fleet, jobs: Sequence[Job], entry: str, *, config: ScoringConfig,
                  policy: pp.PublishPolicy, opts: ReplayOptions, custom: CustomScores | None = None) -> None:
+        if opts.tie_break not in TIE_BREAKS:
+            raise ValueError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {opts.tie_break!r}")
         self.fleet, self.jobs, self.entry, self.opts = fleet, tuple(jobs), entry, opts
-        self.by_name = {p.name: p for p in fleet.placements}
         self.oracle = entry == routing.ORACLE
-        self.route = routing.route(entry, self.jobs, self.by_name)
+        self.route, self.by_name = routing.resolve(entry, self.jobs, {p.name: p for p in fleet.placements})
         self.u = _Universe(fleet, config, policy, opts, custom)
         self.decisions: dict[str, tuple[str, ...]] = {}
         self.frag_shape = common_shape(self.jobs)
@@ -192,7 +201,7 @@ class Replay:
         """Whether all of the job's pods fit in the cluster now (memoised until the truth changes)."""
         key = (cluster, job.shape, job.pods)
         if key not in self._fits:
-            self._fits[key] = truth.best_fit(self.u.nodes[cluster], job.shape, job.pods) is not None
+            self._fits[key] = packing.best_fit(self.u.nodes[cluster], job.shape, job.pods) is not None
         return self._fits[key]
 
     def _rerank(self, now: float) -> None:
@@ -200,14 +209,26 @@ class Replay:
         for name in sorted(set(self.route.values())):
             others = [d for n, d in self.decisions.items() if n != name]
             ranking = pl.rank(self.by_name[name], self.u.infos, self.u.hub, now=now,
-                              previous=self.decisions.get(name, ()), other_decisions=others)
+                              previous=self.decisions.get(name, ()), other_decisions=others,
+                              tie_key=self._tie_key(now))
             self.decisions[name] = ranking.selected
+
+    def _tie_key(self, now: float) -> Callable[[str], Any]:
+        """How tied clusters are ordered (ReplayOptions.tie_break)."""
+        if self.opts.tie_break == "reverse":
+            position = {c: i for i, c in enumerate(sorted(self.u.nodes, reverse=True))}
+            return lambda c: position.get(c, len(position))
+        if self.opts.tie_break == "dead-first":
+            return lambda c: (not self.u.stale(c, now), c)
+        return lambda c: c
 
     def _ever_fits(self, job: Job) -> bool:
         """Could the job run in some cluster if that cluster were empty (live nodes only)?"""
         for states in self.u.nodes.values():
-            caps = sorted(truth.capacity(states, job.shape), reverse=True)
-            if sum(c // job.shape.count for c in caps) >= job.pods:
+            groups = [states]
+            if job.shape.nvlink_domain:  # one domain must hold every pod
+                groups = [[n for n in states if n.clique == c] for c in sorted({n.clique for n in states} - {""})]
+            if packing.fits_if_empty([truth.capacity(g, job.shape) for g in groups], job.shape, job.pods):
                 return True
         return False
 
@@ -232,7 +253,7 @@ class Replay:
                               f"{len(running)} running, {len(queue)} waiting")
             now = start + t
             for r in [r for r in running if r.ends_at <= now]:
-                truth.release(r.plan, r.job.shape)
+                truth.release(r.plan, r.job.name, r.job.shape)
                 running.remove(r)
                 self._fits.clear()
                 last_change = t
@@ -251,7 +272,7 @@ class Replay:
                 u.scorer_ingest(now + opts.report_delay_s * (1 + opts.delay_jitter))
                 pending: dict[str, float] = {}
                 for job in queue:
-                    if job.name in missent_to and job.shape.resource == truth.GPU:
+                    if job.name in missent_to and job.shape.pool == truth.GPU:
                         pending[missent_to[job.name]] = (pending.get(missent_to[job.name], 0.0)
                                                          + job.pods * job.shape.count)
                 if u.scorer_publish(now, pending) or t >= next_resync:
@@ -291,7 +312,7 @@ class Replay:
         for cluster, nodes in self.u.nodes.items():
             if not self._fits_in(cluster, job):
                 continue
-            plan = truth.best_fit(nodes, job.shape, job.pods)
+            plan = packing.best_fit(nodes, job.shape, job.pods)
             if plan is None:
                 continue
             used = {id(n): n for n, _ in plan}
@@ -307,7 +328,7 @@ class Replay:
         for job in queue:
             chosen = self._oracle_choice(job) if self.oracle else self.decisions.get(self.route[job.name], ())
             for cluster in chosen:
-                plan = truth.best_fit(self.u.nodes[cluster], job.shape, job.pods) if self._fits_in(cluster, job) \
+                plan = packing.best_fit(self.u.nodes[cluster], job.shape, job.pods) if self._fits_in(cluster, job) \
                     else None
                 if plan is not None:
                     truth.bind(plan, job.name, job.shape)

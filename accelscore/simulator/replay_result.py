@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelscore.simulator.trace import Job
-from accelscore.simulator.truth import NodeState
+from accelscore.simulator.truth import GPU, TPU, NodeState
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,20 +58,22 @@ class Outcome:
             self.stale_by_cluster[cluster] = self.stale_by_cluster.get(cluster, 0) + 1
 
     def record(self, t: float, nodes: Mapping[str, Iterable[NodeState]], waiting: int) -> None:
-        """Allocation over live nodes, and free devices on nodes with fewer free than the common shape."""
+        """Allocation over live nodes (slots: a device, a MIG instance, a share), and free whole devices on nodes
+        with fewer free than the common shape."""
         held = usable = frag = free_total = 0
         for states in nodes.values():
             for node in states:
                 if node.dark:
                     continue
                 free = sum(len(v) for v in node.free.values())
-                busy = sum(1 for d in node.report.devices if d.assignments)
+                busy = sum(len(d.assignments) for d in node.report.devices)
                 held += busy
                 usable += free + busy
                 if node.usable():
-                    free_total += free
-                    if 0 < free < self.frag_shape:
-                        frag += free
+                    whole = len(node.free.get(GPU, ())) + len(node.free.get(TPU, ()))
+                    free_total += whole
+                    if 0 < whole < self.frag_shape:
+                        frag += whole
         self.series.append(Sample(t, 100.0 * held / usable if usable else 0.0, waiting, frag, free_total))
 
 

@@ -76,7 +76,7 @@ def test_auto_routes_each_job_to_the_placement_that_declares_its_shape() -> None
 
 def test_a_job_no_placement_declares_is_a_clear_error() -> None:
     jobs = parse_trace([{"name": "odd", "arrivalSeconds": 0, "gpusPerPod": 3, "durationSeconds": 60}])
-    with pytest.raises(fl.FleetError, match="no Placement declares it serves this shape"):
+    with pytest.raises(fl.FleetError, match="no Placement declares it serves this job"):
         routing.route(routing.AUTO, jobs, {p.name: p for p in fl.load_placements([EXAMPLES])[0]})
 
 
