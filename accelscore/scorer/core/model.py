@@ -31,6 +31,21 @@ SUMMARY_LANES = (*(f"gpu_fit{k}" for k in FIT_SIZES), "gpu_total", "gpu_healthy"
 
 
 @dataclass(frozen=True, slots=True)
+class NodeExtras:
+    """What a node has beyond whole GPUs of one product (most nodes have nothing here: `NodeSummary.extras` None).
+
+    Partitions count per profile, shares apart from GPUs (docs/scores.md: MIG, shares, NVLink domains);
+    free counts are 0 when the assignment is unknown, as `gpu_free` is.
+    """
+
+    mig: tuple[tuple[str, int, int], ...] = ()  # (profile, free, total): MIG instances + DRA partitions available
+    shares_free: int = 0  # time-slicing replicas / HAMi shares not assigned, on healthy shared GPUs
+    shares_total: int = 0
+    clique: str = ""  # NVLink domain: node label nvidia.com/gpu.clique (<clusterUUID>.<cliqueId>)
+    products: tuple[tuple[str, int, int], ...] = ()  # (product, free whole GPUs, GPUs): only with several products
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSummary:
     """What one NodeReport contributes to scoring. `None` = unknown (never counted as free)."""
 
@@ -53,10 +68,14 @@ class NodeSummary:
     tpu_total: int
     tpu_free: int
     tpu_free_known: bool
+    # The GPU product (as GPU feature discovery labels it) of the node's GPUs when they are of one; "" none or several.
+    gpu_product: str = ""
+    extras: NodeExtras | None = None  # MIG profiles, shares, NVLink domain, several products; None = none of those
     # Derived once here, so a scoring pass reads one ready tuple per node (accelscore.scorer.core.totals):
     # (cpu cores, memory bytes, nvidia.com/gpu, google.com/tpu free; most GPU memory free; free GPUs;
-    #  free TPU chips; SUMMARY_LANES packed).
-    scan: tuple[float, float, float, float, float, int, int, int] = field(init=False, repr=False, compare=False)
+    #  free TPU chips; SUMMARY_LANES packed; gpu_product; extras).
+    scan: tuple[float, float, float, float, float, int, int, int, str, NodeExtras | None] = field(
+        init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         gpu_free = max(0, self.gpu_free) if self.gpu_free_known else 0
@@ -70,7 +89,7 @@ class NodeSummary:
         object.__setattr__(self, "scan", (
             (self.cpu_free_cores or 0.0) + 0.0, (self.memory_free_bytes or 0.0) + 0.0,
             (self.gpu_free_api or 0.0) + 0.0, (self.tpu_free_api or 0.0) + 0.0,
-            self.gpu_mem_free_max_bytes + 0.0, gpu_free, tpu_free, packed))
+            self.gpu_mem_free_max_bytes + 0.0, gpu_free, tpu_free, packed, self.gpu_product, self.extras))
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, Score, ScoreSet
-from accelscore.scorer.core.score_table import Raw, Scale, ScoreSpec, specs_of
+from accelscore.scorer.core.score_table import KEYED, Raw, Scale, ScoreSpec, specs_of
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.core.totals import ClusterTotals, cluster_totals
 
@@ -58,6 +58,14 @@ def score_set(aps: str, totals: ClusterTotals, config: ScoringConfig) -> ScoreSe
         raw = spec.raw(totals)
         scores.append(Score(spec.name, map_score(spec, raw, config)))
         raws[spec.name] = float(raw)
+    for family in KEYED:  # one score per product or profile the cluster has (bounded: score_table.MAX_KEYS)
+        if family.aps != aps:
+            continue
+        ref = config.refs[family.config_key]
+        for key in family.keys(totals):
+            raw = family.raw(totals, key)
+            scores.append(Score(family.prefix + key, accel_map(raw, ref)))
+            raws[family.prefix + key] = float(raw)
     return ScoreSet(aps, tuple(scores), raws, fresh_nodes=totals.fresh_nodes, total_nodes=totals.schedulable_nodes)
 
 

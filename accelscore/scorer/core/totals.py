@@ -8,12 +8,13 @@ three more maxima, and one packed-int addition for every device count and the ex
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from fractions import Fraction
 
-from accelscore.scorer.core import lanes
+from accelscore.scorer.core import keyed, lanes
 from accelscore.scorer.core.best_fit import FREE_CAP
-from accelscore.scorer.core.model import COMPUTE_SCALE, FIT_SIZES, SUMMARY_LANES, ClusterSnapshot
+from accelscore.scorer.core.model import COMPUTE_SCALE, FIT_SIZES, SUMMARY_LANES, ClusterSnapshot, NodeExtras
 from accelscore.scorer.core.node_state import NodeCensus, census
 
 
@@ -46,6 +47,13 @@ class ClusterTotals:
     pending_tpu_requests: float
     # Bit f set: some counted node has exactly f free GPUs (f capped; accelscore.scorer.core.best_fit reads it).
     gpu_free_seen: int = 0
+    # Keyed (accelscore.scorer.core.keyed): per GPU product its SUMMARY_LANES sums; per MIG profile (free, total);
+    # shares; per NVLink domain (clique, free GPUs, GPUs, every member counted).
+    gpu_by_product: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    mig: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    shares_free: int = 0
+    shares_total: int = 0
+    domains: tuple[tuple[str, int, int, bool], ...] = ()
 
     @property
     def gpu_free_sum(self) -> int:
@@ -69,10 +77,13 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
     nodes = census(snapshot.nodes, now=now, stale_after_s=stale_after_s)
     cpu_max = cpu_sum = mem_max = mem_sum = gpu_api_max = gpu_api_sum = tpu_api_max = tpu_api_sum = 0.0
     gpu_mem_max = 0.0
-    gpu_max = tpu_max = packed = seen = 0
+    gpu_max = tpu_max = seen = run = 0
+    by_product: dict[str, int] = {}
+    product_now = ""  # the product of the current run of nodes; its packed sums wait in `run`
+    extras: list[NodeExtras] = []
     # Locals only; the float sums run in snapshot order, as they always have (the same values to the last bit).
     for s in nodes.counted:
-        cpu, mem, gpu_api, tpu_api, gpu_mem, gpu_free, tpu_free, counts = s.scan
+        cpu, mem, gpu_api, tpu_api, gpu_mem, gpu_free, tpu_free, counts, product, extra = s.scan
         cpu_sum += cpu
         if cpu > cpu_max:
             cpu_max = cpu
@@ -92,8 +103,20 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
         seen |= 1 << (gpu_free if gpu_free < FREE_CAP else FREE_CAP)  # bit 0 (none free) is never read
         if tpu_free > tpu_max:
             tpu_max = tpu_free
-        packed += counts  # every device count and the compute units in one addition
+        # Every device count and the compute units in one addition, per product: nodes of one product come
+        # in runs (a node pool), so most nodes cost one identity test (products are interned at ingest).
+        if product is product_now:
+            run += counts
+        else:
+            by_product[product_now] = by_product.get(product_now, 0) + run
+            product_now, run = product, counts
+        if extra is not None:
+            extras.append(extra)
+    by_product[product_now] = by_product.get(product_now, 0) + run
+    packed = sum(by_product.values())
+    by_product.pop("", None)  # nodes without GPUs, or with several products (their extras carry each)
     sums = dict(zip(SUMMARY_LANES, lanes.unpack(packed, len(SUMMARY_LANES)), strict=True))
+    keyed_sums = keyed.sums(by_product, extras, snapshot, nodes) if by_product or extras else keyed.NONE
     return ClusterTotals(
         census=nodes,
         cpu_free_node_max=cpu_max, cpu_free_sum=cpu_sum,
@@ -109,4 +132,6 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
         pending_gpu_requests=snapshot.pending_gpu_requests,
         pending_tpu_requests=snapshot.pending_tpu_requests,
         gpu_free_seen=seen,
+        gpu_by_product=keyed_sums.products, mig=keyed_sums.mig, shares_free=keyed_sums.shares_free,
+        shares_total=keyed_sums.shares_total, domains=keyed_sums.domains,
     )

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 
 from accelscore.devices import KINDS, AcceleratorFamily, CollectorName, DeviceKind
-from accelscore.scorer.core.model import COMPUTE_SCALE, NodeSummary
+from accelscore.scorer.core.model import COMPUTE_SCALE, NodeExtras, NodeSummary
 from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.ingest import gpu_layout
 from accelscore.v1 import report_pb2
 
 _OK = report_pb2.COLLECTOR_STATE_OK
@@ -19,7 +20,6 @@ _GPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GP
 _MIG = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and i.partition)
 _TPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.TPU)
 _USABLE = frozenset((report_pb2.HEALTH_HEALTHY, report_pb2.HEALTH_DEGRADED))
-_UNHEALTHY = report_pb2.HEALTH_UNHEALTHY
 
 _API_RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "google.com/tpu")
 
@@ -67,8 +67,9 @@ def _takes_more_work(device: report_pb2.Device) -> bool:
 
 def _gpu_part(
     report: report_pb2.NodeReport, config: ScoringConfig, nvidia_ok: bool, kubelet_ok: bool,
-) -> tuple[int, int, int, bool, float, float]:
-    """(total, healthy, free, free_known, mem_free_max_bytes, compute_free) over physical GPUs."""
+) -> tuple[int, int, int, bool, float, float, str, NodeExtras | None]:
+    """(total, healthy, free, free_known, mem_free_max_bytes, compute_free, product, extras) over physical GPUs;
+    free counts whole GPUs only (gpu_layout: MIG-enabled and shared GPUs are not whole)."""
     gpus: list[report_pb2.Device] = []
     migs: dict[str, list[report_pb2.Device]] = {}
     assignment_known = kubelet_ok  # a device's own `assignment_known` cannot vouch past its collector
@@ -84,12 +85,15 @@ def _gpu_part(
     free_known = nvidia_ok and assignment_known
     healthy = free = units = 0
     mem_max = 0.0
+    usable_gpus: list[report_pb2.Device] = []
+    free_gpus: list[report_pb2.Device] = []
     for gpu in gpus:
         instances = migs.get(gpu.id, ())
         usable = nvidia_ok and gpu.health in _USABLE
         if not usable:
             continue  # unhealthy or unknown health: neither healthy, nor free, nor memory
         healthy += 1
+        usable_gpus.append(gpu)
         if instances or (gpu.HasField("mig_enabled") and gpu.mig_enabled):
             # A MIG-enabled GPU offers its instances' memory; an instance of unknown health offers nothing.
             for mig in instances:
@@ -97,13 +101,15 @@ def _gpu_part(
                     mem_max = max(mem_max, _mem_free(mig))
         elif _takes_more_work(gpu):
             mem_max = max(mem_max, _mem_free(gpu))
-        if (free_known and not gpu.assignments
-                and not any(mig.assignments or mig.health == _UNHEALTHY for mig in instances)):
+        if free_known and not gpu.assignments and gpu_layout.is_whole(gpu, instances):
             free += 1
+            free_gpus.append(gpu)
             units += config.gpu_weight_units(gpu.model)  # whole units: the sum is exact
     if not free_known:
         free, units, mem_max = 0, 0, 0.0  # which memory can take work is unknown, so none counts
-    return len(gpus), healthy, free, free_known, mem_max, units / COMPUTE_SCALE
+    product, extras = gpu_layout.extras(gpus, migs, report, usable=usable_gpus, free_whole=free_gpus,
+                                        free_known=free_known)
+    return len(gpus), healthy, free, free_known, mem_max, units / COMPUTE_SCALE, product, extras
 
 
 def _tpu_part(report: report_pb2.NodeReport, tpu_ok: bool, kubelet_ok: bool) -> tuple[int, int, bool]:
@@ -141,8 +147,8 @@ def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_
     ok = {c.name for c in report.collectors if c.state == _OK}
     api = _api_free(report, next((c.state for c in report.collectors if c.name == "node"), 0))
     kubelet_ok = _assignments_vouched(report)
-    gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute = _gpu_part(report, config, _vouched(_GPU, ok),
-                                                                               kubelet_ok)
+    gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute, product, extras = _gpu_part(
+        report, config, _vouched(_GPU, ok), kubelet_ok)
     tpu_total, tpu_free, tpu_known = _tpu_part(report, _vouched(_TPU, ok), kubelet_ok)
     stamp = report.time
     report_time = stamp.seconds + stamp.nanos / 1e9 if report.HasField("time") else 0.0
@@ -164,4 +170,6 @@ def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_
         tpu_total=tpu_total,
         tpu_free=tpu_free,
         tpu_free_known=tpu_known,
+        gpu_product=product,
+        extras=extras,
     )
