@@ -28,7 +28,7 @@ from accelscore.simulator import placement as pl
 from accelscore.v1 import report_pb2
 
 _CLUSTER_KEYS = {"cluster", "labels", "claims", "reportAgeSeconds", "reports", "nodes", "unreportedNodes",
-                 "pendingPods", "hub", "available", "scorerStoppedSeconds", "scorerStopsAtSeconds", "kueue"}
+                 "pendingPods", "hub", "available", "scorerStoppedSeconds", "diesAtSeconds", "kueue"}
 _AVAILABLE = {True: "True", False: "False", "True": "True", "False": "False", "Unknown": "Unknown"}
 _NODE_KEYS = {"schedulable", "reportAgeSeconds", "labels", "taints"}
 _TAINT_KEYS = {"key", "value", "effect"}
@@ -81,7 +81,9 @@ class Cluster:
     hub: Mapping[str, HubOverride] = field(default_factory=dict)
     available: str = "True"  # ManagedClusterConditionAvailable; not True = tainted by OCM
     scorer_stopped_s: float | None = None  # the scorer died this long ago: the hub keeps what it wrote then
-    scorer_stops_at_s: float | None = None  # replay: the scorer dies this long after the start (writes nothing more)
+    # Replay: this long after the start the cluster dies (scorer and agents stop; its nodes take no new work,
+    # running jobs finish); the hub keeps its last scores until they expire.
+    dies_at_s: float | None = None
     kueue: KueueState | None = None  # the cluster's Kueue objects; None = no Kueue (no accelscore-kueue set)
 
 
@@ -337,9 +339,9 @@ def parse_cluster(doc: Mapping[str, Any], where: str) -> Cluster:
     available = doc.get("available", True)
     if not isinstance(available, bool | str) or available not in _AVAILABLE:
         raise FleetError(f"{where}: available must be true, false or Unknown, got {available!r}")
-    stopped, stops = doc.get("scorerStoppedSeconds"), doc.get("scorerStopsAtSeconds")
+    stopped, dies = doc.get("scorerStoppedSeconds"), doc.get("diesAtSeconds")
     return Cluster(
-        scorer_stops_at_s=None if stops is None else _age(stops, f"{where}: scorerStopsAtSeconds"),
+        dies_at_s=None if dies is None else _age(dies, f"{where}: diesAtSeconds"),
         available=_AVAILABLE[available],
         scorer_stopped_s=None if stopped is None else _age(stopped, f"{where}: scorerStoppedSeconds"),
         name=name, nodes=_nodes(doc, where), labels=_string_map(doc.get("labels"), f"{where}: labels"),

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from accelscore.simulator import fleetgen_kinds
 from accelscore.simulator.nodegen import A100, H100, T4, V5E, Part, node_report
 
 
@@ -157,7 +158,8 @@ def kueue(rng: random.Random) -> list[dict]:
     ]
 
 
-FLEETS = {"mixed": mixed, "tpu-v5e": tpu, "fragmented": fragmented, "stale": stale, "dead": dead, "kueue": kueue}
+FLEETS = {"mixed": mixed, "tpu-v5e": tpu, "fragmented": fragmented, "stale": stale, "dead": dead, "kueue": kueue,
+          **fleetgen_kinds.FLEETS}
 
 
 def write(out: Path) -> None:

@@ -31,6 +31,7 @@ GPU_PRODUCT = "accelscore.io/gpu-product"
 MIG_PROFILE = "accelscore.io/mig-profile"
 GPU_SHARES = "accelscore.io/gpu-shares"
 NVLINK_DOMAIN = "accelscore.io/nvlink-domain"
+COPY_OF = "simulate.accelscore.io/copy-of"  # on a copy made by `specialize`: the example it was made from
 AUTO = "auto"
 ORACLE = "oracle"
 SHAPE = "shape:"
@@ -116,7 +117,12 @@ def specialize(placement: pl.Placement, annotation: str, key: str) -> pl.Placeme
                      if c.type == "AddOn" and c.score_name.endswith(old) else c, w)
                     for c, w in placement.configurations)
     return dataclasses.replace(placement, name=f"{placement.name}-{_slug(key)}", configurations=configs,
-                               annotations={**placement.annotations, annotation: key})
+                               annotations={**placement.annotations, annotation: key, COPY_OF: placement.name})
+
+
+def example_of(placement: pl.Placement) -> str:
+    """The Placement a copy was made from (`specialize`), or its own name: what the figures are reported under."""
+    return placement.annotations.get(COPY_OF, placement.name)
 
 
 def _auto(job: Job, placements: Sequence[pl.Placement], made: dict[str, pl.Placement]) -> str:

@@ -69,6 +69,8 @@ class NodeState:
     dirty: bool = False
     free: dict[str, list[int]] = field(default_factory=dict)  # pool -> free device indices (a share pool: per slot)
     clique: str = ""  # its NVLink domain (node label nvidia.com/gpu.clique); empty = none
+    held: int = 0  # slots assigned (Σ assignments over its devices), kept as pods bind and finish
+    version: int = 0  # goes up whenever a pod binds or finishes here
 
     @property
     def name(self) -> str:
@@ -142,7 +144,8 @@ def node_states(cluster: Cluster, *, stale_after_s: float) -> list[NodeState]:
         report.CopyFrom(node.report)
         clique = dict(node.labels).get(CLIQUE_LABEL) or report.node.labels.get(CLIQUE_LABEL, "")
         states.append(NodeState(cluster.name, report, node.schedulable, dark=node.report_age_s > stale_after_s,
-                                free=_free_slots(report), clique=clique))
+                                free=_free_slots(report), clique=clique,
+                                held=sum(len(d.assignments) for d in report.devices)))
     return states
 
 
@@ -189,6 +192,8 @@ def bind(plan: list[tuple[NodeState, list[int]]], job: str, shape: Shape) -> Non
             dev.utilization_ratio = 0.9
             node.free[pool].remove(i)
         _add_request(node, name, len(devices))
+        node.held += len(devices)
+        node.version += 1
         node.report.node.pod_count += 1
         node.dirty = True
 
@@ -218,6 +223,8 @@ def release(plan: list[tuple[NodeState, list[int]]], job: str, shape: Shape) -> 
         node.free[pool].extend(devices)
         node.free[pool].sort()
         _add_request(node, name, -len(devices))
+        node.held -= len(devices)
+        node.version += 1
         node.report.node.pod_count -= 1
         node.dirty = True
 
@@ -238,6 +245,9 @@ def check_invariants(nodes: Iterable[NodeState]) -> None:
                 raise InvariantError(f"{node.cluster}/{node.name}: unhealthy device {dev.id} was assigned")
             for a in dev.assignments:
                 held[a.resource_name] = held.get(a.resource_name, 0) + 1
+        if node.held != sum(held.values()):
+            raise InvariantError(f"{node.cluster}/{node.name}: {node.held} slots counted held, "
+                                 f"{sum(held.values())} are")
         for name, count in held.items():
             amount = _resource(node.report, name)
             if amount is not None and (amount.requested > amount.allocatable or count > amount.allocatable):

@@ -38,6 +38,8 @@ def accel_map(value: Raw, ref: Raw) -> int:
         return 0
     if value >= ref:
         return 100
+    if type(value) is int and (type(ref) is int or (type(ref) is float and ref.is_integer())):
+        return max(1, -((-100 * value) // int(ref)))  # whole numbers (counts against the usual refs): ints suffice
     # Rational arithmetic: 7.04 GPUs of a 64 ref is 11, where floats made 100 * 7.040000000000001 / 64 -> 12.
     return max(1, -((-100 * _exact(value)) // _exact(ref)))
 
