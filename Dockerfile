@@ -1,6 +1,7 @@
 # One image for both workloads: `accelscore agent` (DaemonSet) and `accelscore scorer` (Deployment).
-# Build: `make image` (docker build -t $(IMAGE) .). Runtime dependencies are pinned in
-# deploy/constraints.txt.
+# For machines with a Docker daemon: `make image-docker` (docker build -t $(IMAGE) .). The image CI builds and
+# tests is `make image` (scripts/build-image: mmdebstrap + umoci, no daemon; same Python 3.11 on bookworm, same
+# pinned deploy/constraints.txt, same user and entrypoint); this file is not built by CI.
 FROM python:3.11.14-slim-bookworm AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1
 RUN python -m venv /opt/accelscore

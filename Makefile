@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint protos bench image clean venv python test-tools bench-tools
+.PHONY: run test lint protos bench image image-test image-docker clean venv python test-tools bench-tools
 
 # Python >= 3.11 with venv support, checked before anything is installed.
 python:
@@ -53,8 +53,17 @@ protos: $(STAMP)
 bench: python bench-tools $(STAMP)
 	$(BIN)/python -m bench
 
+## image: the image as an OCI layout in build/image, without Docker (scripts/build-image: mmdebstrap + umoci, as root)
 IMAGE ?= accelscore:dev
-image:
+image: python $(STAMP)
+	bash scripts/build-image $(IMAGE)
+
+## image-test: build the image, then run its entrypoint as the manifests run it (tests/image; not in make test)
+image-test: image
+	$(BIN)/pytest -m image tests/image
+
+## image-docker: the same image from the Dockerfile, for machines with a Docker daemon (not built by CI)
+image-docker:
 	docker build -t $(IMAGE) .
 
 clean:

@@ -128,7 +128,7 @@ def host_port(raw: str) -> tuple[str, int]:
     """HOST:PORT (HOST may be empty for all interfaces, or [v6]); port 0..65535."""
     host, sep, port_text = raw.rpartition(":")
     if not sep:
-        raise ValueError("expected HOST:PORT, e.g. 0.0.0.0:9478")
+        raise ValueError("expected HOST:PORT, e.g. 0.0.0.0:9748")
     try:
         port = int(port_text)
     except ValueError:

@@ -33,12 +33,27 @@ def machine() -> str:
 WIDTH = 120  # the table fits a 120-column terminal; `--output json` keeps every field on one line per row
 
 
+def verdict(row: dict) -> str:
+    """`budget >= 10000 reports/s: met` (the budget in the row's own unit), or "" for a row without one."""
+    budget = row.get("budget")
+    if budget is None:
+        return ""
+    met = row["value"] >= budget if row.get("at_least") else row["value"] <= budget
+    return f"budget {'>=' if row.get('at_least') else '<='} {budget:g} {row['unit']}: {'met' if met else 'MISSED'}"
+
+
 def table_lines(row: dict) -> list[str]:
     """One row as table lines: the note stays on the row when it fits, else wraps below it, indented."""
     head = f"{row['name']:<58} {row['value']:>12.4g}  {row['unit']:<10}"
-    if len(head) + 1 + len(row["note"]) <= WIDTH:
-        return [f"{head} {row['note']}".rstrip()]
-    return [head.rstrip(), *textwrap.wrap(row["note"], WIDTH, initial_indent="    ", subsequent_indent="    ")]
+    note = "; ".join(part for part in (verdict(row), row["note"]) if part)
+    if len(head) + 1 + len(note) <= WIDTH:
+        return [f"{head} {note}".rstrip()]
+    return [head.rstrip(), *textwrap.wrap(note, WIDTH, initial_indent="    ", subsequent_indent="    ")]
+
+
+def missed(row: dict) -> bool:
+    """A row whose budget was not met (a NaN value never meets one)."""
+    return verdict(row).endswith("MISSED")
 
 
 def main(argv: list[str]) -> int:
@@ -48,7 +63,7 @@ def main(argv: list[str]) -> int:
     print(f"machine: {machine()}")
     if not as_json:
         print(f"{'benchmark':<58} {'value':>12}  {'unit':<10} note")
-    failed = 0
+    failed = misses = 0
     for index, name in enumerate(modules, 1):
         started = time.monotonic()
         print(f"[{index}/{len(modules)}] {name} ...", file=sys.stderr, flush=True)
@@ -63,8 +78,11 @@ def main(argv: list[str]) -> int:
             print(json.dumps(row) if as_json else "\n".join(table_lines(row)))
             continue
         for row in json.loads(proc.stdout.strip().splitlines()[-1]):
-            print(json.dumps(row) if as_json else "\n".join(table_lines(row)))
-    return 1 if failed else 0
+            misses += missed(row)
+            print(json.dumps({**row, "verdict": verdict(row)}) if as_json else "\n".join(table_lines(row)))
+    budgets = f"{failed} benchmark(s) failed, {misses} budget(s) missed"
+    print(budgets if failed or misses else "every budget met", file=sys.stderr)
+    return 1 if failed or misses else 0
 
 
 if __name__ == "__main__":

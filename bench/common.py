@@ -9,12 +9,30 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Row:
-    """One measured figure: what, how much, in what unit, and against what (budget or peer)."""
+    """One measured figure: what, how much, in what unit, and against what.
+
+    `budget` (same unit as `value`) makes the row a check: met when value <= budget (`at_least=False`) or
+    value >= budget (`at_least=True`); `make bench` prints the verdict and fails when a budget is missed.
+    """
 
     name: str
     value: float
     unit: str
     note: str = ""
+    budget: float | None = None
+    at_least: bool = False
+
+    @property
+    def met(self) -> bool | None:
+        """None without a budget; NaN (not measured) never meets one."""
+        if self.budget is None:
+            return None
+        return self.value >= self.budget if self.at_least else self.value <= self.budget
+
+
+def load_note() -> str:
+    """What else ran on this machine meanwhile: the 1-minute load average against the CPU count."""
+    return f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
 
 
 def peak_rss_mib() -> float:

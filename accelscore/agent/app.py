@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -21,6 +22,7 @@ from accelscore.agent.metrics import AgentMetrics
 from accelscore.agent.report import build_report
 from accelscore.agent.runner import CollectorSet, Cycle
 from accelscore.agent.snapshots import NodeSnapshot
+from accelscore.devices import VENDORS, DeviceKind, vendor_of_kind
 from accelscore.httpserve import MetricsServer
 from accelscore.promlabels import ConstantLabels
 from accelscore.v1 import report_pb2 as pb
@@ -31,11 +33,14 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 def build_collectors(host: HostConfig, *, nvml: Any = None, kube_client_factory: Callable[[], Any] | None = None,
-                     psutil_module: Any = None, read_gpu_processes: bool = False) -> CollectorSet:
+                     psutil_module: Any = None, read_gpu_processes: bool = False,
+                     libraries: Mapping[str, Any] | None = None) -> CollectorSet:
     """Every collector for this host, wired so GPU/TPU/kubelet consult what the node collector saw.
 
     `read_gpu_processes` (local mode) also lists each GPU's running processes for the no-kubelet rule.
+    `libraries` hands a vendor collector its library by vendor name (tests pass fakes; None = import it).
     """
+    from accelscore.agent.collectors.dra import DraCollector
     from accelscore.agent.collectors.node import NodeCollector
 
     collectors: CollectorSet
@@ -57,14 +62,36 @@ def build_collectors(host: HostConfig, *, nvml: Any = None, kube_client_factory:
         from accelscore.kube.config import load_api_client as kube_client_factory
     collectors = CollectorSet([
         NodeCollector(node_name=host.node_name, api_client_factory=kube_client_factory),
-        KubeletCollector(socket_path=host.pod_resources_socket, pod_phase=pod_phase),
-        NvidiaCollector(nvml=nvml, call_timeout_s=host.nvml_timeout_s, gpu_advertised=advertised("nvidia.com/gpu"),
-                        read_processes=read_gpu_processes),
+        KubeletCollector(socket_path=host.pod_resources_socket, pod_phase=pod_phase, own_pod=host.own_pod),
+        DraCollector(node_name=host.node_name, api_client_factory=kube_client_factory),
+        NvidiaCollector(nvml=nvml, call_timeout_s=host.nvml_timeout_s,
+                        gpu_advertised=advertised(_resource(DeviceKind.NVIDIA_GPU)), read_processes=read_gpu_processes),
         TpuCollector(sysfs_root=host.sysfs_root, metrics_ports=host.tpu_metrics_ports,
-                     tpu_advertised=advertised("google.com/tpu")),
+                     tpu_advertised=advertised(_resource(DeviceKind.TPU_CHIP))),
+        *vendor_collectors(host, libraries=libraries or {}, advertised=advertised),
         HostCollector(psutil_module=psutil_module),
     ])
     return collectors
+
+
+def vendor_collectors(host: HostConfig, *, libraries: Mapping[str, Any],
+                      advertised: Callable[[str], Callable[[], bool | None]]) -> list[Any]:
+    """The collector of every vendor row that names a module (accelscore.agent.collectors.<module>): adding a
+    vendor is that module, with its `build_collector(host=, library=, advertised=)`, plus the row."""
+    built = []
+    for vendor in VENDORS:
+        if vendor.collector_module:
+            module = importlib.import_module(f"accelscore.agent.collectors.{vendor.collector_module}")
+            built.append(module.build_collector(host=host, library=libraries.get(vendor.name),
+                                                advertised=advertised(vendor.resource)))
+    return built
+
+
+def _resource(kind: DeviceKind) -> str:
+    """The device-plugin resource of a kind's vendor (accelscore.devices vendor table)."""
+    vendor = vendor_of_kind(kind)
+    assert vendor is not None, kind  # every built-in kind has a row
+    return vendor.resource
 
 
 def collect_settled(collectors: CollectorSet, *, attempts: int = 4, pause_s: float = 1.0) -> Cycle:

@@ -28,10 +28,12 @@ TPU_METRICS_PORTS = Option("--tpu-metrics-ports", "TPU_RUNTIME_METRICS_PORTS", p
 NVML_TIMEOUT = Option("--nvml-timeout", "ACCELSCORE_NVML_TIMEOUT", positive_float, "2",
                       "seconds one NVML call may take before the GPU part is reported UNKNOWN")
 INTERVAL = Option("--interval", "ACCELSCORE_INTERVAL", positive_float, "15", "seconds between collection cycles")
+OWN_POD = Option("--own-pod", "ACCELSCORE_OWN_POD", text, "",
+                 "NAMESPACE/NAME of the agent's own pod: its DRA devices (an admin-access claim) are not held")
 
 # What local mode shares with the agent: everything about reading this host.
 HOST_OPTIONS = (NODE_NAME, SYSFS_ROOT, POD_RESOURCES_SOCKET, TPU_METRICS_PORTS, NVML_TIMEOUT, INTERVAL, LOG_LEVEL,
-                LOG_FORMAT)
+                LOG_FORMAT, OWN_POD)
 
 AGENT_OPTIONS = (
     *HOST_OPTIONS,
@@ -66,6 +68,7 @@ class HostConfig:
     interval_s: float
     log_level: str
     log_format: str = "text"
+    own_pod: tuple[str, str] | None = None  # (namespace, name): whose DRA devices the kubelet lists are not held
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,13 @@ def host_config_from(values: dict[str, Any]) -> HostConfig:
         interval_s=values["interval"],
         log_level=values["log_level"],
         log_format=values["log_format"],
+        own_pod=_own_pod(values.get("own_pod") or ""),
     )
+
+
+def _own_pod(text_value: str) -> tuple[str, str] | None:
+    namespace, _, name = text_value.partition("/")
+    return (namespace, name) if namespace and name else None
 
 
 def agent_config_from(values: dict[str, Any]) -> AgentConfig:

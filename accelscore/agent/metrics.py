@@ -123,13 +123,18 @@ class AgentMetrics(Collector):
             pushes.add_metric([self._node, "failed"], stats.pushes_failed)
             pushes.add_metric([self._node, "rejected"], stats.pushes_rejected)
             pushes.add_metric([self._node, "dropped"], stats.pushes_dropped)
+            dropped = CounterMetricFamily("accelscore_report_dropped",
+                                          "reports the scorer answered but did not keep, by the reason it gave "
+                                          "(not a success)", labels=["node", "reason"])
+            for reason, count in stats.dropped_by_reason:
+                dropped.add_metric([self._node, reason], count)
             replaced = CounterMetricFamily("accelscore_reports_replaced", "reports superseded before delivery",
                                            labels=["node"])
             replaced.add_metric([self._node], stats.reports_replaced)
             last = GaugeMetricFamily("accelscore_report_last_success_timestamp_seconds",
-                                     "when the scorer last accepted a report", labels=["node"])
+                                     "when the scorer last accepted and kept a report", labels=["node"])
             last.add_metric([self._node], stats.last_success_time)
-            yield from (pushes, replaced, last)
+            yield from (pushes, dropped, replaced, last)
 
     def _gpu_metrics(self, gpus: tuple[GpuSnapshot, ...]) -> Iterator[Metric]:
         info = InfoMetricFamily("accelscore_gpu", "static GPU attributes",

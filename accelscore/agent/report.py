@@ -17,8 +17,10 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from accelscore import __version__
 from accelscore.agent.collectors.base import State
 from accelscore.agent.collectors.device_ids import IdKind, device_key
+from accelscore.agent.dra_join import add_dra, unknown_unless_handed_out
 from accelscore.agent.runner import Cycle
 from accelscore.agent.snapshots import (
+    AllocatableDevice,
     DeviceAssignment,
     GpuSnapshot,
     Health,
@@ -28,17 +30,26 @@ from accelscore.agent.snapshots import (
     NvidiaSnapshot,
     TpuSnapshot,
 )
-from accelscore.devices import Accelerator, CollectorName
+from accelscore.devices import (
+    Accelerator,
+    CollectorName,
+    DeviceSource,
+    ResourceRole,
+    resource_info,
+    vendor_named,
+    vendor_of_kind,
+)
 from accelscore.v1 import report_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-COLLECTOR_ORDER = (CollectorName.NODE, CollectorName.KUBELET, CollectorName.NVIDIA, CollectorName.TPU,
-                   CollectorName.HOST)
-GPU_RESOURCE = "nvidia.com/gpu"
-SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"  # time-slicing with renameByDefault
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # MIG mixed strategy: one resource per profile
-TPU_RESOURCE = "google.com/tpu"
+_Kubelet = DeviceAssignment | AllocatableDevice  # what the kubelet lists per device id
+
+COLLECTOR_ORDER = (CollectorName.NODE, CollectorName.KUBELET, CollectorName.DRA, CollectorName.NVIDIA,
+                   CollectorName.TPU, CollectorName.HOST)
+_NVIDIA = vendor_named("nvidia")
+assert _NVIDIA is not None  # the vendor table's first row; NVML is its collector
+GPU_RESOURCE = _NVIDIA.resource  # NVML-seen GPUs are handed out under this name (local mode's host rule)
 _STATE = {State.OK: pb.COLLECTOR_STATE_OK, State.ABSENT: pb.COLLECTOR_STATE_ABSENT,
           State.UNKNOWN: pb.COLLECTOR_STATE_UNKNOWN}
 _HEALTH = {"UNSPECIFIED": pb.HEALTH_UNSPECIFIED, "HEALTHY": pb.HEALTH_HEALTHY,
@@ -86,7 +97,7 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
     tpu: TpuSnapshot | None = cycle.data("tpu")
     host: HostSnapshot | None = cycle.data("host")
     if node is not None:
-        _add_node(report, node, gpus_seen=bool(nvidia and nvidia.gpus), tpus_seen=bool(tpu and tpu.chips))
+        _add_node(report, node, seen=_vendors_seen(cycle, vendors, nvidia, tpu))
     elif host_as_node and host is not None:
         _add_host_resources(report, host)
     if host is not None:
@@ -95,7 +106,8 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
             load15=host.load15, memory_available_bytes=host.memory_available_bytes,
             memory_total_bytes=host.memory_total_bytes, cpu_count=host.cpu_count))
     rule = gpu_assignment_rule(cycle, local_mode=False) if rule is None else rule
-    by_device = _assignments_by_device(kubelet if rule is GpuAssignmentRule.KUBELET else None, nvidia, tpu)
+    by_device = _by_device(kubelet.assignments if kubelet is not None and rule is GpuAssignmentRule.KUBELET else (),
+                           nvidia, tpu)
     if nvidia is not None:
         profiles, shares = _plugin_layout(kubelet, nvidia, node)
         for gpu in nvidia.gpus:
@@ -105,10 +117,20 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
                      profiles=profiles, share_count=shares.get(gpu.uuid, 0))
     if tpu is not None:  # NVML processes say nothing about TPUs
         _add_tpus(report, tpu, by_device, assignment_known=rule is GpuAssignmentRule.KUBELET)
-    for name in vendors:
-        for accelerator in getattr(cycle.data(name), "accelerators", ()):
-            add_accelerator(report, accelerator, assignments=by_device.get(accelerator.id, ()),
-                            assignment_known=rule is GpuAssignmentRule.KUBELET)
+    accelerators = [a for name in vendors for a in getattr(cycle.data(name), "accelerators", ())]
+    for accelerator in accelerators:
+        keys = dict.fromkeys((accelerator.id, *accelerator.aliases))  # an alias may repeat the id
+        held = [a for key in keys for a in by_device.get(key, ())]
+        add_accelerator(report, accelerator, assignments=held, assignment_known=rule is GpuAssignmentRule.KUBELET)
+    source = DeviceSource.HOST if rule is GpuAssignmentRule.NVML_PROCESSES else DeviceSource.DEVICE_PLUGIN
+    for device in report.devices:
+        device.source = source  # the DRA join below re-marks what DRA hands out
+    dra_reading = cycle.get("dra")
+    if dra_reading is not None and dra_reading.state is State.OK:
+        add_dra(report, dra_reading.data, kubelet if rule is GpuAssignmentRule.KUBELET else None, node, accelerators)
+    if dra_reading is not None and dra_reading.state is not State.ABSENT and kubelet is not None:
+        # DRA is in play: a device neither DRA nor a device plugin hands out has no known assignment.
+        unknown_unless_handed_out(report, set(_by_device(kubelet.allocatable, nvidia, tpu)), accelerators)
     if host_as_node and node is None and nvidia is not None and rule is GpuAssignmentRule.NVML_PROCESSES:
         _add_host_gpus(report, nvidia)
     return report
@@ -120,7 +142,7 @@ def add_accelerator(report: pb.NodeReport, accelerator: Accelerator, *, assignme
     device = report.devices.add(
         kind=int(accelerator.kind), id=accelerator.id, index=accelerator.index, model=accelerator.model,
         pci_bus_id=accelerator.pci_bus_id, parent_id=accelerator.parent_id, health=int(accelerator.health),
-        health_reason=accelerator.health_reason, assignment_known=assignment_known)
+        health_reason=accelerator.health_reason, assignment_known=assignment_known, profile=accelerator.profile)
     for name in ("memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes", "utilization_ratio"):
         value = getattr(accelerator, name)
         if value is not None:
@@ -149,7 +171,21 @@ def _timestamp(seconds: float) -> Timestamp:
     return stamp
 
 
-def _add_node(report: pb.NodeReport, node: NodeSnapshot, *, gpus_seen: bool, tpus_seen: bool) -> None:
+def _vendors_seen(cycle: Cycle, vendors: list[str], nvidia: NvidiaSnapshot | None,
+                  tpu: TpuSnapshot | None) -> frozenset[str]:
+    """The vendors (accelscore.devices names) whose devices some collector saw on this host."""
+    seen = {"nvidia"} if nvidia and nvidia.gpus else set()
+    if tpu and tpu.chips:
+        seen.add("google")
+    for name in vendors:
+        for accelerator in getattr(cycle.data(name), "accelerators", ()):
+            vendor = vendor_of_kind(accelerator.kind)
+            if vendor is not None:
+                seen.add(vendor.name)
+    return frozenset(seen)
+
+
+def _add_node(report: pb.NodeReport, node: NodeSnapshot, *, seen: frozenset[str]) -> None:
     """Allocatable/requested/free per resource; a device resource the plugin has not registered yet is unknown."""
     status = report.node
     status.unschedulable = node.unschedulable
@@ -162,7 +198,7 @@ def _add_node(report: pb.NodeReport, node: NodeSnapshot, *, gpus_seen: bool, tpu
         status.taints.add(key=key, value=value, effect=effect)
     for name in sorted(node.allocatable):
         allocatable = node.allocatable[name]
-        if _device_plugin_pending(name, allocatable, node, gpus_seen=gpus_seen, tpus_seen=tpus_seen):
+        if _device_plugin_pending(name, allocatable, node, seen=seen):
             log.info("%s: %s allocatable is 0 but devices exist; unknown until the device plugin registers",
                      node.name, name)
             continue
@@ -170,12 +206,12 @@ def _add_node(report: pb.NodeReport, node: NodeSnapshot, *, gpus_seen: bool, tpu
         report.resources.add(name=name, allocatable=allocatable, requested=requested, free=allocatable - requested)
 
 
-def _device_plugin_pending(name: str, allocatable: float, node: NodeSnapshot, *, gpus_seen: bool,
-                           tpus_seen: bool) -> bool:
-    if allocatable > 0 or name not in (GPU_RESOURCE, TPU_RESOURCE):
+def _device_plugin_pending(name: str, allocatable: float, node: NodeSnapshot, *, seen: frozenset[str]) -> bool:
+    """A vendor's physical-device resource at 0 while its devices exist: the plugin has not registered yet."""
+    info = resource_info(name)
+    if allocatable > 0 or info is None or name != info.vendor.resource:
         return False
-    seen = gpus_seen if name == GPU_RESOURCE else tpus_seen
-    return seen or node.capacity.get(name, 0.0) > 0
+    return info.vendor.name in seen or node.capacity.get(name, 0.0) > 0
 
 
 def _add_host_resources(report: pb.NodeReport, host: HostSnapshot) -> None:
@@ -186,7 +222,7 @@ def _add_host_resources(report: pb.NodeReport, host: HostSnapshot) -> None:
 
 
 def _add_host_gpus(report: pb.NodeReport, nvidia: NvidiaSnapshot) -> None:
-    """Local mode with neither Kubernetes API nor kubelet: nvidia.com/gpu as this host has it, so the
+    """Local mode with neither Kubernetes API nor kubelet: the NVIDIA GPU resource as this host has it, so the
     resource-usage-score agrees with the process rule: usable GPUs, requested = those running a process or
     whose process list is unknown."""
     usable = [g for g in nvidia.gpus if g.health in (Health.HEALTHY, Health.DEGRADED)]
@@ -195,52 +231,51 @@ def _add_host_gpus(report: pb.NodeReport, nvidia: NvidiaSnapshot) -> None:
                          free=float(len(usable) - held))
 
 
-def _assignments_by_device(kubelet: KubeletSnapshot | None, nvidia: NvidiaSnapshot | None,
-                           tpu: TpuSnapshot | None) -> dict[str, list[DeviceAssignment]]:
-    """Device id (NVML UUID or TPU PCI address) -> assignments, joined by UUID, GPU index or TPU chip id."""
-    found: dict[str, list[DeviceAssignment]] = defaultdict(list)
-    if kubelet is None:
-        return found
+def _by_device(entries: Iterable[_Kubelet], nvidia: NvidiaSnapshot | None,
+               tpu: TpuSnapshot | None) -> dict[str, list[_Kubelet]]:
+    """Device id (NVML UUID or TPU PCI address) -> the kubelet's entries (assignments, or allocatable devices),
+    joined by UUID, GPU index or TPU chip id."""
+    found: dict[str, list[_Kubelet]] = defaultdict(list)
     gpu_by_index = {g.index: g.uuid for g in nvidia.gpus} if nvidia else {}
     tpu_keys = _tpu_keys(tpu)
-    for assignment in kubelet.assignments:
-        found[_join_key(assignment.resource_name, assignment.device_id, gpu_by_index, tpu_keys)].append(assignment)
+    for assignment in entries:
+        parsed = device_key(assignment.resource_name, assignment.device_id)
+        if parsed.kind in (IdKind.GPU_UUID, IdKind.MIG_UUID):
+            key = str(parsed.key)
+        elif parsed.kind is IdKind.GPU_INDEX:  # GKE/index ids; a MIG slice of one marks its whole GPU busy
+            key = gpu_by_index.get(int(parsed.key), f"index:{parsed.key}")
+        elif parsed.kind is IdKind.TPU:
+            key = tpu_keys.get(str(parsed.key), str(parsed.key))
+        else:
+            key = str(parsed.key)  # another vendor's plugin: its ids are the accelerators' own ids
+        found[key].append(assignment)
     return found
 
 
-def _join_key(resource: str, device_id: str, gpu_by_index: dict[int, str], tpu_keys: dict[str, str]) -> str:
-    """The id of the device a kubelet device id names: NVML UUID, GPU by index, TPU chip, or the id itself."""
-    parsed = device_key(resource, device_id)
-    if parsed.kind in (IdKind.GPU_UUID, IdKind.MIG_UUID):
-        return str(parsed.key)
-    if parsed.kind is IdKind.GPU_INDEX:  # GKE/index ids; a MIG slice of one marks its whole GPU busy
-        return gpu_by_index.get(int(parsed.key), f"index:{parsed.key}")
-    if parsed.kind is IdKind.TPU:
-        return tpu_keys.get(str(parsed.key), str(parsed.key))
-    return str(parsed.key)  # another vendor's plugin: its ids are the accelerators' own ids
-
-
-def _plugin_layout(kubelet: KubeletSnapshot | None, nvidia: NvidiaSnapshot | None,
+def _plugin_layout(kubelet: KubeletSnapshot | None, nvidia: NvidiaSnapshot,
                    node: NodeSnapshot | None) -> tuple[dict[str, str], dict[str, int]]:
     """What the device plugin (and HAMi) advertise per device: ({MIG UUID: profile}, {GPU UUID: share count}).
 
-    A MIG instance's profile is its resource name's (`nvidia.com/mig-3g.40gb`, mixed strategy); a GPU's
-    share count is how many slots the plugin lists for it (time-slicing `::N` replicas, GKE `/vgpuN`), or
-    HAMi's split count from the node annotation, whichever is larger (the scheduler hands out that many).
+    A partition's profile is its resource's (`…/mig-3g.40gb` under mig.strategy=mixed: the vendor table's
+    `profile` group); a GPU's share count is how many slots the plugin lists for it (time-slicing `::N`
+    replicas, GKE `/vgpuN`), or HAMi's split count from the node annotation, whichever is larger (the
+    scheduler hands out that many).
     """
     profiles: dict[str, str] = {}
-    slots: dict[str, set[str]] = defaultdict(set)
-    if kubelet is not None:
-        gpu_by_index = {g.index: g.uuid for g in nvidia.gpus} if nvidia else {}
-        for device in kubelet.allocatable:
-            name = device.resource_name
-            if name.startswith(MIG_RESOURCE_PREFIX):
-                profiles[device.normalized_id] = name[len(MIG_RESOURCE_PREFIX):].lower()
-            elif name in (GPU_RESOURCE, SHARED_GPU_RESOURCE):
-                key = _join_key(name, device.device_id, gpu_by_index, {})
-                if key.startswith("GPU-"):  # a whole GPU's slots; a MIG instance's replicas are not a GPU's
-                    slots[key].add(device.device_id)
-    shares = {uuid: len(ids) for uuid, ids in slots.items() if len(ids) > 1}
+    shares: dict[str, int] = {}
+    entries = kubelet.allocatable if kubelet is not None else ()
+    for key, listed in _by_device(entries, nvidia, None).items():
+        slots = set()
+        for device in listed:
+            info = resource_info(device.resource_name)
+            if info is None:
+                continue
+            if info.role is ResourceRole.PARTITION and info.profile:
+                profiles[key] = info.profile
+            else:
+                slots.add(device.device_id)
+        if len(slots) > 1 and key.startswith("GPU-"):  # a whole GPU's slots; a MIG instance's replicas are not
+            shares[key] = len(slots)
     for uuid, count in (node.gpu_shares if node is not None else {}).items():
         shares[uuid] = max(shares.get(uuid, 0), count)
     return profiles, shares
@@ -283,12 +318,12 @@ def _add_gpu(report: pb.NodeReport, gpu: GpuSnapshot, by_device: dict[str, list[
         child = report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_MIG, id=mig.uuid, index=mig.index,
                                    model=f"{gpu.model} MIG {mig.profile}".strip(), parent_id=gpu.uuid,
                                    pci_bus_id=gpu.pci_bus_id, health=device.health,
-                                   health_reason=gpu.health_reason, assignment_known=assignment_known,
-                                   profile=profiles.get(mig.uuid) or mig.profile.lower())
+                                   health_reason=gpu.health_reason, assignment_known=assignment_known)
         if mig.memory_total_bytes is not None:
             child.memory_total_bytes = mig.memory_total_bytes
         if mig.memory_used_bytes is not None:
             child.memory_used_bytes = mig.memory_used_bytes
+        child.profile = profiles.get(mig.uuid) or mig.profile.lower()  # the plugin's name, else NVML's
         _add_assignments(child, by_device.get(mig.uuid, ()))
 
 

@@ -122,9 +122,27 @@ class AllocatableDevice:
 
 
 @dataclass(frozen=True)
+class DynamicAssignment:
+    """One DRA device prepared for one container (PodResources `dynamic_resources`)."""
+
+    driver: str
+    pool: str
+    device: str
+    claim_namespace: str
+    claim_name: str
+    namespace: str
+    pod: str
+    container: str
+    share_id: str = ""  # consumable capacity: one share of a device that allows multiple allocations
+
+
+@dataclass(frozen=True)
 class KubeletSnapshot:
     assignments: tuple[DeviceAssignment, ...]
     allocatable: tuple[AllocatableDevice, ...]
+    dynamic: tuple[DynamicAssignment, ...] = ()  # DRA devices of non-terminal pods
+    # Pods the kubelet listed with at least one DRA resource: the node view checks every pod with claims is here.
+    dynamic_pods: frozenset[tuple[str, str]] = frozenset()
 
 
 # ---------------------------------------------------------------- node (Kubernetes API)
@@ -151,6 +169,9 @@ class NodeSnapshot:
     pod_phases: dict[tuple[str, str], str] = field(default_factory=dict)
     # HAMi-shared GPUs: UUID -> split count (its `hami.io/node-nvidia-register` annotation; agent.collectors.hami).
     gpu_shares: dict[str, int] = field(default_factory=dict)
+    # Non-terminal pods holding DRA devices: a Running one the kubelet lists without DRA resources means the
+    # kubelet does not report them (gate KubeletPodResourcesDynamicResources off), so DRA assignment is unknown.
+    dra_pods: frozenset[tuple[str, str]] = frozenset()
 
 
 # ---------------------------------------------------------------- host

@@ -1,5 +1,6 @@
 """The OCM CustomResourceDefinitions accelscore works with, vendored in `ocm/` (see `ocm/SOURCE.md`), and
-Kueue's (ClusterQueue, ResourceFlavor, Cohort, LocalQueue) in `kueue/` (see `kueue/SOURCE.md`).
+Kueue's (ClusterQueue, ResourceFlavor, Cohort, LocalQueue) in `kueue/` (see `kueue/SOURCE.md`); and the
+Kubernetes OpenAPI definitions of `resource.k8s.io` (DRA) in `kubernetes/` (see `kubernetes/SOURCE.md`).
 
 They ship inside the package, so the installed simulator validates Placements against the real schema
 and the tests serve the real hub kinds without anything outside the repository.
@@ -7,8 +8,10 @@ and the tests serve the real hub kinds without anything outside the repository.
 
 from __future__ import annotations
 
+import json
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 _OCM = "ocm"
 _KUEUE = "kueue"
@@ -46,3 +49,13 @@ def kueue_dir() -> Path:
 def kueue_crd_paths() -> list[Path]:
     """Every vendored Kueue CRD file (`kueue.x-k8s.io_<plural>.yaml`), sorted by name."""
     return sorted(kueue_dir().glob("kueue.x-k8s.io_*.yaml"))
+
+
+def resource_api_definitions() -> dict[str, Any]:
+    """The vendored `resource.k8s.io` JSON Schema document (`$defs` keyed by OpenAPI definition name)."""
+    path = Path(str(resources.files(__package__).joinpath("kubernetes", "resource.k8s.io.json")))
+    if not path.is_file():
+        raise FileNotFoundError(f"vendored resource.k8s.io schema missing: {path} (a broken install of accelscore?)")
+    with path.open(encoding="utf-8") as fh:
+        document: dict[str, Any] = json.load(fh)
+    return document

@@ -1,8 +1,9 @@
 """Run the hub guard on the OCM hub (optional): watch accelscore's AddOnPlacementScores in every cluster
 namespace and rewrite each one whose validUntil passed without a refresh to its stale form (compat scores
 -100, accelscore scores withdrawn, ScoresFresh=False/Expired), so Placements re-evaluate at once instead of
-at the placement controller's 10-minute resync. Needs get/list/watch on addonplacementscores and update on
-addonplacementscores/status, nothing else."""
+at the placement controller's 10-minute resync. Needs list/watch on addonplacementscores, get and update of
+addonplacementscores/status on accelscore's four names, nothing else; the hub's admission policy admits only
+the stale form."""
 
 from __future__ import annotations
 

@@ -135,6 +135,14 @@ class HubClient:
         self._remember(name, obj)
         return obj
 
+    def load(self) -> None:
+        """Build the client now (start-up): KubeconfigInvalid or KubeUnavailable when the kubeconfig cannot be read."""
+        self._current_api()
+
+    def server(self) -> str:
+        """The hub API server the kubeconfig names (for messages); '' before a client is built."""
+        return self._api_client.configuration.host if self._api_client is not None else ""
+
     def read_status(self, name: str) -> dict[str, Any] | None:
         """The object's status, or None when the object or its status is missing."""
         self._current_api()

@@ -3,6 +3,10 @@
 effective = max(Σ app containers + Σ sidecars, max over ordinary init containers of (its request +
 the sidecars declared before it)); pod-level `spec.resources.requests` then override cpu and memory
 where set; `spec.overhead` is added. Missing requests count as 0. Input is the pod as API JSON.
+
+An extended resource the scheduler served through DRA (a DeviceClass with `extendedResourceName`; the pod's
+`status.extendedResourceClaimStatus.requestMappings` name it) is not a device-plugin request: it is left out,
+and the devices it got are counted from the ResourceClaim the scheduler made (docs/dra.md).
 """
 
 from __future__ import annotations
@@ -61,7 +65,22 @@ def effective_requests_exact(pod: Mapping[str, Any]) -> dict[str, Decimal]:
             total[name] = pod_level[name]
     overhead = spec.get("overhead") or {}
     _add(total, {name: quantity(v, f"spec.overhead.{name}") for name, v in overhead.items()})
-    return {name: value for name, value in total.items() if value != 0}
+    served = dra_served_resources(pod)
+    return {name: value for name, value in total.items() if value != 0 and name not in served}
+
+
+def dra_served_resources(pod: Mapping[str, Any]) -> frozenset[str]:
+    """Extended resources of this pod that DRA serves (`status.extendedResourceClaimStatus.requestMappings`)."""
+    status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+    mappings = status.get("requestMappings") if isinstance(status, Mapping) else None
+    return frozenset(str(m.get("resourceName")) for m in mappings or () if isinstance(m, Mapping)
+                     and m.get("resourceName"))
+
+
+def uses_dra(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod holds DRA devices: resource claims of its own, or extended resources served by DRA."""
+    claims = (pod.get("spec") or {}).get("resourceClaims")
+    return bool(claims) or bool((pod.get("status") or {}).get("extendedResourceClaimStatus"))
 
 
 def effective_requests(pod: Mapping[str, Any]) -> dict[str, float]:

@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 import yaml
@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(values["log_level"], values["log_format"], component="local",
                   node=host_config_from(values).node_name, cluster=values["cluster_name"])
     startup_api_client()  # a KUBECONFIG that is set must load; none at all is the usual local case
+    _check_custom_scores_file(values.get("custom_scores"))
     session = LocalSession(values)
     try:
         if args.once:
@@ -70,6 +71,17 @@ def run(args: argparse.Namespace) -> int:
         return session.serve(sys.stdout)
     finally:
         session.close()
+
+
+def _check_custom_scores_file(path: object) -> None:
+    """A file named on the command line must be there (the scorer's mounted ConfigMap may be absent: not here)."""
+    from pathlib import Path
+
+    from accelscore.options import StartupError
+
+    if path and not Path(str(path)).is_file():
+        reason = "is not a file" if Path(str(path)).exists() else "no such file"
+        raise StartupError(f"--custom-scores {path}: {reason}")
 
 
 class LocalSession:
@@ -126,7 +138,7 @@ class LocalSession:
         elif self.output == "yaml":
             yaml.safe_dump_all(self.objects(), out, sort_keys=False, width=4096)
         else:
-            out.write(render_table(self.score_sets, self.cycle, self.rule))
+            out.write(render_table(self.score_sets, self.cycle, self.rule, self.config.compat_bounds))
             if self.custom is not None:
                 out.write(render_custom(self.custom))
         out.flush()
@@ -168,15 +180,27 @@ class LocalSession:
             self.custom.stop()
 
 
+_COMPAT_UNITS = {"cpu": "cores", "memory": "MiB", "gpu": "GPUs", "tpu": "chips"}
+
+
 def render_table(score_sets: Sequence[ScoreSet], cycle: Cycle | None,
-                 rule: GpuAssignmentRule = GpuAssignmentRule.UNKNOWN) -> str:
-    """Scores with their raw inputs, the GPU assignment rule, why accelerator scores are 0, each collector."""
+                 rule: GpuAssignmentRule = GpuAssignmentRule.UNKNOWN,
+                 compat_bounds: Mapping[str, tuple[float, float]] | None = None) -> str:
+    """Scores with their raw inputs, the compat scale, the GPU assignment rule, why accelerator scores are 0,
+    each collector."""
     lines = [f"{'AddOnPlacementScore':<22} {'score':<24} {'value':>6}  raw"]
     for score_set in score_sets:
         for score in score_set.scores:
             raw = score_set.raw.get(score.name)
             raw_text = "" if raw is None else f"{raw:g}"
             lines.append(f"{score_set.aps_name:<22} {score.name:<24} {score.value:>6}  {raw_text}")
+    if compat_bounds and any(s.aps_name == "resource-usage-score" for s in score_sets):
+        ranges = ", ".join(f"{k} {lo:.15g}..{hi:.15g} {_COMPAT_UNITS.get(k, '')}".rstrip()
+                           for k, (lo, hi) in compat_bounds.items())
+        lines += ["", "resource-usage-score keeps the Go resource-usage-collect addon's scale (a drop-in): raw is the "
+                  "free amount, mapped linearly from -100 at the low bound to 100 at the high one",
+                  f"({ranges}; --compat-bounds), so a small or idle host scores near -100 there. The accelscore "
+                  "scores count what is free on their own references (docs/scores.md)."]
     if cycle is not None:
         lines.append("")
         lines += explain.table_lines(explain.explain(cycle, rule))

@@ -12,6 +12,7 @@ from accelscore.agent.collectors.base import Reading, State
 from accelscore.agent.report import GpuAssignmentRule
 from accelscore.agent.runner import Cycle
 from accelscore.agent.snapshots import Health, NvidiaSnapshot
+from accelscore.devices import VENDORS, AcceleratorFamily, family_resources
 
 ANNOTATION_DOMAIN = "accelscore.io"
 RULE_ANNOTATION = f"{ANNOTATION_DOMAIN}/gpu-assignment"
@@ -62,18 +63,20 @@ def _state_of(reading: Reading[Any] | None, name: str) -> str:
 
 def _gpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
     """Why gpu* scores are 0 (or which GPUs count busy for lack of data); "" when the data is all there."""
+    gpu_collectors = [v.collector for v in VENDORS if v.family is AcceleratorFamily.GPU]
+    if not any((r := cycle.get(c)) is not None and r.state is State.OK for c in gpu_collectors):
+        states = "; ".join(_state_of(cycle.get(c), c) for c in gpu_collectors if cycle.get(c) is not None)
+        return f"gpu* scores are 0 ({COMPAT} -100): {states or 'no GPU collector ran'}"
     nvidia = cycle.get("nvidia")
-    if nvidia is None or nvidia.state is not State.OK:
-        return f"gpu* scores are 0 ({COMPAT} -100): {_state_of(nvidia, 'nvidia')}"
     if rule is GpuAssignmentRule.UNKNOWN:
         kubelet = _state_of(cycle.get("kubelet"), "kubelet")
         return f"gpu free/fit/memory scores are 0 ({COMPAT} -100): GPU assignment unknown ({kubelet})"
-    data: NvidiaSnapshot | None = nvidia.data
+    data: NvidiaSnapshot | None = nvidia.data if nvidia is not None else None
     unread = [str(g.index) for g in (data.gpus if data else ())
               if g.processes is None and g.health is not Health.UNHEALTHY]  # a lost GPU is busy anyway
     if rule is GpuAssignmentRule.NVML_PROCESSES and unread:
         return f"GPU {', '.join(unread)} counted busy: NVML would not list its processes (unknown is never free)"
-    return _compat_note(cycle, rule, "gpu", "nvidia.com/gpu")
+    return _compat_note(cycle, rule, "gpu", " + ".join(family_resources(AcceleratorFamily.GPU)))
 
 
 def _tpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
@@ -84,7 +87,7 @@ def _tpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
     if rule is not GpuAssignmentRule.KUBELET:
         kubelet = _state_of(cycle.get("kubelet"), "kubelet")
         return f"tpu free scores are 0 ({COMPAT} -100): TPU assignment needs the kubelet ({kubelet})"
-    return _compat_note(cycle, rule, "tpu", "google.com/tpu")
+    return _compat_note(cycle, rule, "tpu", " + ".join(family_resources(AcceleratorFamily.TPU)))
 
 
 def _compat_note(cycle: Cycle, rule: GpuAssignmentRule, family: str, resource: str) -> str:

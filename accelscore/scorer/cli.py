@@ -74,8 +74,31 @@ def _elector_factory(config: ScorerConfig, cluster_api: Any) -> Any:
 
 
 def _hub(config: ScorerConfig) -> Any:
+    """The hub client; a HUB_KUBECONFIG that does not load stops the start (exit 2), and whether the hub answers
+    is checked at once in the background and logged, not first when an agent's report is published."""
     if config.hub_kubeconfig is None:
         return None
+    import threading
+
+    from accelscore.kube import errors as kube_errors
     from accelscore.kube.hub_scores import HubClient
 
-    return HubClient(kubeconfig=config.hub_kubeconfig, namespace=config.cluster_name)
+    hub = HubClient(kubeconfig=config.hub_kubeconfig, namespace=config.cluster_name)
+    try:
+        hub.load()
+    except kube_errors.KubeError as err:
+        raise StartupError(f"{err} (fix or unset HUB_KUBECONFIG)") from err
+    threading.Thread(target=_check_hub, args=(hub,), name="accelscore-hub-check", daemon=True).start()
+    return hub
+
+
+def _check_hub(hub: Any) -> None:
+    from accelscore.kube import errors as kube_errors
+
+    try:
+        hub.read_status("accelscore")
+    except kube_errors.KubeError as err:
+        log.warning("hub %s does not answer for namespace %s yet: %s (publishing retries; check HUB_KUBECONFIG and "
+                    "the hub RBAC)", hub.server(), hub.namespace, err)
+        return
+    log.info("hub %s reachable: scores go to namespace %s", hub.server(), hub.namespace)

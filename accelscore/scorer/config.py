@@ -87,7 +87,8 @@ SCORER_OPTIONS = (
     Option("--max-clock-skew", "ACCELSCORE_MAX_CLOCK_SKEW", positive_float, "120",
            "reports dated further than this many seconds from the scorer's clock (either way) are refused"),
     Option("--ingest-max-in-flight", "ACCELSCORE_INGEST_MAX_IN_FLIGHT", positive_int, "64",
-           "reports handled at once; more are refused as overloaded (the agent retries)"),
+           "calls that may wait at once for TokenReviews of tokens that do not name the agent; more are refused "
+           "as auth_busy (the agent retries)"),
     Option("--ingest-rate-per-node", "ACCELSCORE_INGEST_RATE_PER_NODE", positive_float, "2",
            "reports per second one node may push (burst 20); more are refused as rate_limited"),
     Option("--startup-grace", "ACCELSCORE_STARTUP_GRACE", non_negative_float, f"{DEFAULT_GRACE_S:g}",

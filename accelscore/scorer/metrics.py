@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from accelscore.devices import VENDORS
 from accelscore.scorer.core import node_state, score_table
 from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
 from accelscore.scorer.core.scoring_config import ScoringConfig
@@ -72,7 +73,7 @@ class ScorerMetrics(Collector):
                                          "times a node's free count was capped at its Node's allocatable - requested "
                                          "(the scorer's own pod view), on a report or a Node/pod change",
                                          labels=["resource"])
-            for resource in ("nvidia.com/gpu", "google.com/tpu"):
+            for resource in (v.resource for v in VENDORS):
                 family.add_metric([resource], capped.get(resource, 0))
             yield family
         if self._publish_stats is not None:

@@ -1,9 +1,8 @@
-"""Composition root of the scorer: ingest → node table → scoring → publisher, plus watches and /metrics."""
+"""Composition root of the scorer: ingest → node table → scoring → publisher, plus its sources and /metrics."""
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -13,30 +12,29 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from accelscore.promlabels import ConstantLabels
 from accelscore.scorer.config import ScorerConfig
-from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, ScoreSet, Taint
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, ScoreSet
 from accelscore.scorer.core.scoring import score_set
 from accelscore.scorer.core.scoring_config import ScoringConfig
-from accelscore.scorer.core.totals import cluster_totals
+from accelscore.scorer.core.totals import ClusterTotals, cluster_totals
 from accelscore.scorer.custom.source import CustomScoresMetrics, CustomScoresSource
 from accelscore.scorer.ha.metrics import HaMetrics, HaState
-from accelscore.scorer.ha.startup import view_trustworthy
+from accelscore.scorer.ha.startup import ViewState, view_trustworthy
 from accelscore.scorer.ingest.admission import RateLimiter
-from accelscore.scorer.ingest.node_table import NodeFacts, NodeTable
-from accelscore.scorer.ingest.plausible import accelerator_resource
+from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.ingest.server import DEFAULT_BURST, IngestStats, build_ingest_server
 from accelscore.scorer.ingest.skew import UnknownItemsMetrics
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.publish.publisher import Publisher
 from accelscore.scorer.publish.worker import PublishWorker
+from accelscore.scorer.sources.base import Required, Source
+from accelscore.scorer.sources.custom_file import CustomScoresInput
 from accelscore.v1 import report_pb2
 
 log = logging.getLogger(__name__)
 
-GPU = "nvidia.com/gpu"
-TPU = "google.com/tpu"
-
-# An extra set of one pass (e.g. `accelscore-kueue`) from the pass's snapshot and time; None = none this pass.
-ExtraScoreSet = Callable[[ClusterSnapshot, float], ScoreSet | None]
+# A set of one pass beyond the built-in two (custom scores, Kueue headroom) from the pass's snapshot, totals
+# and time; None = none this pass.
+ExtraScoreSet = Callable[[ClusterSnapshot, ClusterTotals, float], ScoreSet | None]
 
 
 def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, publisher: Publisher | None,
@@ -45,7 +43,7 @@ def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, 
     """Snapshot → pure scores → /metrics view → publisher (the scorer's and local mode's one pass). The scorer
     passes no publisher: it hands the sets to its publishing worker itself, once its view is trustworthy.
     (resource-usage-score, accelscore), then accelscore-custom when `custom` has at least one definition,
-    then what each `extra` producer adds (Kueue headroom)."""
+    then what each `extra` producer adds (the scorer's sources: custom scores, Kueue headroom)."""
     started = time.perf_counter()
     snapshot = table.snapshot()
     totals = cluster_totals(snapshot, now=now, stale_after_s=config.stale_after_s)
@@ -56,7 +54,7 @@ def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, 
         if custom_set is not None:
             score_sets = (*score_sets, custom_set)
     for produce in extra:
-        produced = produce(snapshot, now)
+        produced = produce(snapshot, totals, now)
         if produced is not None:
             score_sets = (*score_sets, produced)
     view.update(score_sets=score_sets, snapshot=snapshot, now=now, pass_seconds=time.perf_counter() - started)
@@ -72,7 +70,6 @@ class ScorerService:
                  clock: Callable[[], float] = time.time, elector_factory: Callable[..., Any] | None = None,
                  watch_options: dict[str, Any] | None = None) -> None:
         self.config = config
-        self._watch_options = dict(watch_options or {})  # WatchCache knobs (timeouts, backoff); tests shorten them
         self._clock = clock
         self.table = NodeTable(cluster=config.cluster_name, config=config.scoring)
         self.view = ScoringView(cluster=config.cluster_name)
@@ -98,19 +95,15 @@ class ScorerService:
         self.registry.register(ConstantLabels(CustomScoresMetrics(self.custom), cluster_label))
         self.registry.register(HaMetrics(cluster=config.cluster_name, read=self.ha_state))
         self._cluster_api = cluster_api
-        self._watches: list[Any] = []
-        self._optional_watches: list[Any] = []
-        self._node_watch: Any = None
-        self._pending_watch: Any = None
-        self._bound_watch: Any = None
-        self.extra_sets: list[ExtraScoreSet] = []  # optional sets beyond the built-in two (Kueue headroom)
-        self._watches_dirty = threading.Event()
-        self._applied_once = False
-        self._pending_applied = False
         self._wake = threading.Event()
+        # Every input besides reports, in the order their sets publish (docs/architecture.md, "Adding a scorer
+        # input"); `_applied` is what each one's last `apply` said the table holds (the startup gate reads it).
+        self.sources: list[Source] = self._sources(dict(watch_options or {}))
+        self._applied: dict[str, bool] = {}
         self._stop = threading.Event()
         self.grpc_server: Any = None
         self.grpc_port = 0
+        self._authenticator: Any = None
         self.tls_ca_pem = b""  # the CA agents must trust (b"" when plaintext or the certificate comes from files)
 
     # ------------------------------------------------------------------ wiring
@@ -129,7 +122,9 @@ class ScorerService:
                 raise RuntimeError("authentication needs the cluster's API (in-cluster config or KUBECONFIG); "
                                    "pass --disable-auth only for local tests")
             authenticator = TokenAuthenticator(api_client=self._cluster_api, audience=self.config.token_audience,
-                                               agent_username=self.config.agent_service_account)
+                                               agent_username=self.config.agent_service_account,
+                                               max_waiting_calls=self.config.ingest_max_in_flight)
+        self._authenticator = authenticator
         from accelscore.scorer.tls.choice import choose_tls
         from accelscore.scorer.tls.credentials import server_credentials
 
@@ -139,7 +134,7 @@ class ScorerService:
         self.grpc_server, self.grpc_port = build_ingest_server(
             address=f"{host}:{port}", accept=self.accept, authenticator=authenticator,
             max_report_bytes=self.config.max_report_bytes, counters=self.ingest_stats, clock=self._clock,
-            max_in_flight=self.config.ingest_max_in_flight, max_clock_skew_s=self.config.max_clock_skew_s,
+            max_clock_skew_s=self.config.max_clock_skew_s,
             rate_limiter=RateLimiter(rate_per_s=self.config.ingest_rate_per_node, burst=DEFAULT_BURST),
             credentials=server_credentials(tls.source) if tls.source is not None else None)
         tls.log()
@@ -149,96 +144,62 @@ class ScorerService:
         self.worker.start()
         if self.elector is not None:
             self.elector.start()
-        if self._cluster_api is not None:
-            self._start_watches()
-        else:
+        for source in self.sources:
+            source.start()
+        if self._cluster_api is None:
             log.warning("no cluster API: every reporting node counts as schedulable and the pending backlog is 0")
         log.info("scorer for cluster %s: ingest on port %d", self.config.cluster_name, self.grpc_port)
         return self
 
-    def _start_watches(self) -> None:
-        from accelscore.kube import nodes as kube_nodes
-        from accelscore.kube.pod_requests import effective_requests
+    def _sources(self, watch_options: dict[str, Any]) -> list[Source]:
+        """The watches (with a cluster API), then the custom-scores file, then Kueue. `watch_options`: WatchCache
+        knobs (timeouts, backoff) that tests shorten."""
+        custom = CustomScoresInput(self.custom, stale_after_s=self.config.scoring.stale_after_s)
+        if self._cluster_api is None:
+            return [custom]
+        from accelscore.scorer.sources.bound_pods import BoundPodsSource
+        from accelscore.scorer.sources.kueue import KueueInput
+        from accelscore.scorer.sources.nodes import NodeSource
+        from accelscore.scorer.sources.pending_pods import PendingPodsSource
 
-        def node_facts(node: kube_nodes.JsonObject) -> NodeFacts:
-            return NodeFacts(kube_nodes.object_name(node), not bool((node.get("spec") or {}).get("unschedulable")),
-                             capacity=kube_nodes.status_amounts(node, "capacity", accelerator_resource),
-                             allocatable=kube_nodes.status_amounts(node, "allocatable", accelerator_resource),
-                             labels=kube_nodes.node_labels(node),
-                             taints=tuple(Taint(*t) for t in kube_nodes.node_taints(node)))
+        api, wake = self._cluster_api, self._wake.set
+        return [NodeSource(api, wake=wake, watch_options=watch_options),
+                PendingPodsSource(api, wake=wake, watch_options=watch_options),
+                BoundPodsSource(api, wake=wake, watch_options=watch_options),
+                custom,
+                KueueInput(api, wake=wake, stale_after_s=self.config.scoring.stale_after_s)]
 
-        def pending_demand(pod: kube_nodes.JsonObject) -> tuple[float, float]:
-            requests = effective_requests(pod)
-            return requests.get(GPU, 0.0), requests.get(TPU, 0.0)
+    def _source_watch(self, name: str) -> Any:
+        """The WatchCache behind a watch source (None before start or without one): for tests and debugging."""
+        return next((getattr(s, "watch", None) for s in self.sources if s.name == name), None)
 
-        def bound_demand(pod: kube_nodes.JsonObject) -> tuple[str, tuple[tuple[str, float], ...]]:
-            node = str((pod.get("spec") or {}).get("nodeName") or "")
-            return node, tuple((r, v) for r, v in effective_requests(pod).items() if accelerator_resource(r))
+    @property
+    def _node_watch(self) -> Any:
+        return self._source_watch("nodes")
 
-        def changed(*_: Any) -> None:  # per event: only mark dirty; the loop folds all events into one pass
-            self._watches_dirty.set()
-            self._wake.set()
+    @property
+    def _pending_watch(self) -> Any:
+        return self._source_watch("pending-pods")
 
-        options = self._watch_options
-        self._node_watch = kube_nodes.watch_nodes(self._cluster_api, transform=node_facts, on_change=changed,
-                                                  **options)
-        self._pending_watch = kube_nodes.watch_pending_pods(self._cluster_api, transform=pending_demand,
-                                                            on_change=changed, **options)
-        # Bound pods only feed the free-count cap (plausible.cap_free); readiness does not wait for them.
-        self._bound_watch = kube_nodes.watch_bound_pods(self._cluster_api, transform=bound_demand,
-                                                        on_change=changed, **options)
-        self._watches = [self._node_watch, self._pending_watch]
-        self._start_kueue(changed)
+    @property
+    def _bound_watch(self) -> Any:
+        return self._source_watch("bound-pods")
 
-    def _start_kueue(self, changed: Callable[..., None]) -> None:
-        """Kueue headroom (`accelscore-kueue`) when the cluster serves Kueue's ClusterQueues; else one log line,
-        and a quiet look again every REDISCOVER_S on a background thread until it is there."""
-        from accelscore.scorer.kueue.source import REDISCOVER_S, KueueSource
+    def _apply_sources(self) -> None:
+        """Fold every source into the node table once per pass (not once per event: O(nodes) per pass)."""
+        for source in self.sources:
+            self._applied[source.name] = source.apply(self.table)
 
-        if self._use_kueue(KueueSource.start(self._cluster_api, on_change=changed)):
-            return
-
-        def rediscover() -> None:
-            while not self._stop.wait(REDISCOVER_S):
-                if self._use_kueue(KueueSource.start(self._cluster_api, on_change=changed, log_absent=False)):
-                    self._wake.set()
-                    return
-
-        threading.Thread(target=rediscover, name="kueue-discovery", daemon=True).start()
-
-    def _use_kueue(self, kueue: Any) -> bool:
-        """Add the kueue set's producer when Kueue is there; whether it is."""
-        if kueue.present:
-            # Stopped with the others, but not part of readiness: a queue watch that cannot sync (RBAC not yet
-            # updated) only keeps the kueue set away, never the built-in scores.
-            self._optional_watches.extend(kueue.watches.values())
-            self.extra_sets.append(
-                lambda snapshot, now: kueue.score_set(snapshot, now, self.config.scoring.stale_after_s))
-        return bool(kueue.present)
-
-    def _apply_watches(self) -> None:
-        """Copy the watch caches into the node table once per pass (not once per event: O(nodes) per pass)."""
-        if self._node_watch is None or not self._node_watch.synced.is_set():
-            return
-        pending_synced = self._pending_watch is not None and self._pending_watch.synced.is_set()
-        if self._applied_once and not self._watches_dirty.is_set() and pending_synced == self._pending_applied:
-            return
-        self._watches_dirty.clear()
-        self._applied_once = True
-        self._pending_applied = pending_synced
-        self.table.set_nodes({facts.name: facts for facts in self._node_watch.items().values()})
-        if pending_synced:
-            demand = list(self._pending_watch.items().values())
-            self.table.set_pending(gpus=sum(g for g, _ in demand), tpus=sum(t for _, t in demand))
-        elif self._pending_watch is not None:  # never listed: the backlog is unknown, so it leaves no headroom
-            self.table.set_pending(gpus=math.inf, tpus=math.inf)
-        if self._bound_watch is not None and self._bound_watch.synced.is_set():
-            requested: dict[str, dict[str, float]] = {}
-            for node, amounts in self._bound_watch.items().values():
-                per_node = requested.setdefault(node, {})
-                for resource, amount in amounts:
-                    per_node[resource] = per_node.get(resource, 0.0) + amount
-            self.table.set_requested(requested)
+    def view_state(self) -> ViewState:
+        """How much of the API's view the table holds, by what the sources' last `apply` said."""
+        gating = [(s.required, self._applied.get(s.name, False)) for s in self.sources if s.required is not Required.NO]
+        if not gating:
+            return ViewState.NO_API
+        if any(required is Required.VIEW and not held for required, held in gating):
+            return ViewState.WAITING
+        if any(required is Required.GRACE and not held for required, held in gating):
+            return ViewState.BACKLOG
+        return ViewState.SYNCED
 
     # ------------------------------------------------------------------ loop
 
@@ -246,9 +207,9 @@ class ScorerService:
         """One scoring pass; the sets go to the publishing worker (never to the hub from here) once this
         replica leads and its view is trustworthy."""
         now = self._clock() if now is None else now
-        self._apply_watches()
+        self._apply_sources()
         score_sets = scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=None,
-                                  now=now, custom=self.custom, extra=self.extra_sets)
+                                  now=now, extra=[source.score_set for source in self.sources])
         self.passes += 1
         if self._may_publish(score_sets, now):
             self.worker.offer(score_sets)
@@ -262,10 +223,8 @@ class ScorerService:
                 return False
             if self._gate_open:
                 return True
-            watch = ("none" if self._node_watch is None else "pending" if not self._applied_once
-                     else "synced" if self._pending_applied or self._pending_watch is None else "backlog")
             first = score_sets[0]
-            verdict = view_trustworthy(watch=watch, fresh=first.fresh_nodes, total=first.total_nodes,
+            verdict = view_trustworthy(watch=self.view_state(), fresh=first.fresh_nodes, total=first.total_nodes,
                                        since_start_s=now - self._term_started,
                                        grace_s=self.config.startup_grace_s)
             if not verdict.publish:
@@ -310,7 +269,7 @@ class ScorerService:
     def ready(self) -> tuple[bool, str]:
         if self.grpc_server is None:
             return False, "ingest not started"
-        synced = all(getattr(w, "synced", threading.Event()).is_set() for w in self._watches)
+        synced = all(s.synced() for s in self.sources if s.required is not Required.NO)
         role = "" if self.elector is None else ("; leader" if self.elector.is_leader() else "; standby")
         return synced, ("watches synced" if synced else "waiting for node/pod watches to sync") + role
 
@@ -320,11 +279,11 @@ class ScorerService:
         self._wake.set()
         self.worker.set_active(False)
         self.worker.stop()  # no write in flight when the lease goes
-        self.custom.stop()
         if self.elector is not None:
             self.elector.stop(release=release_lease)
-        for watch in (*self._watches, *self._optional_watches, self._bound_watch):
-            if watch is not None:
-                watch.stop()
+        for source in self.sources:
+            source.stop()
         if self.grpc_server is not None:
             self.grpc_server.stop(grace=2).wait()
+        if self._authenticator is not None:
+            self._authenticator.close()

@@ -16,6 +16,7 @@ import yaml
 
 from accelscore.simulator import fleetgen_kinds
 from accelscore.simulator.nodegen import A100, H100, T4, V5E, Part, node_report
+from accelscore.simulator.truth import GPU
 
 
 def _cluster(name: str, labels: dict[str, str], nodes: list[tuple[str, Part, list[int]]], **extra: Any) -> dict:
@@ -113,11 +114,11 @@ def dead(rng: random.Random) -> list[dict]:
 
 def _kq(name: str, gpus: int, used: int, *, cohort: str = "", borrowing_limit: int | None = None) -> dict:
     """A ClusterQueue as the API returns it (v1beta1): GPU quota in flavor h100, Active, reserving `used`."""
-    gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": gpus}
+    gpu: dict[str, Any] = {"name": GPU, "nominalQuota": gpus}
     if borrowing_limit is not None:
         gpu["borrowingLimit"] = borrowing_limit
     spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": [
-        {"coveredResources": ["cpu", "nvidia.com/gpu"],
+        {"coveredResources": ["cpu", GPU],
          "flavors": [{"name": "h100", "resources": [{"name": "cpu", "nominalQuota": 256}, gpu]}]}]}
     if cohort:
         spec["cohort"] = cohort
@@ -128,7 +129,7 @@ def _kq(name: str, gpus: int, used: int, *, cohort: str = "", borrowing_limit: i
                                 "lastTransitionTime": "2025-12-31T00:00:00Z"}],
                 "flavorsReservation": [{"name": "h100", "resources": [
                     {"name": "cpu", "total": str(8 * used), "borrowed": "0"},
-                    {"name": "nvidia.com/gpu", "total": str(used), "borrowed": str(max(0, used - gpus))}]}]}}
+                    {"name": GPU, "total": str(used), "borrowed": str(max(0, used - gpus))}]}]}}
 
 
 def _kueue_cluster(name: str, free: list[int], queues: list[dict], rng: random.Random) -> dict:
@@ -136,7 +137,7 @@ def _kueue_cluster(name: str, free: list[int], queues: list[dict], rng: random.R
     doc = _cluster(name, {"region": "east", "accelerator": "h100"},
                    [(f"{name}-{i}", H100, _busy(rng, 8, f)) for i, f in enumerate(free)])
     nodes: dict[str, Any] = {f"{name}-{i}": {"labels": {"pool": "h100"}} for i in range(len(free))}
-    nodes[f"{name}-0"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    nodes[f"{name}-0"]["taints"] = [{"key": GPU, "value": "present", "effect": "NoSchedule"}]
     flavor = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "h100"},
               "spec": {"nodeLabels": {"pool": "h100"}}}
     return {**doc, "nodes": nodes, "kueue": {"clusterQueues": queues, "resourceFlavors": [flavor]}}

@@ -108,7 +108,7 @@ def shared(rng: random.Random) -> list[dict]:
 
 
 def models(rng: random.Random) -> list[dict]:
-    """GPU models side by side, for jobs pinned to one by nodeSelector nvidia.com/gpu.product."""
+    """GPU models side by side, for jobs pinned to one by a nodeSelector on the GPU product label."""
     return [
         _cluster("h100-a", {"region": "east"}, _whole(rng, "h100a", H100, [8, 8, 3, 0, 0, 5, 1, 0])),
         _cluster("a100-80-b", {"region": "west"}, _whole(rng, "a100b", A100_80, [8, 2, 0, 6, 8, 0])),

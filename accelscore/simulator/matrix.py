@@ -53,10 +53,12 @@ def _files(path: Path) -> list[Path]:
 
 def run(fleets: Path, traces: Path, placements: Sequence[Path], *, config: ScoringConfig, policy: pp.PublishPolicy,
         opts: ReplayOptions, tie_breaks: Sequence[str] = ("name", "dead-first"),
-        progress: Callable[[str], None] | None = None) -> list[Cell]:
-    """Every fleet under `fleets` (one directory each) x every trace file, once per tie-break order."""
+        progress: Callable[[str], None] | None = None, only: Sequence[str] = ()) -> list[Cell]:
+    """Every fleet under `fleets` (one directory each; `only` these names when given) x every trace file, once
+    per tie-break order."""
     cells = []
-    fleet_dirs = sorted(p for p in fleets.iterdir() if p.is_dir()) if fleets.is_dir() else []
+    fleet_dirs = sorted(p for p in fleets.iterdir() if p.is_dir() and (not only or p.name in only)) \
+        if fleets.is_dir() else []
     if not fleet_dirs:
         raise FleetError(f"{fleets}: expected a directory of fleet directories")
     for fleet_dir in fleet_dirs:

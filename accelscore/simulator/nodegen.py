@@ -4,12 +4,12 @@ Each report is what an agent would send for the node, from what the real tools p
 - MIG profiles and how many instances of each a GPU holds: NVIDIA MIG user guide, "Supported MIG Profiles"
   (A100-SXM4-40GB: 1g.5gb x7, 2g.10gb x3, 3g.20gb x2, 4g.20gb, 7g.40gb; A100-SXM4-80GB and H100 80GB: 1g.10gb
   x7, 2g.20gb x3, 3g.40gb x2, 4g.40gb, 7g.80gb; a 1g instance has 1/8 of the memory, 2g 2/8, 3g and 4g 4/8).
-  NVML names a MIG device "<parent> MIG <profile>"; the device plugin advertises `nvidia.com/mig-<profile>`
-  (mig.strategy=mixed) or `nvidia.com/gpu` (single), and a MIG-enabled GPU is never advertised whole.
-- Node labels as GPU feature discovery writes them (NVIDIA k8s-device-plugin `internal/lm`): `nvidia.com/gpu.product`
+  NVML names a MIG device "<parent> MIG <profile>"; the device plugin advertises `…/mig-<profile>`
+  (mig.strategy=mixed) or the GPU resource (single), and a MIG-enabled GPU is never advertised whole.
+- Node labels as GPU feature discovery writes them (NVIDIA k8s-device-plugin `internal/lm`): `gpu.product`
   (NVML's name, spaces as dashes; `-MIG-<profile>` under mig.strategy=single; `-SHARED` when time-sliced),
-  `nvidia.com/gpu.replicas`, `nvidia.com/mig.strategy`, `nvidia.com/gpu.clique` (`<clusterUUID>.<cliqueId>`).
-- Time-slicing: the plugin lists each GPU `replicas` times as `<uuid>::<n>` and multiplies `nvidia.com/gpu`;
+  `gpu.replicas`, `mig.strategy`, `gpu.clique` (`<clusterUUID>.<cliqueId>`), in the vendor's label domain.
+- Time-slicing: the plugin lists each GPU `replicas` times as `<uuid>::<n>` and multiplies the GPU resource;
   HAMi splits each card `deviceSplitCount` ways (its `hami.io/node-nvidia-register` annotation). The agent
   sends the count as `Device.share_count` (accelscore.agent.report).
 """
@@ -23,12 +23,18 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from accelscore.devices import DeviceKind, vendor_of_kind
 from accelscore.v1 import report_pb2
 
 FLEET_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z: the fleet's "now"
 _GIB = 1 << 30
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-CLIQUE_LABEL = "nvidia.com/gpu.clique"
+_NVIDIA, _TPU = (vendor_of_kind(k) for k in (DeviceKind.NVIDIA_GPU, DeviceKind.TPU_CHIP))
+assert _NVIDIA is not None and _TPU is not None  # rows of the vendor table (accelscore.devices)
+GPU, TPU = _NVIDIA.resource, _TPU.resource
+PRODUCT_LABEL = _NVIDIA.product_label
+MIG_RESOURCE = GPU.rpartition("/")[0] + "/mig-"  # + profile: what mig.strategy=mixed advertises
+CLIQUE_LABEL = _NVIDIA.domain_label
+_GFD = PRODUCT_LABEL.rpartition("/")[0] + "/"  # GPU feature discovery's label domain
 # Memory of a MIG instance in eighths of its GPU's (MIG user guide: fraction of memory per profile's slices).
 _MIG_EIGHTHS = {"1g": 1, "2g": 2, "3g": 4, "4g": 4, "7g": 8}
 
@@ -83,7 +89,7 @@ def _mig_id(node: str, i: int, slot: int) -> str:
 
 
 def clique(domain: str, clique_id: int) -> str:
-    """A `nvidia.com/gpu.clique` value: the NVLink fabric's cluster UUID and the clique id."""
+    """A clique label value: the NVLink fabric's cluster UUID and the clique id."""
     return f"{uuid.uuid5(uuid.NAMESPACE_DNS, f'fabric.{domain}')}.{clique_id}"
 
 
@@ -96,7 +102,7 @@ def node_report(name: str, part: Part, busy: list[int], *, age_s: float = 0, unh
     for collector, present in states.items():
         r.collectors.add(name=collector, duration_seconds=0.004,
                          state=report_pb2.COLLECTOR_STATE_OK if present else report_pb2.COLLECTOR_STATE_ABSENT)
-    resource = "google.com/tpu" if part.tpu else "nvidia.com/gpu"
+    resource = TPU if part.tpu else GPU
     held = len(busy)
     r.resources.add(name="cpu", allocatable=94.0, requested=2.0 + 10 * held, free=92.0 - 10 * held)
     mem = 700 * _GIB
@@ -108,7 +114,7 @@ def node_report(name: str, part: Part, busy: list[int], *, age_s: float = 0, unh
         _add_device(r, name, part, i, busy=i in busy, unhealthy=i in unhealthy, layout=layout)
     if layout is not WHOLE:
         _add_plugin_resources(r, part, layout)
-    label = "cloud.google.com/gke-tpu-accelerator" if part.tpu else PRODUCT_LABEL
+    label = _TPU.product_label if part.tpu else PRODUCT_LABEL
     r.node.ready = True
     r.node.labels[label] = "tpu-v5-lite-podslice" if part.tpu else part.model.replace(" ", "-")
     if not part.tpu and layout is not WHOLE:
@@ -123,7 +129,7 @@ def node_report(name: str, part: Part, busy: list[int], *, age_s: float = 0, unh
 def _add_device(r: report_pb2.NodeReport, name: str, part: Part, i: int, *, busy: bool, unhealthy: bool,
                 layout: Layout) -> None:
     """Device i (and its MIG instances): held whole when `busy`, shares and instances per the layout."""
-    resource = "google.com/tpu" if part.tpu else "nvidia.com/gpu"
+    resource = TPU if part.tpu else GPU
     d = r.devices.add(index=i, model=part.model, assignment_known=True,
                       pci_bus_id=f"0000:{0x10 + i:02x}:00.0", memory_total_bytes=part.memory_gib * _GIB)
     d.health = report_pb2.HEALTH_UNHEALTHY if unhealthy else report_pb2.HEALTH_HEALTHY
@@ -166,7 +172,7 @@ def _add_mig(r: report_pb2.NodeReport, name: str, part: Part, parent: report_pb2
                           memory_used_bytes=total * 9 // 10 if busy else 0)
         used += m.memory_used_bytes
         if busy:
-            resource = "nvidia.com/gpu" if layout.strategy == "single" else f"nvidia.com/mig-{profile}"
+            resource = GPU if layout.strategy == "single" else MIG_RESOURCE + profile
             m.assignments.add(namespace="team", pod=f"{name}-m{parent.index}-{slot}", container="main",
                               resource_name=resource, device_id=m.id)
     parent.memory_used_bytes = used + (512 << 20)
@@ -174,13 +180,13 @@ def _add_mig(r: report_pb2.NodeReport, name: str, part: Part, parent: report_pb2
 
 def _add_plugin_resources(r: report_pb2.NodeReport, part: Part, layout: Layout) -> None:
     """Node allocatable as the device plugin advertises it: whole GPUs, MIG instances per resource, or slots."""
-    counts: dict[str, list[int]] = {"nvidia.com/gpu": [0, 0]}
+    counts: dict[str, list[int]] = {GPU: [0, 0]}
     for d in r.devices:
         if d.kind == report_pb2.DEVICE_KIND_NVIDIA_MIG:
-            name = "nvidia.com/gpu" if layout.strategy == "single" else f"nvidia.com/mig-{d.profile}"
+            name = GPU if layout.strategy == "single" else MIG_RESOURCE + d.profile
             slot = counts.setdefault(name, [0, 0])
         elif d.kind == report_pb2.DEVICE_KIND_NVIDIA_GPU and not d.mig_enabled:
-            slot = counts["nvidia.com/gpu"]
+            slot = counts[GPU]
         else:
             continue
         if d.health != report_pb2.HEALTH_HEALTHY:
@@ -197,9 +203,9 @@ def _gfd_labels(part: Part, layout: Layout) -> dict[str, str]:
     if layout.mig:
         if layout.strategy == "single":
             profile = next(p for gpu in layout.mig for p in gpu or ())
-            return {PRODUCT_LABEL: f"{product}-MIG-{profile}", "nvidia.com/mig.strategy": "single"}
-        return {"nvidia.com/mig.strategy": "mixed"}
+            return {PRODUCT_LABEL: f"{product}-MIG-{profile}", f"{_GFD}mig.strategy": "single"}
+        return {f"{_GFD}mig.strategy": "mixed"}
     if layout.sharing == "time-slicing":
-        return {PRODUCT_LABEL: f"{product}-SHARED", "nvidia.com/gpu.replicas": str(layout.shares),
-                "nvidia.com/gpu.sharing-strategy": "time-slicing"}
+        return {PRODUCT_LABEL: f"{product}-SHARED", f"{_GFD}gpu.replicas": str(layout.shares),
+                f"{_GFD}gpu.sharing-strategy": "time-slicing"}
     return {}  # HAMi leaves GPU feature discovery's labels alone and writes its own annotation

@@ -11,7 +11,7 @@ from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.custom.scores import CustomScores
 from accelscore.scorer.custom.scores import evaluate as evaluate_custom
 from accelscore.scorer.ingest.summarize import summarize
-from accelscore.scorer.kueue.headroom import kueue_score_set
+from accelscore.scorer.kueue.headroom import KueueState, kueue_score_set
 from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import placement as pl
 from accelscore.simulator.fleet import Cluster, Fleet
@@ -47,6 +47,24 @@ def snapshot_of(cluster: Cluster, config: ScoringConfig, *, now: float) -> Clust
     return ClusterSnapshot(cluster.name, tuple(entries), cluster.pending_gpus, cluster.pending_tpus)
 
 
+def score_sets(snapshot: ClusterSnapshot, config: ScoringConfig, *, now: float, custom: CustomScores | None = None,
+               kueue: KueueState | None = None) -> tuple[ScoreSet, ...]:
+    """Every set a cluster's scorer publishes at `now`, in its order: the built-in two, then accelscore-custom
+    (when definitions exist), then accelscore-kueue (when the cluster has Kueue objects). The one-shot run
+    and the replay both score with this."""
+    sets: tuple[ScoreSet, ...] = score_cluster(snapshot, config, now=now)
+    if custom is not None and custom.scores:
+        sets = (*sets, evaluate_custom(custom, snapshot, now=now, stale_after_s=config.stale_after_s).score_set)
+    if kueue is not None:
+        sets = (*sets, kueue_score_set(kueue, snapshot, now=now, stale_after_s=config.stale_after_s)[0])
+    return sets
+
+
+def hub_object(decision: pp.Decision, policy: pp.PublishPolicy, *, now: float) -> pl.PublishedScores:
+    """What the hub holds after the scorer writes `decision` at `now` (withdrawn: `withdrawn_scores`' values)."""
+    return pl.PublishedScores({s.name: s.value for s in decision.scores}, policy.valid_until(now))
+
+
 def first_publish(sets: tuple[ScoreSet, ...], policy: pp.PublishPolicy, *, now: float
                   ) -> tuple[dict[str, pl.PublishedScores], list[str]]:
     """What a scorer starting now would put on the hub: the scores `publish_policy.decide` gives it to
@@ -58,8 +76,7 @@ def first_publish(sets: tuple[ScoreSet, ...], policy: pp.PublishPolicy, *, now: 
         decision = pp.decide(None, score_set, now=now, policy=policy)
         if decision.action is pp.Action.WITHDRAW:
             withdrawn.append(score_set.aps_name)
-        hub[score_set.aps_name] = pl.PublishedScores({s.name: s.value for s in decision.scores},
-                                                     now + policy.valid_for_s)
+        hub[score_set.aps_name] = hub_object(decision, policy, now=now)
     return hub, withdrawn
 
 
@@ -73,11 +90,7 @@ def score_fleet(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy, c
         # A dead scorer's objects are what it wrote when it stopped, from the reports it had then.
         at = fleet.now - (cluster.scorer_stopped_s or 0.0)
         snapshot = snapshot_of(cluster, config, now=fleet.now)
-        sets: tuple[ScoreSet, ...] = score_cluster(snapshot, config, now=at)
-        if custom is not None and custom.scores:
-            sets = (*sets, evaluate_custom(custom, snapshot, now=at, stale_after_s=config.stale_after_s).score_set)
-        if cluster.kueue is not None:
-            sets = (*sets, kueue_score_set(cluster.kueue, snapshot, now=at, stale_after_s=config.stale_after_s)[0])
+        sets = score_sets(snapshot, config, now=at, custom=custom, kueue=cluster.kueue)
         hub, withdrawn = first_publish(sets, policy, now=at)
         for aps, override in cluster.hub.items():
             if override.absent:

@@ -3,7 +3,7 @@
 Best fit by slots: each pod goes to the usable node left with the fewest free matching slots that still
 holds it (the kube-scheduler's MostAllocated scoring; ties by node name), lowest device indices first. A job
 that needs one NVLink domain (`Shape.nvlink_domain`) is packed inside one domain (nodes sharing an
-`nvidia.com/gpu.clique` label): the domain left with the fewest free matching slots that holds every pod.
+clique label): the domain left with the fewest free matching slots that holds every pod.
 `first_fit` is kept for tests.
 """
 

@@ -108,6 +108,16 @@ class PublishedScores:
     scores: Mapping[str, int]
     valid_until: float | None = None
 
+    def expired_for(self, now: float) -> float | None:
+        """Seconds past its validUntil, when past it (OCM's prioritizer then counts every score as 0); else None."""
+        if self.valid_until is None or now <= self.valid_until:
+            return None
+        return now - self.valid_until
+
+    def expired(self, now: float) -> bool:
+        """Past its validUntil: the one rule for the simulator's prioritizer, replay and report."""
+        return self.expired_for(now) is not None
+
 
 # cluster -> APS name -> published object; a cluster or APS absent here is "no such object".
 HubView = Mapping[str, Mapping[str, PublishedScores]]
@@ -251,7 +261,7 @@ def tolerated(placement: Placement, cluster: ClusterInfo) -> bool:
 def addon_score(hub: HubView, cluster: str, coord: Coordinate, *, now: float) -> int:
     """The AddOn prioritizer: raw value, or 0 for a missing APS, a missing name, or validUntil < now."""
     aps = hub.get(cluster, {}).get(coord.resource_name)
-    if aps is None or (aps.valid_until is not None and now > aps.valid_until):
+    if aps is None or aps.expired(now):
         return 0
     return int(aps.scores.get(coord.score_name, 0))
 

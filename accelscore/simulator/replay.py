@@ -23,17 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelscore.scorer.core.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry, NodeSummary, ScoreSet
-from accelscore.scorer.core.scoring import score_cluster
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.custom.scores import CustomScores
-from accelscore.scorer.custom.scores import evaluate as evaluate_custom
 from accelscore.scorer.ingest.summarize import summarize
-from accelscore.scorer.kueue.headroom import kueue_score_set
 from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import packing, routing, truth
 from accelscore.simulator import placement as pl
 from accelscore.simulator.fleet import Fleet
-from accelscore.simulator.oneshot import cluster_infos, score_fleet
+from accelscore.simulator.oneshot import cluster_infos, hub_object, score_fleet, score_sets
 from accelscore.simulator.replay_result import Outcome, ReplayResult, summarize_outcome
 from accelscore.simulator.trace import Job, common_shape
 
@@ -167,7 +164,7 @@ class _Universe:
                 withdrawn = decision.action is pp.Action.WITHDRAW
                 scores = {s.name: s.value for s in decision.scores}  # withdrawn: publish_policy.withdrawn_scores
                 old = self.hub[cluster].get(score_set.aps_name)
-                self.hub[cluster][score_set.aps_name] = pl.PublishedScores(scores, now + self.policy.valid_for_s)
+                self.hub[cluster][score_set.aps_name] = hub_object(decision, self.policy, now=now)
                 self.published[key] = pp.PublishedState(scores, withdrawn, now)
                 self.hub_writes += 1
                 wrote = True  # any add or update of an APS requeues the Placements (REFERENCE §1), a refresh too
@@ -190,7 +187,7 @@ class _Universe:
     def validity(self, now: float) -> frozenset[tuple[str, str]]:
         """The hub objects that count 0 in the prioritizer now (expired); with the scores, all a ranking reads."""
         return frozenset((c, aps) for c, objs in self.hub.items() for aps, o in objs.items()
-                         if o.valid_until is not None and now > o.valid_until)
+                         if o.expired(now))
 
     def snapshot(self, cluster: str, pending: float) -> ClusterSnapshot:
         """The scorer's snapshot of the cluster: each node's summary with its newest report's times."""
@@ -208,33 +205,24 @@ class _Universe:
         """The built-in sets, then accelscore-custom (when defined), then accelscore-kueue (when the cluster has
         Kueue objects): what `oneshot.score_fleet` scores, as the scorer would at `now`.
 
-        The built-in sets are scored again only when something they read changed: a node's report content,
-        its freshness or schedulability, or the pending demand (most clusters, most ticks, change nothing)."""
+        Scored again only when something they read changed: a node's report content, its freshness or
+        schedulability, or the pending demand (most clusters, most ticks, change nothing)."""
         limit = self.config.stale_after_s
         key = (pending, tuple((self.schedulable[(cluster, n.name)], self.version.get((cluster, n.name), 0),
                                now - self.heard[(cluster, n.name)][1] <= limit) for n in self.nodes[cluster]))
         last = self.last_scored.get(cluster)
-        snap = None
         if last is not None and last[0] == key:
-            sets: tuple[ScoreSet, ...] = last[1]
-        else:
-            snap = self.snapshot(cluster, pending)
-            sets = score_cluster(snap, self.config, now=now)
-            self.last_scored[cluster] = (key, sets)
-        state = self.kueue.get(cluster)
-        if self.custom is None and state is None:
-            return sets
-        snap = snap or self.snapshot(cluster, pending)
-        if self.custom is not None:
-            sets = (*sets, evaluate_custom(self.custom, snap, now=now, stale_after_s=limit).score_set)
-        if state is not None:
-            sets = (*sets, kueue_score_set(state, snap, now=now, stale_after_s=limit)[0])
+            return last[1]
+        # User-defined scores and Kueue headroom read the same snapshot (their other inputs stay as recorded).
+        sets = score_sets(self.snapshot(cluster, pending), self.config, now=now, custom=self.custom,
+                          kueue=self.kueue.get(cluster))
+        self.last_scored[cluster] = (key, sets)
         return sets
 
     def stale(self, cluster: str, now: float) -> bool:
         """The hub holds no usable accelscore scores for the cluster: absent, expired or withdrawn."""
         aps = self.hub.get(cluster, {}).get(ACCELSCORE_APS)
-        if aps is None or (aps.valid_until is not None and now > aps.valid_until):
+        if aps is None or aps.expired(now):
             return True
         held = self.published.get((cluster, ACCELSCORE_APS))
         return held is not None and held.withdrawn

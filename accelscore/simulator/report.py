@@ -51,8 +51,9 @@ def _state(c: ClusterScores, now: float) -> str:
         return " no accelscore"
     if c.withdrawn:
         return " withdrawn"
-    if aps.valid_until is not None and now > aps.valid_until:
-        return f" expired {now - aps.valid_until:.0f}s"
+    past = aps.expired_for(now)
+    if past is not None:
+        return f" expired {past:.0f}s"
     return ""
 
 

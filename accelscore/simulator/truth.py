@@ -1,8 +1,8 @@
 """The true state of a simulated fleet: which accelerator each pod holds, kept in each node's NodeReport.
 
-A pod asks for slots of one pool (`Shape.pool`): whole GPUs (`nvidia.com/gpu` on a GPU that is neither
-MIG-enabled nor shared), TPU chips, MIG instances of one profile (`mig:<profile>`: `nvidia.com/mig-<profile>`
-under the mixed strategy, `nvidia.com/gpu` under single), or shares of a time-sliced or HAMi-split GPU
+A pod asks for slots of one pool (`Shape.pool`): whole GPUs (the GPU resource on a GPU that is neither
+MIG-enabled nor shared), TPU chips, MIG instances of one profile (`mig:<profile>`: the `…/mig-<profile>` resource
+under the mixed strategy, the GPU resource under single), or shares of a time-sliced or HAMi-split GPU
 (`share`: one slot per replica). Where pods go is `accelscore.simulator.packing`; every change is written into
 the node's NodeReport (device assignments, `resources` requested/free, pod count), which the simulated agent
 then sends; nothing else carries the state.
@@ -13,16 +13,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from accelscore.devices import DeviceKind, vendor_of_kind
 from accelscore.simulator.fleet import Cluster
 from accelscore.v1 import report_pb2
 
 _GIB = 1 << 30
-GPU, TPU = "nvidia.com/gpu", "google.com/tpu"
+# The device-plugin resources a trace's jobs request (accelscore.devices vendor table).
+GPU, TPU = (vendor_of_kind(k).resource for k in (DeviceKind.NVIDIA_GPU, DeviceKind.TPU_CHIP))  # type: ignore[union-attr]
 SHARE = "share"  # a time-slicing replica or HAMi share of a GPU
 MIG_POOL = "mig:"  # + profile: a MIG instance of that profile
-MIG_RESOURCE = "nvidia.com/mig-"
-CLIQUE_LABEL = "nvidia.com/gpu.clique"  # GPU feature discovery: <clusterUUID>.<cliqueId> of the node's NVLink domain
-MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+MIG_RESOURCE = GPU.rpartition("/")[0] + "/mig-"  # + profile: mig.strategy=mixed (the vendor table's partition regex)
+_NVIDIA = vendor_of_kind(DeviceKind.NVIDIA_GPU)
+assert _NVIDIA is not None
+CLIQUE_LABEL = _NVIDIA.domain_label  # GPU feature discovery: <clusterUUID>.<cliqueId> of the node's NVLink domain
+MIG_STRATEGY_LABEL = _NVIDIA.product_label.rpartition("/")[0] + "/mig.strategy"  # GPU feature discovery
 _USABLE = (report_pb2.HEALTH_HEALTHY, report_pb2.HEALTH_DEGRADED)
 
 
@@ -38,10 +42,10 @@ class Shape:
     count: int = 1
     model: str = ""  # case-insensitive substring of the device model; empty = any
     memory_gib: float = 0.0
-    product: str = ""  # exact GPU product as GPU feature discovery labels it (nvidia.com/gpu.product); empty = any
+    product: str = ""  # exact GPU product as GPU feature discovery's product label has it; empty = any
     mig_profile: str = ""  # MIG instances of this profile instead of whole GPUs
     shares: bool = False  # shares of a time-sliced or HAMi GPU instead of whole GPUs
-    nvlink_domain: bool = False  # every pod of the job in one NVLink domain (nodes with one nvidia.com/gpu.clique)
+    nvlink_domain: bool = False  # every pod of the job in one NVLink domain (nodes with one clique label value)
 
     @property
     def pool(self) -> str:
@@ -68,7 +72,7 @@ class NodeState:
     dark: bool  # its agent has stopped reporting and it takes no work (stale at the start of a replay)
     dirty: bool = False
     free: dict[str, list[int]] = field(default_factory=dict)  # pool -> free device indices (a share pool: per slot)
-    clique: str = ""  # its NVLink domain (node label nvidia.com/gpu.clique); empty = none
+    clique: str = ""  # its NVLink domain (the clique label's value); empty = none
     held: int = 0  # slots assigned (Σ assignments over its devices), kept as pods bind and finish
     version: int = 0  # goes up whenever a pod binds or finishes here
 

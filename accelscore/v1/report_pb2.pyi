@@ -23,6 +23,8 @@ class DeviceKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DEVICE_KIND_NVIDIA_GPU: _ClassVar[DeviceKind]
     DEVICE_KIND_NVIDIA_MIG: _ClassVar[DeviceKind]
     DEVICE_KIND_TPU_CHIP: _ClassVar[DeviceKind]
+    DEVICE_KIND_AMD_GPU: _ClassVar[DeviceKind]
+    DEVICE_KIND_AMD_PARTITION: _ClassVar[DeviceKind]
 
 class Health(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -45,6 +47,8 @@ DEVICE_KIND_UNSPECIFIED: DeviceKind
 DEVICE_KIND_NVIDIA_GPU: DeviceKind
 DEVICE_KIND_NVIDIA_MIG: DeviceKind
 DEVICE_KIND_TPU_CHIP: DeviceKind
+DEVICE_KIND_AMD_GPU: DeviceKind
+DEVICE_KIND_AMD_PARTITION: DeviceKind
 HEALTH_UNSPECIFIED: Health
 HEALTH_HEALTHY: Health
 HEALTH_DEGRADED: Health

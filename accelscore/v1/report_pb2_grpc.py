@@ -40,6 +40,11 @@ class ReportServiceStub:
                 request_serializer=accelscore_dot_v1_dot_report__pb2.PushReportRequest.SerializeToString,
                 response_deserializer=accelscore_dot_v1_dot_report__pb2.PushReportResponse.FromString,
                 _registered_method=True)
+        self.PushReports = channel.stream_stream(
+                '/accelscore.v1.ReportService/PushReports',
+                request_serializer=accelscore_dot_v1_dot_report__pb2.PushReportRequest.SerializeToString,
+                response_deserializer=accelscore_dot_v1_dot_report__pb2.PushReportResponse.FromString,
+                _registered_method=True)
 
 
 class ReportServiceServicer:
@@ -52,11 +57,26 @@ class ReportServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PushReports(self, request_iterator, context):
+        """One long-lived stream per agent (issue 21): each request is answered, in order, with the response
+        PushReport would give. A report the scorer refuses ends the stream with the status PushReport would
+        end with; the agent opens a new stream for its next report. The scorer also ends a stream that carried
+        no report for a while, cleanly. Scorers older than this RPC answer UNIMPLEMENTED: use PushReport.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReportServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'PushReport': grpc.unary_unary_rpc_method_handler(
                     servicer.PushReport,
+                    request_deserializer=accelscore_dot_v1_dot_report__pb2.PushReportRequest.FromString,
+                    response_serializer=accelscore_dot_v1_dot_report__pb2.PushReportResponse.SerializeToString,
+            ),
+            'PushReports': grpc.stream_stream_rpc_method_handler(
+                    servicer.PushReports,
                     request_deserializer=accelscore_dot_v1_dot_report__pb2.PushReportRequest.FromString,
                     response_serializer=accelscore_dot_v1_dot_report__pb2.PushReportResponse.SerializeToString,
             ),
@@ -87,6 +107,33 @@ class ReportService:
             request,
             target,
             '/accelscore.v1.ReportService/PushReport',
+            accelscore_dot_v1_dot_report__pb2.PushReportRequest.SerializeToString,
+            accelscore_dot_v1_dot_report__pb2.PushReportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PushReports(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/accelscore.v1.ReportService/PushReports',
             accelscore_dot_v1_dot_report__pb2.PushReportRequest.SerializeToString,
             accelscore_dot_v1_dot_report__pb2.PushReportResponse.FromString,
             options,

@@ -73,11 +73,12 @@ def test_only_a_trailing_numeric_replica_suffix_is_stripped(raw: str, stripped: 
         ("nvidia.com/mig-7g.80gb", True, True),
         ("google.com/tpu", False, True),
         ("nvidia.com/gpumem", False, False),
-        ("amd.com/gpu", False, False),
+        ("amd.com/gpu", False, True),
+        ("amd.com/cpx_nps4", False, True),
         ("intel.com/sriov_netdevice", False, False),
     ],
     ids=lambda v: str(v),
 )
-def test_only_nvidia_and_tpu_resources_are_relevant(resource: str, nvidia: bool, relevant: bool) -> None:
+def test_only_the_vendor_tables_resources_are_relevant(resource: str, nvidia: bool, relevant: bool) -> None:
     assert is_nvidia_resource(resource) is nvidia
     assert is_relevant_resource(resource) is relevant

@@ -97,8 +97,8 @@ def test_snapshot_sums_effective_requests_of_non_terminal_pods(cluster: Cluster,
     snap = reading.data
     assert snap is not None and reading.reason == ""
     assert snap.requested == pytest.approx({"cpu": 6.0, "memory": 2 * GiB, "nvidia.com/gpu": 3.0})
-    assert snap.allocatable == pytest.approx({"cpu": 15.5, "memory": 60 * GiB, "nvidia.com/gpu": 8.0, "pods": 110.0})
-    assert snap.capacity["cpu"] == 16.0
+    assert snap.allocatable == pytest.approx({"cpu": 191.5, "memory": 2000 * GiB, "nvidia.com/gpu": 8.0, "pods": 110.0})
+    assert snap.capacity["cpu"] == 192.0
     assert snap.ready and not snap.unschedulable
     assert snap.labels == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
                            "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}

@@ -14,12 +14,14 @@ def test_agent_once_prints_a_canonical_node_report_with_every_collector(isolated
     report = json_format.Parse(result.stdout, pb.NodeReport())
     assert report.node_name == "test-node"
     states = {c.name: c for c in report.collectors}
-    assert set(states) == {"nvidia", "tpu", "kubelet", "node", "host"}
+    assert set(states) == {"nvidia", "amd", "tpu", "kubelet", "dra", "node", "host"}
     assert states["host"].state == pb.COLLECTOR_STATE_OK
     assert states["node"].state == pb.COLLECTOR_STATE_ABSENT
     assert "KUBECONFIG" in states["node"].reason
     assert states["kubelet"].state == pb.COLLECTOR_STATE_ABSENT
     assert states["tpu"].state == pb.COLLECTOR_STATE_ABSENT
+    assert states["amd"].state == pb.COLLECTOR_STATE_ABSENT  # no amdgpu driver here: amdsmi is not even loaded
+    assert states["dra"].state == pb.COLLECTOR_STATE_ABSENT and "KUBECONFIG" in states["dra"].reason
     # No NVIDIA driver here and no node advertising nvidia.com/gpu: absent, not unknown, never "free".
     assert states["nvidia"].state in (pb.COLLECTOR_STATE_ABSENT, pb.COLLECTOR_STATE_OK)
     for status in report.collectors:

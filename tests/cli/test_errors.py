@@ -131,3 +131,54 @@ def test_a_missing_tls_certificate_file_is_named(isolated_env: dict[str, str], t
     assert_one_line(["scorer", "--disable-auth", "--listen-address", "127.0.0.1:0", "--metrics-address",
                      "127.0.0.1:0", "--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-key-file",
                      str(tmp_path / "tls.key")], isolated_env, "cannot read TLS certificate/key", "tls.crt")
+
+
+def test_local_names_a_custom_scores_file_that_is_not_there(isolated_env: dict[str, str], tmp_path: Path) -> None:
+    missing = tmp_path / "missing.yaml"
+    assert_one_line(["local", "--once", "--custom-scores", str(missing)], isolated_env, str(missing), "no such file")
+
+
+def test_a_hub_kubeconfig_that_does_not_load_stops_the_scorer(isolated_env: dict[str, str],
+                                                              bad_kubeconfig: str) -> None:
+    """At start, not first when an agent's report is to be published (20 s later, seen on a real hub)."""
+    args = ["scorer", "--disable-auth", "--listen-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
+            "--cluster-name", "c1", "--hub-kubeconfig", bad_kubeconfig]
+    assert_one_line(args, isolated_env, f"cannot load kubeconfig {bad_kubeconfig}", "HUB_KUBECONFIG")
+
+
+def test_a_bad_listen_address_example_names_the_scorer_metrics_port(isolated_env: dict[str, str]) -> None:
+    line = assert_one_line(["scorer", "--disable-auth", "--metrics-address", "no-port"], isolated_env, "HOST:PORT")
+    assert "9748" in line and "9478" not in line
+
+
+def test_a_hub_that_does_not_answer_is_logged_at_start(isolated_env: dict[str, str], tmp_path: Path) -> None:
+    """A HUB_KUBECONFIG that loads but names a hub nobody answers for: one warning within seconds of the start."""
+    import subprocess
+    import time
+
+    from tests.cli.conftest import ACCELSCORE
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    kubeconfig = tmp_path / "hub.yaml"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: hub\n"
+        f"clusters: [{{name: hub, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: hub, user: {token: x}}]\ncontexts: [{name: hub, context: {cluster: hub, user: hub}}]\n")
+    args = ["scorer", "--disable-auth", "--listen-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
+            "--cluster-name", "c1", "--hub-kubeconfig", str(kubeconfig)]
+    proc = subprocess.Popen([*ACCELSCORE, *args], env=isolated_env, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    started, seen = time.monotonic(), ""
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            seen += line
+            if "does not answer" in line:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert f"127.0.0.1:{port}" in seen and "does not answer for namespace c1" in seen, seen
+    assert time.monotonic() - started < 15

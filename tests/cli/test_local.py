@@ -85,3 +85,11 @@ def test_table_names_the_rule_and_why_accelerator_scores_are_0(isolated_env: dic
     assert "GPU assignment: NVML running processes (no kubelet; local mode)" in lines
     assert any(line.startswith("gpu* scores are 0 (resource-usage-score -100): nvidia ABSENT: ") for line in lines)
     assert "tpu* scores are 0 (resource-usage-score -100): tpu ABSENT: no TPU PCI devices" in lines
+
+
+def test_local_table_says_what_the_compat_scale_is(isolated_env: dict[str, str]) -> None:
+    """`make run` on an idle host shows cpuNodeAvailable near -100: the table says why (the Go addon's scale)."""
+    result = run_cli(["local", "--once", "--compat-bounds", "cpu=0:64,memory=0:1048576,gpu=0:8,tpu=0:4"],
+                     isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert "cpu 0..64 cores, memory 0..1048576 MiB, gpu 0..8 GPUs, tpu 0..4 chips; --compat-bounds" in result.stdout

@@ -105,8 +105,8 @@ def test_with_a_kubelet_its_assignments_rule_and_processes_are_ignored(short_dir
         assert _free(session) == 3
         table = _printed(session).splitlines()
         assert "GPU assignment: kubelet PodResources" in table
-        assert any(line.startswith("resource-usage-score gpu* are -100: nvidia.com/gpu allocatable/requested need "
-                                   "the Kubernetes API (node ABSENT") for line in table)
+        assert any(line.startswith("resource-usage-score gpu* are -100: nvidia.com/gpu + amd.com/gpu "
+                                   "allocatable/requested need the Kubernetes API (node ABSENT") for line in table)
     finally:
         session.close()
         server.stop()

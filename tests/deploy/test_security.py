@@ -62,8 +62,12 @@ def test_managed_cluster_roles_grant_exactly_what_each_process_needs(
                         for v in rule["verbs"]}
     read = {("", r, v) for r in ("nodes", "pods") for v in READ_VERBS}
     kueue = {("kueue.x-k8s.io", r, v) for r in ("clusterqueues", "resourceflavors", "cohorts") for v in READ_VERBS}
+    # DRA, read-only: the agent its node's slices and taint rules; the scorer also claims and classes (docs/dra.md).
+    agent_dra = {("resource.k8s.io", r, v) for r in ("resourceslices", "devicetaintrules") for v in READ_VERBS}
+    scorer_dra = agent_dra | {("resource.k8s.io", r, v) for r in ("resourceclaims", "deviceclasses")
+                              for v in READ_VERBS}
     assert sorted(grants.values(), key=len) == [
-        read, read | {("authentication.k8s.io", "tokenreviews", "create")} | kueue]
+        read | agent_dra, read | {("authentication.k8s.io", "tokenreviews", "create")} | kueue | scorer_dra]
     roles_in_namespace = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Role"}
     assert sorted(roles_in_namespace) == ["accelscore-scorer-leader-election", "accelscore-scorer-tls"]
     assert _scorer_tls_grants(roles_in_namespace["accelscore-scorer-tls"]["rules"]) == SCORER_TLS_GRANTS

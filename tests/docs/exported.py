@@ -114,7 +114,9 @@ def _agent_run(scenario: str, workdir: Path, libtpu_port: int) -> tuple[dict[str
                      tpu_advertised=lambda: True),
         HostCollector(),
     ])
-    push = SimpleNamespace(stats=lambda: PushStats(pushes_ok=3, pushes_failed=1, last_success_time=time.time()),
+    push = SimpleNamespace(stats=lambda: PushStats(pushes_ok=3, pushes_failed=1, pushes_dropped=1,
+                                                   dropped_by_reason=(("stale_sequence", 1),),
+                                                   last_success_time=time.time()),
                            offer=lambda report: None)
     config = agent_config_from(_config(AGENT_OPTIONS, ["--node-name", NODE]))
     runtime = AgentRuntime(config=config, collectors=collectors, push_loop=push)

@@ -59,8 +59,8 @@ def test_a_sigkilled_agent_process_goes_stale_and_its_restarted_process_is_accep
         uuids = [g["uuid"] for g in load_scenario("h100x8-idle").gpus]
         cluster.core.create_node(k8s.V1Node(
             metadata=k8s.V1ObjectMeta(name="gpu-p"),
-            status=k8s.V1NodeStatus(allocatable={"cpu": "64", "memory": "512Gi", GPU: "8"},
-                                    capacity={"cpu": "64", "memory": "512Gi", GPU: "8"})))
+            status=k8s.V1NodeStatus(allocatable={"cpu": "191500m", "memory": "2000Gi", GPU: "8"},
+                                    capacity={"cpu": "191500m", "memory": "2000Gi", GPU: "8"})))
         sockets = Path(tempfile.mkdtemp(prefix="ap-"))
         kubelet = KubeletServer(sockets / "kubelet.sock", list_reply({}),
                                 allocatable_reply((GPU, u) for u in uuids)).start()

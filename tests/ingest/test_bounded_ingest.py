@@ -7,9 +7,9 @@ reviews in flight and the calls in flight are capped, and each node has a rate l
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -48,39 +48,34 @@ def _authenticator(handle: ApiHandle, **kwargs: object) -> TokenAuthenticator:
 
 
 class _Context:
-    """The grpc.ServicerContext methods the handler uses, for calls without a transport."""
+    """The grpc.aio.ServicerContext methods the handler uses, for calls without a transport; records whether
+    the handler pulled the body."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, body: bytes) -> None:
         self.token = token
+        self.body = body
+        self.read_body = False
         self.code: grpc.StatusCode | None = None
 
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
         return (("authorization", f"Bearer {self.token}"),)
 
-    def is_active(self) -> bool:
-        return True
+    def time_remaining(self) -> float:
+        return 5.0
+
+    def cancelled(self) -> bool:
+        return False
 
     def peer(self) -> str:
         return "ipv4:127.0.0.1:1"
 
-    def abort(self, code: grpc.StatusCode, details: str) -> None:
+    async def read(self) -> bytes:
+        self.read_body = True
+        return self.body
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
         self.code = code
         raise RuntimeError(details)
-
-
-class _Body:
-    """A request iterator that records whether the handler pulled the body."""
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-        self.read = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self
-
-    def __next__(self) -> bytes:
-        self.read = True
-        return self.body
 
 
 def test_a_body_over_the_report_limit_is_refused_by_grpc_before_the_handler_parses_it() -> None:
@@ -101,11 +96,11 @@ def test_an_unauthenticated_call_is_refused_without_its_body_being_read(kube_tes
     stats = IngestStats()
     ingest = ReportIngest(accept=Accepted(), authenticator=_authenticator(kube_test_server),
                           max_report_bytes=2 << 20, stats=stats)
-    body, context = _Body(b"\x0a" + b"\x00" * (1 << 20)), _Context("random-token-1")
+    context = _Context("random-token-1", b"\x0a" + b"\x00" * (1 << 20))
     with pytest.raises(RuntimeError):
-        ingest.push(body, context)  # type: ignore[arg-type]
+        asyncio.run(ingest.push(None, context))  # type: ignore[arg-type]
     assert context.code is grpc.StatusCode.UNAUTHENTICATED
-    assert body.read is False
+    assert context.read_body is False
     assert stats.snapshot()["unauthenticated"] == 1
 
 
@@ -187,13 +182,14 @@ def test_a_flood_of_bad_tokens_does_not_evict_the_agents_cached_tokens(kube_test
     assert _reviews(server) == before
 
 
-def test_calls_over_the_in_flight_cap_are_refused_as_overloaded_and_counted(kube_test_server: ApiHandle) -> None:
+def test_calls_over_the_waiting_cap_are_refused_as_auth_busy_and_counted(kube_test_server: ApiHandle) -> None:
     server = _server(kube_test_server)
     server.set_latency("POST", TOKEN_REVIEWS, 0.5)
     stats = IngestStats()
     grpc_server, port = build_ingest_server(address="127.0.0.1:0", accept=Accepted(),
-                                            authenticator=_authenticator(kube_test_server),
-                                            max_report_bytes=1 << 20, counters=stats, max_in_flight=2, max_workers=8)
+                                            authenticator=_authenticator(kube_test_server, max_waiting_calls=2,
+                                                                         max_reviews_in_flight=8),
+                                            max_report_bytes=1 << 20, counters=stats)
     grpc_server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     call = channel.unary_unary(PATH)
@@ -211,7 +207,7 @@ def test_calls_over_the_in_flight_cap_are_refused_as_overloaded_and_counted(kube
         channel.close()
         grpc_server.stop(None)
     assert codes.count(grpc.StatusCode.UNAVAILABLE) >= 6
-    assert stats.snapshot()["overloaded"] >= 6
+    assert stats.snapshot()["auth_busy"] >= 6
     assert stats.snapshot()["accepted"] == 0
 
 
@@ -253,14 +249,14 @@ def test_the_rate_limiter_refills_and_keeps_a_bounded_number_of_buckets() -> Non
     assert len(limiter._buckets) == 3
 
 
-def test_an_agent_with_a_cached_token_is_served_while_unknown_tokens_fill_the_in_flight_cap(
+def test_an_agent_with_a_cached_token_is_served_while_unknown_tokens_fill_the_waiting_cap(
         kube_test_server: ApiHandle) -> None:
     server = _server(kube_test_server)
     token = _agent_token(server, "cached-agent")
     stats = IngestStats()
     grpc_server, port = build_ingest_server(address="127.0.0.1:0", accept=Accepted(),
-                                            authenticator=_authenticator(kube_test_server),
-                                            max_report_bytes=1 << 20, counters=stats, max_in_flight=2, max_workers=8)
+                                            authenticator=_authenticator(kube_test_server, max_waiting_calls=2),
+                                            max_report_bytes=1 << 20, counters=stats)
     grpc_server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     call = channel.unary_unary(PATH, request_serializer=pb.PushReportRequest.SerializeToString,
@@ -284,4 +280,4 @@ def test_an_agent_with_a_cached_token_is_served_while_unknown_tokens_fill_the_in
         grpc_server.stop(None)
     assert response.HasField("accepted_time")
     assert took < review_s  # served from the cache, not behind the slow reviews
-    assert stats.snapshot()["overloaded"] >= 4
+    assert stats.snapshot()["auth_busy"] >= 4

@@ -26,5 +26,6 @@ def test_every_kind_but_unspecified_has_a_family_and_a_vouching_collector() -> N
 def test_names_and_kinds_of_a_newer_agent_are_not_known() -> None:
     assert known_kind(7) is None and known_kind(0) is None
     assert known_kind(1) is DeviceKind.NVIDIA_GPU
-    assert known_collector("amd") is None
+    assert known_collector("gaudi") is None
     assert known_collector("nvidia") is CollectorName.NVIDIA
+    assert known_collector("amd") is CollectorName.AMD

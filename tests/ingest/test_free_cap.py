@@ -83,8 +83,8 @@ def cluster(tmp_path: Path) -> Iterator[tuple[KubeApiServer, ScorerService]]:
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="accelscore")))
     core.create_node(k8s.V1Node(
         metadata=k8s.V1ObjectMeta(name="n1"),
-        status=k8s.V1NodeStatus(allocatable={"cpu": "64", "memory": "512Gi", GPU: "8"},
-                                capacity={"cpu": "64", "memory": "512Gi", GPU: "8"})))
+        status=k8s.V1NodeStatus(allocatable={"cpu": "191500m", "memory": "2000Gi", GPU: "8"},
+                                capacity={"cpu": "191500m", "memory": "2000Gi", GPU: "8"})))
     for i in range(6):  # six 1-GPU pods bound to n1, running
         core.create_namespaced_pod("default", k8s.V1Pod(
             metadata=k8s.V1ObjectMeta(name=f"job-{i}"),

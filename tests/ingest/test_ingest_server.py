@@ -91,11 +91,12 @@ def test_a_report_far_over_max_bytes_is_refused_by_grpc_itself() -> None:
 
 
 def test_an_older_or_repeated_sequence_is_answered_ok_but_dropped() -> None:
+    made = time.time() - 10  # when the agent made report 5; 4 was made before it, 6 after
     with IngestServer() as srv:
-        srv.push(eight_gpu_report("node-a", sequence=5))
-        late = srv.push(eight_gpu_report("node-a", sequence=4))
-        again = srv.push(eight_gpu_report("node-a", sequence=5))
-        srv.push(eight_gpu_report("node-a", sequence=6))
+        srv.push(eight_gpu_report("node-a", sequence=5, now=made))
+        late = srv.push(eight_gpu_report("node-a", sequence=4, now=made - 1))
+        again = srv.push(eight_gpu_report("node-a", sequence=5, now=made))
+        srv.push(eight_gpu_report("node-a", sequence=6, now=made + 1))
         assert srv.accepted.sequences() == [5, 6]
         assert not late.HasField("accepted_time") and not again.HasField("accepted_time")
         assert srv.rejected() == {"stale_sequence": 2}

@@ -6,6 +6,7 @@ node, travel in time, or count unknown assignments as free (issue 11, "one node 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
-from tests.ingest.harness import IngestServer
+from tests.ingest.harness import Accepted, IngestServer
 from tests.ingest.sample import H100, eight_gpu_report
 
 WATCHED = ("gpuNodeFree", "gpuClusterFree", "gpuClusterFit8", "gpuNodeAvailable", "gpuClusterAvailable")
@@ -182,9 +183,98 @@ def test_the_agent_tells_a_dropped_report_from_an_accepted_one(tmp_path: Path) -
     with IngestServer(plaintext=True) as srv:
         sender = ReportSender(address=srv.address, token_file=None, insecure_plaintext=True)
         try:
-            kept = sender.send(eight_gpu_report("node-a", sequence=5))
-            dropped = sender.send(eight_gpu_report("node-a", sequence=3))
+            made = time.time() - 10
+            kept = sender.send(eight_gpu_report("node-a", sequence=5, now=made))
+            dropped = sender.send(eight_gpu_report("node-a", sequence=3, now=made - 2))  # reordered: made before 5
         finally:
             sender.close()
     assert (kept.result, kept.code) == (PushResult.OK, "OK")
-    assert (dropped.result, dropped.code, dropped.detail) == (PushResult.OK, DROPPED, "stale_sequence")
+    assert (dropped.result, dropped.code, dropped.detail) == (PushResult.DROPPED, DROPPED, "stale_sequence")
+
+
+def test_a_sequence_jump_does_not_lock_out_the_instances_later_real_reports() -> None:
+    offset = [0.0]
+    accepted = Accepted()
+    server, port = build_ingest_server(address="127.0.0.1:0", accept=accepted, authenticator=None,
+                                       max_report_bytes=1 << 20, counters=IngestStats(),
+                                       clock=lambda: time.time() + offset[0])
+    server.start()
+    sender = ReportSender(address=f"127.0.0.1:{port}", token_file=None, insecure_plaintext=True)
+    try:
+        assert sender.send(eight_gpu_report("node-a", instance="real", sequence=10)).result is PushResult.OK
+        offset[0] = 15.0  # 15 s later at the scorer: a jump of +15,000 is within the sequence allowance
+        sender.send(eight_gpu_report("node-a", instance="real", sequence=15_010))
+        later = [sender.send(eight_gpu_report("node-a", instance="real", sequence=s)) for s in (11, 12)]
+    finally:
+        sender.close()
+        server.stop(None).wait()
+    # Made after the forged one, the agent's real reports win whatever their sequence.
+    assert [o.result for o in later] == [PushResult.OK, PushResult.OK]
+    assert accepted.sequences()[-2:] == [11, 12]
+
+
+GIB = 1 << 30
+
+
+def _host_facts(name: str) -> NodeFacts:
+    """The Node of tests.ingest.sample's 8-GPU report: 191.5 cores and 2,000 GiB allocatable, 8 GPUs."""
+    amounts = {"nvidia.com/gpu": 8.0, "cpu": 191.5, "memory": 2000.0 * GIB}
+    return NodeFacts(name, True, capacity=amounts, allocatable=amounts)
+
+
+def _usage(table: NodeTable) -> tuple[dict[str, int], dict[str, float]]:
+    usage, _ = score_cluster(table.snapshot(), default_scoring_config(), now=time.time())
+    return usage.as_dict(), usage.raw
+
+
+def test_cpu_and_memory_beyond_the_nodes_allocatable_are_refused_and_move_no_usage_score() -> None:
+    scorer = _Scorer({"n1": _host_facts("n1"), "n2": _host_facts("n2")})
+    try:
+        assert scorer.push(eight_gpu_report("n1")) is grpc.StatusCode.OK
+        before = _usage(scorer.table)[0]
+        for name, amount in (("cpu", 1e12), ("memory", 1e18)):
+            liar = eight_gpu_report("n2", sequence=3)
+            for res in liar.resources:
+                if res.name == name:
+                    res.allocatable, res.requested, res.free = amount, 0.0, amount
+            assert scorer.push(liar) is grpc.StatusCode.FAILED_PRECONDITION
+        assert _usage(scorer.table)[0] == before
+        assert scorer.stats.snapshot()["implausible"] == 2
+        assert scorer.push(eight_gpu_report("n2", sequence=4)) is grpc.StatusCode.OK  # the truth is taken
+    finally:
+        scorer.close()
+
+
+def test_a_hugely_negative_free_amount_leaves_every_usage_raw_value_finite_and_non_negative() -> None:
+    scorer = _Scorer({"n1": _host_facts("n1"), "n2": _host_facts("n2")})
+    try:
+        for node in ("n1", "n2"):
+            report = eight_gpu_report(node)
+            for res in report.resources:
+                if res.name in ("cpu", "memory"):
+                    res.requested, res.free = 1e308, -1e308
+            assert scorer.push(report) is grpc.StatusCode.OK  # an over-committed node: honest, kept
+        raw = _usage(scorer.table)[1]
+    finally:
+        scorer.close()
+    assert all(math.isfinite(v) and v >= 0 for v in raw.values()), raw
+    assert raw["cpuClusterAvailable"] == 0 and raw["memClusterAvailable"] == 0
+
+
+def test_a_thousand_unhealthy_mig_enabled_parents_on_an_8_gpu_node_are_refused() -> None:
+    scorer = _Scorer({"n1": _host_facts("n1"), "liar": _host_facts("liar")})
+    try:
+        assert scorer.push(eight_gpu_report("n1")) is grpc.StatusCode.OK
+        before = _scores(scorer.table), score_cluster(scorer.table.snapshot(), default_scoring_config(),
+                                                      now=time.time())[1].as_dict()["gpuClusterHealthy"]
+        liar = eight_gpu_report("liar", busy=0)
+        for i in range(1016):  # MIG-enabled parents are not "whole" GPUs, so the old bound let them through
+            liar.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id=f"GPU-mig-parent-{i}", index=8 + i, model=H100,
+                             health=pb.HEALTH_UNHEALTHY, assignment_known=True, mig_enabled=True)
+        assert scorer.push(liar) is grpc.StatusCode.FAILED_PRECONDITION
+        after = _scores(scorer.table), score_cluster(scorer.table.snapshot(), default_scoring_config(),
+                                                     now=time.time())[1].as_dict()["gpuClusterHealthy"]
+    finally:
+        scorer.close()
+    assert after == before
+    assert before[1] == 100

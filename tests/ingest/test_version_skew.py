@@ -27,9 +27,9 @@ BUSY = 5
 
 
 def newer_agent_report(now: float) -> pb.NodeReport:
-    """Today's eight-GPU report plus what a newer agent would add: an `amd` collector and two of its GPUs."""
+    """Today's eight-GPU report plus what a newer agent would add: a `gaudi` collector and two of its GPUs."""
     report = eight_gpu_report(now=now, busy=BUSY)
-    report.collectors.add(name="amd", state=pb.COLLECTOR_STATE_OK, duration_seconds=0.003)
+    report.collectors.add(name="gaudi", state=pb.COLLECTOR_STATE_OK, duration_seconds=0.003)
     for i in range(2):
         report.devices.add(kind=FUTURE_KIND, id=f"AMD-GPU-{i}", index=8 + i, model="AMD Instinct MI300X",
                            health=pb.HEALTH_HEALTHY, assignment_known=True, memory_total_bytes=192 << 30,
@@ -63,7 +63,7 @@ def test_a_newer_agents_report_is_accepted_and_scored_on_the_gpus_it_knows() -> 
         unknown = server.stats.unknown.snapshot()
     assert server.rejected() == {}
     assert [d.kind for d in received.devices].count(FUTURE_KIND) == 2  # kept on the wire, not understood
-    assert unknown == {(UnknownItem.COLLECTOR, "amd"): 1, (UnknownItem.DEVICE_KIND, str(FUTURE_KIND)): 2}
+    assert unknown == {(UnknownItem.COLLECTOR, "gaudi"): 1, (UnknownItem.DEVICE_KIND, str(FUTURE_KIND)): 2}
 
     config = ScoringConfig()
     todays = eight_gpu_report(now=now, busy=BUSY)
@@ -114,7 +114,7 @@ def test_unknown_items_are_exported_as_a_counter_with_item_and_name() -> None:
     registry = CollectorRegistry()
     registry.register(UnknownItemsMetrics(counts))
     text = generate_latest(registry).decode()
-    assert 'accelscore_scorer_report_unknown_items_total{item="collector",name="amd"} 1.0' in text
+    assert 'accelscore_scorer_report_unknown_items_total{item="collector",name="gaudi"} 1.0' in text
     assert 'accelscore_scorer_report_unknown_items_total{item="device_kind",name="7"} 2.0' in text
 
 
@@ -125,4 +125,4 @@ def test_the_scorers_own_metrics_carry_the_unknown_items_counter() -> None:
     service = ScorerService(config=config)
     service.ingest_stats.unknown.observe(newer_agent_report(time.time()))
     text = service.render().decode()
-    assert 'accelscore_scorer_report_unknown_items_total{cluster="local",item="collector",name="amd"} 1.0' in text
+    assert 'accelscore_scorer_report_unknown_items_total{cluster="local",item="collector",name="gaudi"} 1.0' in text

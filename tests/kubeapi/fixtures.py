@@ -78,6 +78,12 @@ def hub_api(tmp_path: Path) -> Iterator[ApiHandle]:
     yield from _handle("HUB_KUBECONFIG", tmp_path, ocm_crd_files())
 
 
+@pytest.fixture(scope="module")
+def hub_api_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiHandle]:
+    """`hub_api` shared by one test module (for set-ups a real hub takes seconds to enforce)."""
+    yield from _handle("HUB_KUBECONFIG", tmp_path_factory.mktemp("hub"), ocm_crd_files())
+
+
 @pytest.fixture
 def kube_test_server(tmp_path: Path) -> Iterator[ApiHandle]:
     """Always the test server (for tests of what only it can do: faults, compaction, minted tokens)."""

@@ -58,7 +58,7 @@ def dns1123_subdomain(value: str, prefix: bool = False) -> list[str]:
 
 
 def dns1035_label(value: str, prefix: bool = False) -> list[str]:
-    """Service names."""
+    """DNS-1035 labels (Service names before RelaxedServiceNameValidation, on by default since 1.34)."""
     return _regex_check(value + "a" if prefix and value.endswith("-") else value, _DNS1035_RE, 63, _DNS1035_MSG)
 
 
@@ -71,7 +71,8 @@ def path_segment(value: str, prefix: bool = False) -> list[str]:
 
 _NAME_CHECKS: dict[str, NameCheck] = {
     "Namespace": dns1123_label,
-    "Service": dns1035_label,
+    # A DNS-1123 label, so `1-starts-with-a-digit` is accepted (seen on kube-apiserver v1.36.2, REFERENCE §8b).
+    "Service": dns1123_label,
     "ClusterRole": path_segment,
     "ClusterRoleBinding": path_segment,
     "Role": path_segment,

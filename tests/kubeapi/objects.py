@@ -6,7 +6,8 @@ from typing import Any
 
 
 def node_body(name: str, *, gpus: int = 8, unschedulable: bool = False) -> dict[str, Any]:
-    """A Ready GPU node with allocatable below capacity, a taint and mixed labels."""
+    """A Ready 8-GPU H100 node (the cpu and memory tests/ingest/sample.py's report claims), allocatable below
+    capacity, a taint and mixed labels."""
     return {
         "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
                                               "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
@@ -14,8 +15,8 @@ def node_body(name: str, *, gpus: int = 8, unschedulable: bool = False) -> dict[
         "spec": {"unschedulable": unschedulable,
                  "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
         "status": {
-            "capacity": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": str(gpus), "pods": "110"},
-            "allocatable": {"cpu": "15500m", "memory": "60Gi", "nvidia.com/gpu": str(gpus), "pods": "110"},
+            "capacity": {"cpu": "192", "memory": "2048Gi", "nvidia.com/gpu": str(gpus), "pods": "110"},
+            "allocatable": {"cpu": "191500m", "memory": "2000Gi", "nvidia.com/gpu": str(gpus), "pods": "110"},
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"},
                            {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"}],
         },

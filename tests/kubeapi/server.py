@@ -22,7 +22,11 @@ from typing import Any
 
 import yaml
 
+from tests.kubeapi import dra
+from tests.kubeapi.admission import Admission, policy_causes
 from tests.kubeapi.handler import KubeHandler
+from tests.kubeapi.namespaces import NamespaceController
+from tests.kubeapi.rbac import BOOTSTRAP, RBAC_GROUP, Authorizer
 from tests.kubeapi.resources import BUILTINS, load_crds
 from tests.kubeapi.state import Fault, RequestRecord, ServerState, WatchFault
 from tests.kubeapi.store import Store
@@ -38,14 +42,28 @@ class _HTTPServer(ThreadingHTTPServer):
 class KubeApiServer:
     """A running test apiserver (context manager); `.url` is its base URL."""
 
-    def __init__(self, *, crd_files: Sequence[Path] = (), history_window: int = 1000) -> None:
-        types = list(BUILTINS) + load_crds(crd_files)
+    def __init__(self, *, crd_files: Sequence[Path] = (), history_window: int = 1000,
+                 dra_versions: Sequence[str] = dra.VERSIONS) -> None:
+        """`dra_versions`: the resource.k8s.io versions served (a 1.32-1.33 cluster: v1beta2, v1beta1; none: ())."""
+        types = list(BUILTINS) + (dra.dra_types(dra_versions) if dra_versions else []) + load_crds(crd_files)
         self._state = ServerState(store=Store(history_window=history_window), types=types)
         self.token = secrets.token_hex(16)
         self._state.api_tokens.add(self.token)
+        store = self._state.store
         ns_type = next(rt for rt in types if rt.kind == "Namespace")
         for ns in _INITIAL_NAMESPACES:
-            self._state.store.create(ns_type, "v1", "", {"metadata": {"name": ns}})
+            store.create(ns_type, "v1", "", {"metadata": {"name": ns}})
+        for plural, obj in BOOTSTRAP:
+            rbac_type = next(rt for rt in types if (rt.group, rt.plural) == (RBAC_GROUP, plural))
+            store.create(rbac_type, "v1", "", obj)
+        builtin = {rt.key for rt in types if not rt.custom}
+        admission = Admission(store.lookup, lambda group, plural: (group, plural) in builtin)
+        store.admission = admission.validate
+        store.listeners.append(admission.note_change)
+        store.kind_checks["ValidatingAdmissionPolicy"] = policy_causes
+        store.kind_checks.update(dra.kind_checks())
+        self._state.authorizer = Authorizer(lambda plural: store.lookup(RBAC_GROUP, plural))
+        self._state.namespaces = NamespaceController(store, lambda: self._state.types)
         self._httpd = _HTTPServer(("127.0.0.1", 0), KubeHandler)
         self._httpd.state = self._state
         self._thread = threading.Thread(

@@ -13,7 +13,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tests.kubeapi import objectmeta, schema
+from tests.kubeapi.attributes import Attributes
 from tests.kubeapi.errors import ApiError
+from tests.kubeapi.identity import UserInfo
 from tests.kubeapi.resources import ResourceType
 from tests.kubeapi.selectors import Predicate
 
@@ -52,6 +54,23 @@ class Store:
         self.history: deque[Event] = deque()
         self.objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
         self.closed = False
+        # Validating admission (set by the server) and per-kind create/update validation beyond ObjectMeta.
+        self.admission: Callable[[Attributes], None] | None = None
+        self.kind_checks: dict[str, Callable[[Obj], list[dict[str, str]]]] = {}
+        self.listeners: list[Callable[[ResourceType], None]] = []  # told of every stored change, under `cond`
+
+    def lookup(self, group: str, plural: str) -> dict[tuple[str, str], Obj]:
+        """The stored objects of one kind, {(namespace, name): object}; read-only, under `cond`."""
+        return self.objects.get((group, plural), {})
+
+    def _admission(self, attrs: Attributes) -> None:
+        """Validating admission for a request made by a user (internal writes have none and skip it)."""
+        if self.admission is not None and attrs.user is not None:
+            self.admission(attrs)
+
+    def _terminating(self, ns: str) -> bool:
+        meta = (self.lookup("", "namespaces").get(("", ns)) or {}).get("metadata") or {}
+        return "deletionTimestamp" in meta
 
     # ------------------------------------------------------------ internals (caller holds cond)
 
@@ -59,6 +78,8 @@ class Store:
         self.history.append(Event(self.rv, etype, rt.key, copy.deepcopy(obj), copy.deepcopy(old)))
         while len(self.history) > self.history_window:
             self.compacted_rv = self.history.popleft().rv
+        for listener in self.listeners:
+            listener(rt)
         self.cond.notify_all()
 
     def _bucket(self, rt: ResourceType) -> dict[tuple[str, str], Obj]:
@@ -74,6 +95,9 @@ class Store:
         """ObjectMeta of every kind; for CRs prune, then the schema and the objects embedded in it."""
         meta = obj["metadata"]
         causes = objectmeta.object_meta_causes(meta, namespaced=rt.namespaced, check=objectmeta.name_check(rt.kind))
+        check = self.kind_checks.get(rt.kind) if not rt.custom else None
+        if check is not None and not status_only:
+            causes += check(obj)
         if rt.custom:
             spec = rt.schemas.get(version) or {}
             obj = schema.apply_defaults(schema.prune(obj, spec, root=True), spec)
@@ -90,7 +114,8 @@ class Store:
 
     # ------------------------------------------------------------ verbs
 
-    def create(self, rt: ResourceType, version: str, ns: str, body: Obj, *, dry_run: bool = False) -> Obj:
+    def create(self, rt: ResourceType, version: str, ns: str, body: Obj, *, dry_run: bool = False,
+               user: UserInfo | None = None) -> Obj:
         """POST: fill server-owned metadata, apply the kind's status-on-create rule, store (not when dry_run)."""
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
@@ -110,10 +135,10 @@ class Store:
                 meta["namespace"] = ns
                 if ("", ns) not in self.objects.get(("", "namespaces"), {}):
                     raise ApiError.not_found("namespaces", "", ns)
+                if user is not None and self._terminating(ns):
+                    raise _namespace_terminating(rt, meta["name"], ns)
             else:
                 meta.pop("namespace", None)  # cluster-scoped: the apiserver clears it
-            if (ns, meta["name"]) in self._bucket(rt):
-                raise ApiError.already_exists(rt.plural, rt.group, meta["name"])
             if rt.has_status and rt.create_status != "keep":
                 obj.pop("status", None)
                 if isinstance(rt.create_status, dict):
@@ -121,6 +146,10 @@ class Store:
             obj["apiVersion"], obj["kind"] = rt.api_version(version), rt.kind
             obj = self._admit(rt, version, obj)
             meta = obj["metadata"]
+            self._admission(Attributes("CREATE", rt, version, ns, meta["name"], "", obj, None, user, dry_run))
+            # Validation and admission come first, storage's AlreadyExists last (as in the apiserver's Store.Create).
+            if (ns, meta["name"]) in self._bucket(rt):
+                raise ApiError.already_exists(rt.plural, rt.group, meta["name"])
             for key in ("deletionTimestamp", "deletionGracePeriodSeconds"):
                 meta.pop(key, None)
             meta.update(uid=str(uuid.uuid4()), creationTimestamp=now_rfc3339(), generation=1)
@@ -144,7 +173,7 @@ class Store:
             return items, str(self.rv)
 
     def update(self, rt: ResourceType, version: str, ns: str, name: str, body: Obj, *, status_only: bool,
-               dry_run: bool = False) -> Obj:
+               dry_run: bool = False, user: UserInfo | None = None) -> Obj:
         """PUT (or the result of a PATCH): optimistic concurrency, status/main split, generation."""
         with self.cond:
             old = self._existing(rt, ns, name)
@@ -181,6 +210,8 @@ class Store:
                         new_meta.pop(key, None)
             new["apiVersion"], new["kind"] = rt.api_version(version), rt.kind
             new = self._admit(rt, version, new, status_only=status_only)
+            self._admission(Attributes("UPDATE", rt, version, ns, name, "status" if status_only else "", new,
+                                       copy.deepcopy(old), user, dry_run))
             if dry_run:
                 return copy.deepcopy(new)
             if new == old or (_strip_rv(new) == _strip_rv(old)):
@@ -192,7 +223,8 @@ class Store:
             self._record(rt, "MODIFIED", new, old)
             return copy.deepcopy(new)
 
-    def delete(self, rt: ResourceType, ns: str, name: str, options: Obj, *, dry_run: bool = False) -> Obj:
+    def delete(self, rt: ResourceType, ns: str, name: str, options: Obj, *, dry_run: bool = False,
+               user: UserInfo | None = None, version: str = "", collection_item: bool = False) -> Obj:
         """DELETE: preconditions, then graceful deletion for pods (as the apiserver's pod strategy), else immediate.
 
         Every pod delete goes through the graceful path: deletionTimestamp and deletionGracePeriodSeconds
@@ -206,8 +238,13 @@ class Store:
                 raise ApiError.conflict(rt.plural, rt.group, name)
             if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
                 raise ApiError.conflict(rt.plural, rt.group, name)
+            # A DELETECOLLECTION admits each item as a DELETE without a name (REFERENCE §8b).
+            self._admission(Attributes("DELETE", rt, version or rt.versions[0], ns, "" if collection_item else name,
+                                       "", None, copy.deepcopy(old), user, dry_run))
             if dry_run:
                 return copy.deepcopy(old)
+            if rt.kind == "Namespace":
+                return self._mark_terminating(rt, old)
             current = old
             if rt.kind == "Pod":
                 period = _grace_period(old, options.get("gracePeriodSeconds"))
@@ -226,6 +263,57 @@ class Store:
             gone["metadata"]["resourceVersion"] = self._bump()
             self._record(rt, "DELETED", gone, current)
             return gone
+
+    def delete_collection(self, rt: ResourceType, ns: str | None, pred: Predicate, options: Obj, *,
+                          dry_run: bool = False, user: UserInfo | None = None, version: str = "") -> list[Obj]:
+        """DELETECOLLECTION: each matching item deleted in order (one worker, as the apiserver's default),
+        each admitted on its own; the first failure ends it and is raised (earlier items stay deleted)."""
+        with self.cond:
+            keys = sorted(k for k, o in self._bucket(rt).items() if (ns is None or k[0] == ns) and pred(o))
+            deleted = []
+            for item_ns, name in keys:
+                if (item_ns, name) not in self._bucket(rt):
+                    continue
+                deleted.append(self.delete(rt, item_ns, name, options, dry_run=dry_run, user=user, version=version,
+                                           collection_item=True))
+            return deleted
+
+    def _mark_terminating(self, rt: ResourceType, old: Obj) -> Obj:
+        """A namespace delete only starts termination: the namespace controller empties it, then removes it."""
+        if "deletionTimestamp" in old["metadata"]:
+            return copy.deepcopy(old)
+        current = copy.deepcopy(old)
+        current["metadata"]["deletionTimestamp"] = now_rfc3339()
+        current.setdefault("status", {})["phase"] = "Terminating"
+        current["metadata"]["resourceVersion"] = self._bump()
+        self._bucket(rt)[("", old["metadata"]["name"])] = current
+        self._record(rt, "MODIFIED", current, old)
+        return copy.deepcopy(current)
+
+    def remove_namespace(self, rt: ResourceType, name: str) -> None:
+        """The namespace controller's last step: the emptied namespace goes (DELETED)."""
+        with self.cond:
+            current = self._bucket(rt).pop(("", name), None)
+            if current is not None:
+                gone = copy.deepcopy(current)
+                gone["metadata"]["resourceVersion"] = self._bump()
+                self._record(rt, "DELETED", gone, current)
+
+    def set_namespace_condition(self, rt: ResourceType, name: str, condition: Obj | None) -> None:
+        """Record (or clear) the namespace controller's NamespaceDeletionContentFailure condition."""
+        with self.cond:
+            old = self._bucket(rt).get(("", name))
+            if old is None:
+                return
+            current = copy.deepcopy(old)
+            status = current.setdefault("status", {})
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != _CONTENT_FAILURE]
+            status["conditions"] = conditions + ([condition] if condition else [])
+            if current == old:
+                return
+            current["metadata"]["resourceVersion"] = self._bump()
+            self._bucket(rt)[("", name)] = current
+            self._record(rt, "MODIFIED", current, old)
 
     def compact(self) -> None:
         """Forget all history up to now, so any watch from an older resourceVersion gets 410."""
@@ -317,6 +405,19 @@ class Store:
             if bookmarks and now >= next_bookmark:
                 yield "BOOKMARK", _bookmark(rt, pos)
                 next_bookmark = now + bookmark_interval()
+
+
+_CONTENT_FAILURE = "NamespaceDeletionContentFailure"
+
+
+def _namespace_terminating(rt: ResourceType, name: str, ns: str) -> ApiError:
+    """NamespaceLifecycle admission: no new content in a namespace being deleted."""
+    message = (f'{rt.qualified} "{name}" is forbidden: unable to create new content in namespace {ns} because it '
+               "is being terminated")
+    cause = {"reason": "NamespaceTerminating", "message": f"namespace {ns} is being terminated",
+             "field": "metadata.namespace"}
+    return ApiError(403, message, reason="Forbidden",
+                    details={"name": name, "group": rt.group, "kind": rt.plural, "causes": [cause]})
 
 
 def _strip_rv(obj: Obj) -> Obj:

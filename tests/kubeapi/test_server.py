@@ -317,12 +317,12 @@ def test_list_pages_with_limit_and_continue_and_expires(kube_test_server: ApiHan
     ("kind", "body", "field"),
     [
         ("Namespace", {"metadata": {"name": "Not_A_Label"}}, "metadata.name"),
-        ("Service", {"metadata": {"name": "1-starts-with-a-digit"},
+        ("Service", {"metadata": {"name": "svc.with.dots"},
                      "spec": {"ports": [{"port": 80}], "selector": {"a": "b"}}}, "metadata.name"),
         ("ConfigMap", {"metadata": {"name": "cm", "labels": {"k": "{{CLUSTER_NAME}}"}}}, "metadata.labels"),
         ("ConfigMap", {"metadata": {"name": "cm", "annotations": {"a/b/c": "x"}}}, "metadata.annotations"),
     ],
-    ids=["namespace-name", "service-name-dns1035", "label-value", "annotation-key"],
+    ids=["namespace-name", "service-name-dns1123-label", "label-value", "annotation-key"],
 )
 def test_object_meta_is_validated_on_create(core: client.CoreV1Api, ns: str, kind: str, body: dict[str, Any],
                                             field: str) -> None:
@@ -333,6 +333,13 @@ def test_object_meta_is_validated_on_create(core: client.CoreV1Api, ns: str, kin
         create()
     assert err.value.status == 422 and _status(err)["reason"] == "Invalid", err.value.body
     assert field in _cause_fields(err)
+
+
+def test_a_service_name_may_start_with_a_digit(core: client.CoreV1Api, ns: str) -> None:
+    """Seen on kube-apiserver v1.36.2: Service names are DNS-1123 labels (RelaxedServiceNameValidation)."""
+    body = {"metadata": {"name": "1-starts-with-a-digit"}, "spec": {"ports": [{"port": 80}], "selector": {"a": "b"}}}
+    out = core.create_namespaced_service(ns, body, dry_run="All")
+    assert out.metadata.name == "1-starts-with-a-digit"
 
 
 def test_dry_run_validates_and_stores_nothing(core: client.CoreV1Api, ns: str) -> None:

@@ -8,8 +8,6 @@ import pytest
 
 from accelscore.scorer.core.model import KUEUE_APS, ClusterSnapshot, NodeEntry
 from accelscore.scorer.kueue.headroom import (
-    GPU,
-    TPU,
     ClusterQueueInfo,
     CohortInfo,
     FlavorInfo,
@@ -26,6 +24,8 @@ from tests.scoring.builders import summary
 NOW = 1000.0
 A100 = {"accel": "a100"}
 H100 = {"accel": "h100"}
+
+GPU, TPU = "nvidia.com/gpu", "google.com/tpu"
 
 
 def node(name: str, *, free: int, labels: Mapping[str, str] = A100, known: bool = True, tpu_free: int = 0,

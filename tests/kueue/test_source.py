@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from accelscore.scorer.kueue.headroom import GPU, Quota
+from accelscore.scorer.kueue.headroom import Quota
 from accelscore.scorer.kueue.source import cluster_queue, cohort, resource_flavor
+
+GPU, TPU = "nvidia.com/gpu", "google.com/tpu"
 
 
 def _cq(spec_extra: dict, status: dict | None, generation: int = 1) -> dict:

@@ -67,7 +67,7 @@ def agent_exposition(scenario: str = "h100x8-idle", *, xid_step: int | None = No
             fake.advance(xid_step)
             assert fake.wait_events_consumed()
             collectors.collect_all(now=time.time())
-        stats = PushStats(pushes_ok=12, last_success_time=time.time())
+        stats = PushStats(pushes_ok=12, last_success_time=time.time(), dropped_by_reason=(("stale_sequence", 0),))
         registry = CollectorRegistry(auto_describe=False)
         registry.register(ConstantLabels(AgentMetrics(collectors=collectors, node_name=NODE,
                                                       push_stats=lambda: stats), {"cluster": CLUSTER}))

@@ -93,6 +93,10 @@ CASES = [
     Case("agent-cannot-report", {_o("accelscore_report_pushes_total", result="ok"): "0+1x10 10x35",
                                  _o("accelscore_report_pushes_total", result="failed"): "0x10 0+4x35"},
          [("30m", "AccelscoreAgentCannotReport", [{"cluster": CLUSTER, "node": NODE}])]),
+    Case("agent-reports-dropped", {_o("accelscore_report_pushes_total", result="ok"): "0+1x10 10x35",
+                                   _o("accelscore_report_dropped_total", reason="stale_sequence"): "0x10 0+1x35"},
+         [("30m", "AccelscoreAgentReportsDropped", [{"cluster": CLUSTER, "node": NODE, "reason": "stale_sequence"}])],
+         quiet=[("30m", "AccelscoreAgentCannotReport"), ("12m", "AccelscoreAgentReportsDropped")]),
 ]
 
 

@@ -44,8 +44,12 @@ def test_without_a_kubernetes_api_the_listed_host_resources_count() -> None:
     assert (s.cpu_free_cores, s.memory_free_bytes) == (8.0, None)
 
 
-def test_over_committed_api_free_keeps_its_sign() -> None:
-    assert _summary(b.report(resources={"cpu": (8.0, 12.0)})).cpu_free_cores == -4.0
+def test_over_committed_api_free_counts_nothing_free_never_a_negative_amount() -> None:
+    # Issue 21: a node claiming free -1e308 made a cluster sum -inf; an over-committed node has 0 free.
+    assert _summary(b.report(resources={"cpu": (8.0, 12.0)})).cpu_free_cores == 0.0
+    msg = b.report()
+    msg.resources.add(name="memory", allocatable=0.0, requested=1e308, free=-1e308)
+    assert _summary(msg).memory_free_bytes == 0.0
 
 
 def test_non_finite_api_free_is_unknown() -> None:

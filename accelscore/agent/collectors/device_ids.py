@@ -6,6 +6,8 @@ import enum
 import re
 from typing import NamedTuple
 
+from accelscore.devices import VENDORS, AcceleratorFamily, accelerator_resource, resource_info
+
 __all__ = [
     "TPU_RESOURCE",
     "DeviceKey",
@@ -17,9 +19,8 @@ __all__ = [
     "strip_replica_suffix",
 ]
 
-TPU_RESOURCE = "google.com/tpu"
-_NVIDIA_EXACT = frozenset({"nvidia.com/gpu", "nvidia.com/gpu.shared"})
-_NVIDIA_MIG_PREFIX = "nvidia.com/mig-"
+# The TPU vendors' device-plugin resource (accelscore.devices vendor table): chip ids join by index or path.
+TPU_RESOURCE = next(v.resource for v in VENDORS if v.family is AcceleratorFamily.TPU)
 
 # Time-slicing and MPS replicas: "<id>::<n>".
 _REPLICA = re.compile(r"::\d+$")
@@ -35,7 +36,7 @@ class IdKind(enum.Enum):
     GPU_UUID = "gpu-uuid"  # GPU-<uuid>: join to NVML by UUID
     MIG_UUID = "mig-uuid"  # MIG-<uuid>: join to a MIG device by UUID
     GPU_INDEX = "gpu-index"  # GKE nvidiaN[...] or index strategy: join to NVML by index
-    TPU = "tpu"  # google.com/tpu chip id, as the TPU device plugin gives it
+    TPU = "tpu"  # a TPU chip id, as the TPU device plugin gives it
     OTHER = "other"  # not a form we know, or not an accelerator resource
 
 
@@ -48,13 +49,14 @@ class DeviceKey(NamedTuple):
 
 
 def is_nvidia_resource(resource_name: str) -> bool:
-    """nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<profile>."""
-    return resource_name in _NVIDIA_EXACT or resource_name.startswith(_NVIDIA_MIG_PREFIX)
+    """An NVIDIA device-plugin resource (whole, shared or MIG; accelscore.devices vendor table)."""
+    info = resource_info(resource_name)
+    return info is not None and info.vendor.name == "nvidia"
 
 
 def is_relevant_resource(resource_name: str) -> bool:
-    """Whether accelscore interprets this resource's ids (NVIDIA GPUs and google.com/tpu)."""
-    return is_nvidia_resource(resource_name) or resource_name == TPU_RESOURCE
+    """Whether accelscore interprets this resource's ids (any vendor's device-plugin resource)."""
+    return accelerator_resource(resource_name)
 
 
 def strip_replica_suffix(device_id: str) -> str:
@@ -71,11 +73,14 @@ def normalize_device_id(resource_name: str, device_id: str) -> str:
 
 def device_key(resource_name: str, device_id: str) -> DeviceKey:
     """Parse a device id into what it joins on; OTHER (with the raw id) for forms or resources we do not know."""
-    if not is_relevant_resource(resource_name):
+    info = resource_info(resource_name)
+    if info is None:
         return DeviceKey(IdKind.OTHER, device_id)
     bare = strip_replica_suffix(device_id)
-    if resource_name == TPU_RESOURCE:
+    if info.vendor.family is AcceleratorFamily.TPU:
         return DeviceKey(IdKind.TPU, bare)
+    if info.vendor.name != "nvidia":
+        return DeviceKey(IdKind.OTHER, bare)  # another vendor's plugin: its ids are the accelerators' own ids
     if bare[:4].upper() == "GPU-" and len(bare) > 4:
         return DeviceKey(IdKind.GPU_UUID, bare)
     if bare[:4].upper() == "MIG-" and len(bare) > 4:

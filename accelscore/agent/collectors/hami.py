@@ -1,6 +1,6 @@
 """HAMi's node annotation `hami.io/node-nvidia-register`: which physical GPUs HAMi shares, and into how many parts.
 
-HAMi's device plugin multiplies `nvidia.com/gpu` by each card's split count (`deviceSplitCount`) and writes
+HAMi's device plugin multiplies the GPU resource by each card's split count (`deviceSplitCount`) and writes
 the real cards into this annotation, so the agent can say which GPUs are shared and how many shares each
 one is (`Device.share_count`). Two encodings exist (HAMi `pkg/device/devices.go`): JSON, a list of
 `{"id", "count", "devmem", "devcore", "type", "numa", "health", ...}` (v2.5+, `MarshalNodeDevices`), and

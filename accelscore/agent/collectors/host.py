@@ -19,8 +19,9 @@ class HostCollector:
         if psutil_module is None:
             import psutil as psutil_module
         self._psutil = psutil_module
-        # First cpu_percent(None) call primes the counter; later calls measure since the previous one.
-        self._psutil.cpu_percent(interval=None)
+        # First cpu_percent(None) call primes the counter; later calls measure since the previous one. It reads
+        # /proc, which may be missing (a container without it): then every reading says so, the agent runs on.
+        timed_reading(self.name, lambda: self._psutil.cpu_percent(interval=None))
 
     def collect(self) -> Reading[HostSnapshot]:
         return timed_reading(self.name, self._read)

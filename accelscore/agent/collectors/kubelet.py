@@ -12,7 +12,7 @@ import grpc
 
 from accelscore.agent.collectors import device_ids
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
-from accelscore.agent.snapshots import AllocatableDevice, DeviceAssignment, KubeletSnapshot
+from accelscore.agent.snapshots import AllocatableDevice, DeviceAssignment, DynamicAssignment, KubeletSnapshot
 from accelscore.devices import CollectorName
 from accelscore.vendor.podresources.v1 import api_pb2 as pb
 from accelscore.vendor.podresources.v1 import api_pb2_grpc as pb_grpc
@@ -46,10 +46,12 @@ class KubeletCollector:
         socket_path: Path,
         rpc_timeout_s: float = 2.0,
         pod_phase: Callable[[str, str], str | None] | None = None,
+        own_pod: tuple[str, str] | None = None,
     ) -> None:
         self._socket_path = Path(socket_path)
         self._timeout_s = rpc_timeout_s
         self._pod_phase = pod_phase
+        self._own_pod = own_pod  # the agent's own admin-access DRA claim: access, not an assignment
         self._channel: grpc.Channel | None = None
         self._stub: pb_grpc.PodResourcesListerStub | None = None
         self._socket_id: _SocketId | None = None
@@ -76,7 +78,10 @@ class KubeletCollector:
             if code is grpc.StatusCode.UNAVAILABLE:
                 self.close()
             raise CollectorError(State.UNKNOWN, f"PodResources call failed: {code.name} {details}") from err
-        return KubeletSnapshot(assignments=self._assignments(pods), allocatable=_allocatable(allocatable))
+        listed = frozenset((p.namespace, p.name) for p in pods.pod_resources
+                           if any(c.dynamic_resources for c in p.containers))
+        return KubeletSnapshot(assignments=self._assignments(pods), allocatable=_allocatable(allocatable),
+                               dynamic=self._dynamic(pods), dynamic_pods=listed)
 
     def _check_socket(self) -> _SocketId:
         """The socket's identity; ABSENT when its directory is missing, UNKNOWN when the socket is."""
@@ -122,7 +127,6 @@ class KubeletCollector:
         for pod in reply.pod_resources:
             if self._is_terminal(pod.namespace, pod.name):
                 continue
-            # Dynamic (DRA) resources are not read: NVIDIA/TPU device plugins report through `devices`.
             for container in pod.containers:
                 for devices in container.devices:
                     for raw in devices.device_ids:
@@ -133,6 +137,23 @@ class KubeletCollector:
                             )
                         )
         return tuple(sorted(out, key=lambda a: (a.namespace, a.pod, a.container, a.resource_name, a.device_id)))
+
+
+    def _dynamic(self, reply: pb.ListPodResourcesResponse) -> tuple[DynamicAssignment, ...]:
+        """DRA devices (driver, pool, device) of non-terminal pods' containers, sorted (`dynamic_resources`)."""
+        out = set()
+        for pod in reply.pod_resources:
+            if self._is_terminal(pod.namespace, pod.name) or (pod.namespace, pod.name) == self._own_pod:
+                continue
+            for container in pod.containers:
+                for claim in container.dynamic_resources:
+                    for resource in claim.claim_resources:
+                        if resource.device_name:  # empty for non-device DRA resources
+                            out.add(DynamicAssignment(
+                                resource.driver_name, resource.pool_name, resource.device_name,
+                                claim.claim_namespace, claim.claim_name, pod.namespace, pod.name, container.name,
+                                resource.share_id if resource.HasField("share_id") else ""))
+        return tuple(sorted(out, key=lambda d: (d.namespace, d.pod, d.container, d.driver, d.pool, d.device)))
 
 
 def _allocatable(reply: pb.AllocatableResourcesResponse) -> tuple[AllocatableDevice, ...]:

@@ -18,18 +18,16 @@ from typing import Any
 from accelscore.agent.collectors import hami
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
 from accelscore.agent.snapshots import NodeSnapshot
-from accelscore.devices import CollectorName
+from accelscore.devices import CollectorName, node_label_wanted
 from accelscore.kube import nodes as kube_nodes
 from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import KubeUnavailable
-from accelscore.kube.pod_requests import effective_requests
+from accelscore.kube.pod_requests import effective_requests, uses_dra
 from accelscore.kube.quantity import InvalidQuantity, quantity
 from accelscore.kube.watch import WatchCache
 
 log = logging.getLogger(__name__)
 
-_LABEL_PREFIXES = ("nvidia.com/", "cloud.google.com/gke-tpu-")
-_LABEL_NAMES = ("cloud.google.com/gke-accelerator",)
 _TERMINAL = ("Succeeded", "Failed")
 # Consecutive watch failures after which cached pods may be stale enough to under-count requests.
 MAX_WATCH_FAILURES = 3
@@ -42,6 +40,7 @@ class PodUsage:
     phase: str
     requests: tuple[tuple[str, float], ...] = ()
     error: str = ""
+    dra: bool = False  # holds DRA devices (resource claims, or extended resources served by DRA)
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ def pod_usage(pod: Mapping[str, Any]) -> PodUsage:
     phase = (pod.get("status") or {}).get("phase") or "Pending"
     where = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     try:
-        return PodUsage(phase, tuple(sorted(effective_requests(pod).items())))
+        return PodUsage(phase, tuple(sorted(effective_requests(pod).items())), dra=uses_dra(pod))
     except InvalidQuantity as err:
         log.warning("pod %s: %s %r is %s; its requests are left out", where, err.field, err.value, err.why)
         return PodUsage(phase, error=f"{where} {err.field}={err.value!r} ({err.why})")
@@ -104,7 +103,7 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
         taints=tuple((t.get("key", ""), t.get("value", "") or "", t.get("effect", ""))
                      for t in spec.get("taints") or ()),
         labels=tuple(sorted((k, v) for k, v in labels.items()
-                            if k.startswith(_LABEL_PREFIXES) or k in _LABEL_NAMES)),
+                            if node_label_wanted(k))),
         errors=tuple(errors),
         gpu_shares=tuple(sorted(shares.items())),
         notes=(note,) if note else (),
@@ -197,4 +196,5 @@ class NodeCollector:
             pod_count=len(pods),
             pod_phases={k: p.phase for k, p in pods.items()},
             gpu_shares=dict(info.gpu_shares),
+            dra_pods=frozenset(k for k, p in pods.items() if p.dra),
         )

@@ -13,9 +13,11 @@ from accelscore.agent.collectors.nvidia_events import XidWatcher
 from accelscore.agent.collectors.nvidia_read import GpuGone, GpuIdentity, GpuReader
 from accelscore.agent.collectors.nvidia_worker import NvmlCallTimeout, NvmlWorker
 from accelscore.agent.snapshots import GpuSnapshot, Health, NvidiaSnapshot
-from accelscore.devices import CollectorName
+from accelscore.devices import CollectorName, DeviceKind, vendor_of_kind
 
 log = logging.getLogger(__name__)
+
+_RESOURCE = vendor_of_kind(DeviceKind.NVIDIA_GPU).resource  # type: ignore[union-attr]  # a row of the table
 
 
 class _NoDriver(Exception):
@@ -87,12 +89,12 @@ class NvidiaCollector:
             raise CollectorError(State.UNKNOWN, str(err)) from err
         except _NoDriver as err:
             if self._advertised() is True:
-                raise CollectorError(State.UNKNOWN, "nvidia.com/gpu is advertised but the NVIDIA driver library "
+                raise CollectorError(State.UNKNOWN, f"{_RESOURCE} is advertised but the NVIDIA driver library "
                                                     f"cannot be loaded: {err}") from err
             raise CollectorError(State.ABSENT, f"no NVIDIA driver on this node: {err}") from err
         except _NoGpus as err:
             if self._advertised() is True:
-                raise CollectorError(State.UNKNOWN, "nvidia.com/gpu is advertised but NVML sees no GPU (is the "
+                raise CollectorError(State.UNKNOWN, f"{_RESOURCE} is advertised but NVML sees no GPU (is the "
                                                     "device visible to this container?)") from err
             raise CollectorError(State.ABSENT, "NVML is loaded but this node has no NVIDIA GPU") from err
         return snapshot
@@ -102,7 +104,7 @@ class NvidiaCollector:
         try:
             return self._gpu_advertised()
         except Exception as err:  # noqa: BLE001 - someone else's callback must not break GPU collection
-            log.warning("cannot tell whether nvidia.com/gpu is advertised: %s", err)
+            log.warning("cannot tell whether %s is advertised: %s", _RESOURCE, err)
             return None
 
     def _cycle(self) -> NvidiaSnapshot:

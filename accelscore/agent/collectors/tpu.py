@@ -8,6 +8,7 @@ from pathlib import Path
 
 from accelscore.agent.collectors import tpu_devices, tpu_runtime
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
+from accelscore.agent.collectors.device_ids import TPU_RESOURCE
 from accelscore.agent.collectors.tpu_runtime import MetricName
 from accelscore.agent.snapshots import TpuChipSnapshot, TpuSnapshot
 from accelscore.devices import CollectorName
@@ -68,7 +69,7 @@ class TpuCollector:
         self._last_reason = ""
 
     def collect(self) -> Reading[TpuSnapshot]:
-        """One reading; ABSENT with no chips, UNKNOWN if google.com/tpu is advertised but no chip is seen."""
+        """One reading; ABSENT with no chips, UNKNOWN if the TPU resource is advertised but no chip is seen."""
         return timed_reading(self.name, self._read)
 
     def close(self) -> None:
@@ -82,7 +83,7 @@ class TpuCollector:
             if self._tpu_advertised() is True:
                 raise CollectorError(
                     State.UNKNOWN,
-                    f"node advertises google.com/tpu but no TPU PCI device under {self._sysfs_root}/bus/pci/devices",
+                    f"node advertises {TPU_RESOURCE} but no TPU PCI device under {self._sysfs_root}/bus/pci/devices",
                 )
             raise CollectorError(State.ABSENT, "no TPU PCI devices")
         runtime = self._runtime.read()

@@ -83,7 +83,7 @@ def _domains(snapshot: ClusterSnapshot, census: NodeCensus) -> dict[str, list[in
             continue
         acc = out.setdefault(clique, [0, 0, 1])
         if id(s) in counted:
-            acc[0] += s.scan[5]  # free whole GPUs (0 when unknown)
+            acc[0] += s.scan.gpu_free  # free whole GPUs (0 when unknown)
             acc[1] += max(0, s.gpu_total)
         else:
             acc[2] = 0  # a member that reported but is not counted now (stale or cordoned)

@@ -7,10 +7,15 @@ within budget and memory O(nodes).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
+from types import MappingProxyType
+from typing import Any
 
+from accelscore.devices import AcceleratorFamily, family_resources
 from accelscore.scorer.core import lanes as _lanes
+from accelscore.scorer.core.best_fit import free_bit as _free_bit
 
 RESOURCE_USAGE_APS = "resource-usage-score"
 ACCELSCORE_APS = "accelscore"
@@ -24,10 +29,15 @@ OWNED_APS = (RESOURCE_USAGE_APS, ACCELSCORE_APS, CUSTOM_APS, KUEUE_APS)
 FIT_SIZES = (1, 2, 4, 8)
 # Compute units per newest-part equivalent (the `compute_units` lane): weights are exact to 9 decimal places.
 COMPUTE_SCALE = 10**9
-# Lanes of the packed int in `NodeSummary.scan`: what a scoring pass only sums (accelscore.scorer.core.lanes).
+# Lanes of the packed int `NodeScan.counts`: what a scoring pass only sums (accelscore.scorer.core.lanes).
 # compute_units last: the top lane is the one that may exceed 2**32.
 SUMMARY_LANES = (*(f"gpu_fit{k}" for k in FIT_SIZES), "gpu_total", "gpu_healthy", "tpu_free", "tpu_total",
                  "compute_units")
+
+
+# Every vendor's physical-device resource per family (accelscore.devices), as the number docs name them.
+GPU_RESOURCES_DOC = " + ".join(f"`{r}`" for r in family_resources(AcceleratorFamily.GPU))
+TPU_RESOURCES_DOC = " + ".join(f"`{r}`" for r in family_resources(AcceleratorFamily.TPU))
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +51,98 @@ class NodeExtras:
     mig: tuple[tuple[str, int, int], ...] = ()  # (profile, free, total): MIG instances + DRA partitions available
     shares_free: int = 0  # time-slicing replicas / HAMi shares not assigned, on healthy shared GPUs
     shares_total: int = 0
-    clique: str = ""  # NVLink domain: node label nvidia.com/gpu.clique (<clusterUUID>.<cliqueId>)
+    clique: str = ""  # NVLink domain: the vendor's domain label (GPU feature discovery: <clusterUUID>.<cliqueId>)
     products: tuple[tuple[str, int, int], ...] = ()  # (product, free whole GPUs, GPUs): only with several products
+
+
+_NO_KEYS: Mapping[str, int] = MappingProxyType({})
+
+
+def _number(name: str, cel_type: str, unit: str, doc: str) -> Any:
+    """A `NodeScan` field that is also a catalogued per-node number (`NODE_NUMBERS`)."""
+    return field(metadata={"number": (name, cel_type, unit, doc)})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeScan:
+    """Every per-node number a scoring pass or a CEL node filter reads, unknown already folded to 0.
+
+    Derived once per summary (`NodeSummary.scan`); a field declared with `_number(...)` is the catalogue
+    entry of that number (`NODE_NUMBERS`: CEL name, CEL type, unit, doc), so custom scores' `node.<name>`
+    and docs/custom-scores.md read the same one. Everyone reads it by name; only the scoring pass reads
+    `NodeSummary.row`, the few of these fields it needs (`PASS_ROW`) as one tuple.
+    """
+
+    cpu_free_cores: float = _number("cpuFreeCores", "double", "cores", "allocatable - requested CPU (0 when unknown)")
+    memory_free_bytes: float = _number("memoryFreeBytes", "double", "bytes",
+                                       "allocatable - requested memory (0 when unknown)")
+    gpu_api_free: float = _number("gpuApiFree", "double", "GPUs",
+                                  f"allocatable - requested {GPU_RESOURCES_DOC} (0 when unknown)")
+    tpu_api_free: float = _number("tpuApiFree", "double", "chips",
+                                  f"allocatable - requested {TPU_RESOURCES_DOC} (0 when unknown)")
+    gpu_mem_free_max_bytes: float = _number("gpuMemFreeMaxBytes", "double", "bytes",
+                                            "most free memory on one healthy GPU or MIG instance that takes work")
+    gpu_free: int = _number("gpuFree", "int", "GPUs",
+                            "healthy physical GPUs with nothing assigned (0 when the assignment is unknown)")
+    tpu_free: int = _number("tpuFree", "int", "chips", "healthy TPU chips with nothing assigned (0 when unknown)")
+    counts: int  # SUMMARY_LANES packed (accelscore.scorer.core.lanes): the pass sums them in one addition
+    gpu_free_bit: int  # best_fit.free_bit(gpu_free): the pass ORs these; node maxima and best fit read the set
+    tpu_free_bit: int
+    gpu_healthy: int = _number("gpuHealthy", "int", "GPUs", "physical GPUs HEALTHY or DEGRADED")
+    gpu_total: int = _number("gpuTotal", "int", "GPUs", "physical GPUs seen by the GPU collector")
+    gpu_compute_free: float = _number("gpuComputeFree", "double", "newest-part equivalents",
+                                      "Σ model weight over the node's free GPUs (`--gpu-model-weights`; B200 = 1.0)")
+    tpu_total: int = _number("tpuTotal", "int", "chips", "TPU chips seen by the TPU collector")
+    # Issue 23: per product and per partition profile, shares, NVLink domain (docs/scores.md).
+    gpu_free_by_product: Mapping[str, int] = _number(
+        "gpuFreeByProduct", "map(string, int)", "GPUs", "free whole GPUs per product, named as GPU feature "
+        "discovery labels it (`NVIDIA-H100-80GB-HBM3`); MIG-enabled and shared GPUs are not whole")
+    mig_free: Mapping[str, int] = _number(
+        "migFree", "map(string, int)", "instances", "free MIG instances per profile (`3g.40gb`), plus the "
+        "partitions DRA partitionable GPUs still allow")
+    gpu_shares_free: int = _number("gpuSharesFree", "int", "shares",
+                                   "free time-slicing replicas or HAMi shares on healthy shared GPUs")
+    gpu_product: str = ""  # the product of the node's GPUs when they are of one ("" none or several): pass runs
+    extras: NodeExtras | None = None  # what the node has beyond whole GPUs of one product (None: nothing)
+
+
+# What the scoring pass (accelscore.scorer.core.totals) reads per node, in the order it unpacks them from
+# `NodeSummary.row`: unpacking one plain tuple costs ~20 ns/node less than eight named reads (1 ms of a
+# 50,000-node pass, bench/bench_scoring.py), so the row is built once at ingest from the scan, by these names.
+PASS_ROW = ("cpu_free_cores", "memory_free_bytes", "gpu_api_free", "tpu_api_free", "gpu_mem_free_max_bytes",
+            "gpu_free_bit", "tpu_free_bit", "counts", "gpu_product", "extras")
+_pass_row = attrgetter(*PASS_ROW)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeNumber:
+    """One catalogued per-node number: where it lives in `NodeScan` and what it means to a reader.
+
+    `cel_type` is the type as CEL and the docs write it: `int`, `double`, or for a number kept per key (a
+    partition profile, a GPU model) `map(string, int)` / `map(string, double)`, whose field holds a
+    read-only Mapping (empty when unknown).
+    """
+
+    name: str  # camelCase: `node.<name>` in a custom score's node filter
+    field: str  # the NodeScan attribute
+    cel_type: str
+    unit: str
+    doc: str
+    get: Callable[[NodeScan], Any]  # the value from a scan (ZERO_SCAN for a node without a summary)
+
+
+NODE_NUMBERS: tuple[NodeNumber, ...] = tuple(
+    NodeNumber(f.metadata["number"][0], f.name, *f.metadata["number"][1:], get=attrgetter(f.name))
+    for f in fields(NodeScan) if "number" in f.metadata)
+
+
+def _zero(cel_type: str) -> Any:
+    """The value of a number nobody knows: 0, or no key at all (unknown is never free)."""
+    return MappingProxyType({}) if cel_type.startswith("map(") else (0.0 if cel_type == "double" else 0)
+
+
+# The scan of a node without a usable summary: every number 0 (custom scores' filters still see such nodes).
+ZERO_SCAN = NodeScan(counts=0, gpu_free_bit=0, tpu_free_bit=0, **{n.field: _zero(n.cel_type) for n in NODE_NUMBERS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +156,8 @@ class NodeSummary:
     # API level (resource-usage-score): allocatable - requested; None when the node collector was not OK.
     cpu_free_cores: float | None
     memory_free_bytes: float | None
-    gpu_free_api: float | None  # nvidia.com/gpu
-    tpu_free_api: float | None  # google.com/tpu
+    gpu_free_api: float | None  # Σ over the GPU vendors' physical-device resources (accelscore.devices)
+    tpu_free_api: float | None  # the same for TPU vendors
     # Device level (accelscore). Counts are physical devices; MIG/time-slicing fold into their GPU.
     gpu_total: int  # physical GPUs seen by NVML
     gpu_healthy: int  # of which health HEALTHY or DEGRADED
@@ -71,10 +171,9 @@ class NodeSummary:
     # The GPU product (as GPU feature discovery labels it) of the node's GPUs when they are of one; "" none or several.
     gpu_product: str = ""
     extras: NodeExtras | None = None  # MIG profiles, shares, NVLink domain, several products; None = none of those
-    # Derived once here, so a scoring pass reads one ready tuple per node (accelscore.scorer.core.totals):
-    # (cpu cores, memory bytes, nvidia.com/gpu, google.com/tpu free; most GPU memory free; free GPUs;
-    #  free TPU chips; SUMMARY_LANES packed; gpu_product; extras).
-    scan: tuple[float, float, float, float, float, int, int, int, str, NodeExtras | None] = field(
+    # Derived once here: every per-node number by name, and the scoring pass's row (PASS_ROW) of them.
+    scan: NodeScan = field(init=False, repr=False, compare=False)
+    row: tuple[float, float, float, float, float, int, int, int, str, NodeExtras | None] = field(
         init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -82,14 +181,32 @@ class NodeSummary:
         tpu_free = max(0, self.tpu_free) if self.tpu_free_known else 0
         # summarize() stores units / COMPUTE_SCALE, so rounding recovers the exact units (< 2**51 of them).
         units = max(0, round(self.gpu_compute_free * COMPUTE_SCALE)) if self.gpu_free_known else 0
-        packed = _lanes.pack([*(gpu_free // k for k in FIT_SIZES), max(0, self.gpu_total), max(0, self.gpu_healthy),
-                              tpu_free, max(0, self.tpu_total), units])
+        gpu_total, gpu_healthy, tpu_total = max(0, self.gpu_total), max(0, self.gpu_healthy), max(0, self.tpu_total)
+        packed = _lanes.pack([*(gpu_free // k for k in FIT_SIZES), gpu_total, gpu_healthy, tpu_free, tpu_total, units])
         # Unknown API amounts are 0, which no sum or node maximum sees. `+ 0.0` makes fresh float objects
         # allocated together, so a pass over 50,000 nodes touches one or two cache lines per node for them.
-        object.__setattr__(self, "scan", (
-            (self.cpu_free_cores or 0.0) + 0.0, (self.memory_free_bytes or 0.0) + 0.0,
-            (self.gpu_free_api or 0.0) + 0.0, (self.tpu_free_api or 0.0) + 0.0,
-            self.gpu_mem_free_max_bytes + 0.0, gpu_free, tpu_free, packed, self.gpu_product, self.extras))
+        scan = NodeScan(
+            cpu_free_cores=(self.cpu_free_cores or 0.0) + 0.0, memory_free_bytes=(self.memory_free_bytes or 0.0) + 0.0,
+            gpu_api_free=(self.gpu_free_api or 0.0) + 0.0, tpu_api_free=(self.tpu_free_api or 0.0) + 0.0,
+            gpu_mem_free_max_bytes=self.gpu_mem_free_max_bytes + 0.0, gpu_free=gpu_free, tpu_free=tpu_free,
+            counts=packed, gpu_free_bit=_free_bit(gpu_free), tpu_free_bit=_free_bit(tpu_free),
+            gpu_healthy=gpu_healthy, gpu_total=gpu_total,
+            gpu_compute_free=units / COMPUTE_SCALE, tpu_total=tpu_total, **_keyed_numbers(self, gpu_free))
+        object.__setattr__(self, "scan", scan)
+        object.__setattr__(self, "row", _pass_row(scan))
+
+
+def _keyed_numbers(summary: NodeSummary, gpu_free: int) -> dict[str, Any]:
+    """The scan's per-product, per-profile and share numbers (empty maps for a node of whole GPUs of no product)."""
+    extras, product = summary.extras, summary.gpu_product
+    by_product = MappingProxyType({product: gpu_free}) if product else _NO_KEYS
+    if extras is None:
+        return {"gpu_free_by_product": by_product, "mig_free": _NO_KEYS, "gpu_shares_free": 0,
+                "gpu_product": product, "extras": None}
+    if extras.products:
+        by_product = MappingProxyType({name: free for name, free, _ in extras.products})
+    return {"gpu_free_by_product": by_product, "mig_free": MappingProxyType({p: f for p, f, _ in extras.mig}),
+            "gpu_shares_free": max(0, extras.shares_free), "gpu_product": product, "extras": extras}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +239,7 @@ class ClusterSnapshot:
 
     cluster: str
     nodes: tuple[NodeEntry, ...]
-    pending_gpu_requests: float = 0.0  # Σ nvidia.com/gpu requested by Pending pods with no node
+    pending_gpu_requests: float = 0.0  # Σ GPU resources (every vendor's) requested by Pending pods with no node
     pending_tpu_requests: float = 0.0
 
 

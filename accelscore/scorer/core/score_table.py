@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
 
+from accelscore.devices import AcceleratorFamily, family_resources
 from accelscore.scorer.core import best_fit, keyed
 from accelscore.scorer.core.model import ACCELSCORE_APS, FIT_SIZES, RESOURCE_USAGE_APS, SUMMARY_LANES
-from accelscore.scorer.core.totals import ClusterTotals
+from accelscore.scorer.core.totals import DOMAIN_LABELS_DOC, PRODUCT_LABELS_DOC, ClusterTotals
 
 Raw = int | float | Fraction
 _MIB = 1 << 20
@@ -118,8 +119,11 @@ def _pack(k: int) -> ScoreSpec:
 
 
 _CPU, _MEM, _GPU, _TPU = (0.0, 100.0), (0.0, 1048576.0), (0.0, 20.0), (0.0, 20.0)  # upstream (memory in MiB)
+# The API-level units: every vendor's physical-device resource of the family (accelscore.devices vendor table).
+_GPU_UNIT = " + ".join(family_resources(AcceleratorFamily.GPU))
+_TPU_UNIT = " + ".join(family_resources(AcceleratorFamily.TPU))
 _NODE_MAX = "max over counted nodes of allocatable - requested (≥ 0)"
-_CLUSTER_SUM = "Σ over counted nodes of allocatable - requested (over-commit negatives kept)"
+_CLUSTER_SUM = "Σ over counted nodes of allocatable - requested (an over-committed node counts 0)"
 
 SCORES: tuple[ScoreSpec, ...] = (
     _linear("cpuNodeAvailable", "cpu", _CPU, "cores", "most CPU free on one node", _NODE_MAX,
@@ -130,13 +134,13 @@ SCORES: tuple[ScoreSpec, ...] = (
             lambda t: t.memory_free_node_max_bytes / _MIB),
     _linear("memClusterAvailable", "memory", _MEM, "MiB", "memory free in the cluster", _CLUSTER_SUM,
             lambda t: t.memory_free_sum_bytes / _MIB),
-    _linear("gpuNodeAvailable", "gpu", _GPU, "nvidia.com/gpu", "most GPUs free on one node (API level)",
+    _linear("gpuNodeAvailable", "gpu", _GPU, _GPU_UNIT, "most GPUs free on one node (API level)",
             _NODE_MAX, lambda t: t.gpu_api_free_node_max),
-    _linear("gpuClusterAvailable", "gpu", _GPU, "nvidia.com/gpu", "GPUs free in the cluster (API level)",
+    _linear("gpuClusterAvailable", "gpu", _GPU, _GPU_UNIT, "GPUs free in the cluster (API level)",
             _CLUSTER_SUM, lambda t: t.gpu_api_free_sum),
-    _linear("tpuNodeAvailable", "tpu", _TPU, "google.com/tpu", "most TPU chips free on one node (API level)",
+    _linear("tpuNodeAvailable", "tpu", _TPU, _TPU_UNIT, "most TPU chips free on one node (API level)",
             _NODE_MAX, lambda t: t.tpu_api_free_node_max),
-    _linear("tpuClusterAvailable", "tpu", _TPU, "google.com/tpu", "TPU chips free in the cluster (API level)",
+    _linear("tpuClusterAvailable", "tpu", _TPU, _TPU_UNIT, "TPU chips free in the cluster (API level)",
             _CLUSTER_SUM, lambda t: t.tpu_api_free_sum),
     _ceil("gpuNodeFree", 8.0, "GPUs", "most healthy, unassigned GPUs on one node (device level)",
           "max over counted nodes of healthy GPUs with nothing assigned", lambda t: t.gpu_free_node_max),
@@ -173,12 +177,12 @@ SCORES: tuple[ScoreSpec, ...] = (
           "Σ over healthy shared GPUs on counted nodes of share count - shares assigned",
           lambda t: t.shares_free),
     _ceil("gpuClusterDomainsFree", 8.0, "NVLink domains",
-          "NVLink domains (nodes labelled with one nvidia.com/gpu.clique) whose every GPU is free",
+          f"NVLink domains (nodes labelled with one {DOMAIN_LABELS_DOC}) whose every GPU is free",
           "domains whose every member node is counted and every GPU on them healthy and unassigned",
           lambda t: keyed.whole_domains_free(t.domains)),
     _ceil("gpuClusterDomainFreeMax", 72.0, "GPUs",
           "most free GPUs inside one NVLink domain (what one gang that must share a domain can get)",
-          "max over nvidia.com/gpu.clique domains of Σ free whole GPUs on their counted nodes",
+          f"max over {DOMAIN_LABELS_DOC} domains of Σ free whole GPUs on their counted nodes",
           lambda t: keyed.domain_free_max(t.domains)),
 )
 
@@ -235,7 +239,7 @@ def _product_lane(k: int) -> Callable[[ClusterTotals, str], Raw]:
 def _product_fit(k: int) -> KeyedSpec:
     return KeyedSpec(f"gpuClusterFit{k}.", PRODUCT_KEY, _products, _product_lane(k), f"gpuClusterFit{k}", 64.0 / k,
                      "pods", f"gpuClusterFit{k} counting only GPUs of one product (for pods pinned to it by "
-                     "nodeSelector nvidia.com/gpu.product)",
+                     f"nodeSelector {PRODUCT_LABELS_DOC})",
                      f"Σ over counted nodes ⌊free GPUs of the product / {k}⌋")
 
 
@@ -246,8 +250,8 @@ KEYED: tuple[KeyedSpec, ...] = (
     *(_product_fit(k) for k in FIT_SIZES),
     KeyedSpec("gpuClusterFitMig", PROFILE_KEY, lambda t: _bounded({p: v[1] for p, v in t.mig.items()}),
               lambda t, profile: t.mig[profile][0], "gpuClusterFitMig", 64.0, "pods",
-              "how many pods asking one MIG instance of the profile fit (nvidia.com/mig-<profile>, or nvidia.com/gpu "
-              "on a mig.strategy=single node)",
+              "how many pods asking one MIG instance of the profile fit (the profile's MIG resource, or the GPU "
+              "resource on a mig.strategy=single node)",
               "Σ over healthy MIG-enabled GPUs on counted nodes of unassigned instances of the profile, plus the "
               "partitions of the profile DRA partitionable GPUs still allow"),
 )

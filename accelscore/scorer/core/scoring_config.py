@@ -56,6 +56,15 @@ DEFAULT_GPU_MODEL_WEIGHTS: tuple[tuple[str, float], ...] = (
     ("A10", 0.056),  # ~125
     ("V100", 0.055),  # ~125 FP16 tensor (no BF16)
     ("T4", 0.029),  # ~65 FP16 tensor
+    # AMD Instinct (amdsmi market names), dense BF16 matrix TFLOPS from AMD's data sheets on the same B200 basis.
+    ("MI355X", 1.0),  # ~2,500, capped
+    ("MI350X", 1.0),  # ~2,300
+    ("MI325X", 0.58),  # ~1,307
+    ("MI300X", 0.58),  # ~1,307
+    ("MI300A", 0.44),  # ~981
+    ("MI250X", 0.17),  # ~383
+    ("MI250", 0.16),  # ~362
+    ("MI210", 0.08),  # ~181
 )
 # Conservative: an unrecognised GPU counts as the weakest listed part, so it never outranks a known one.
 DEFAULT_UNKNOWN_GPU_WEIGHT = min(w for _, w in DEFAULT_GPU_MODEL_WEIGHTS)

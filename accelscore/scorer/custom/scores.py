@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
@@ -38,6 +38,16 @@ from accelscore.scorer.core.score_table import BY_NAME
 from accelscore.scorer.core.scoring import accel_map
 from accelscore.scorer.core.totals import ClusterTotals, cluster_totals
 from accelscore.scorer.custom.cel_ast import node_reads
+from accelscore.scorer.custom.fields import (
+    CLUSTER_FIELDS,
+    NODE_FIELDS,
+    NODE_TYPES,
+    NUMBERS_BY_NAME,
+    ZERO_SCAN,
+    cel_value,
+    cluster_data,
+    hashable,
+)
 from accelscore.scorer.custom.promql import PromQuery, parse_prom_query
 
 DEFAULT_BUDGET = 100_000  # CEL evaluations per pass (memo hits are free)
@@ -48,82 +58,6 @@ MAPPINGS = ("ceil", "signed")
 KEYS = ("name", "expression", "nodeFilter", "reference", "mapping", "aps", "promql")
 _T = cel.Type
 _NUMERIC = {"INT", "UINT", "DOUBLE", "DYN"}
-_TAINTS = _T.List(_T.Map(_T.STRING, _T.STRING))
-
-
-_ZERO_SCAN = (0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0)
-# node.<field> read from NodeSummary.scan (the tuple derived once at ingest; unknown already 0 there).
-_SCAN_INDEX = {"cpuFreeCores": 0, "memoryFreeBytes": 1, "gpuApiFree": 2, "tpuApiFree": 3, "gpuMemFreeMaxBytes": 4,
-               "gpuFree": 5, "tpuFree": 6}
-
-
-def _amounts(e: NodeEntry) -> tuple[float, ...]:
-    s = e.summary
-    return s.scan if s is not None else _ZERO_SCAN
-
-
-def _known(value: float, known: bool) -> float:
-    return value if known else 0
-
-
-# node.<field>: (CEL type, one-line doc, getter). Amounts are 0 when unknown (never free).
-NODE_FIELDS: Mapping[str, tuple[Any, str, Callable[[NodeEntry], Any]]] = {
-    "name": (_T.STRING, "the Node's name", lambda e: e.name),
-    "labels": (_T.Map(_T.STRING, _T.STRING), "the Node's labels (empty without a Node watch)",
-               lambda e: e.labels),
-    "taints": (_TAINTS, "the Node's spec.taints, each {key, value, effect}", lambda e: e.taints),
-    "schedulable": (_T.BOOL, "not cordoned (by the Node watch or the agent's own view)",
-                    lambda e: e.schedulable and not (e.summary is not None and e.summary.unschedulable)),
-    "reported": (_T.BOOL, "the node has a summary (it reported at least once)", lambda e: e.summary is not None),
-    "gpuFree": (_T.INT, "healthy physical GPUs with nothing assigned (0 when unknown)", lambda e: _amounts(e)[5]),
-    "gpuHealthy": (_T.INT, "physical GPUs HEALTHY or DEGRADED",
-                   lambda e: max(0, e.summary.gpu_healthy) if e.summary else 0),
-    "gpuTotal": (_T.INT, "physical GPUs seen by NVML", lambda e: max(0, e.summary.gpu_total) if e.summary else 0),
-    "gpuMemFreeMaxBytes": (_T.DOUBLE, "most free memory on one healthy GPU or MIG instance, bytes",
-                           lambda e: _amounts(e)[4]),
-    "gpuComputeFree": (_T.DOUBLE, "sum of model weights over free GPUs (newest part = 1.0)",
-                       lambda e: float(_known(e.summary.gpu_compute_free, e.summary.gpu_free_known))
-                       if e.summary else 0.0),
-    "tpuFree": (_T.INT, "free TPU chips (0 when unknown)", lambda e: _amounts(e)[6]),
-    "tpuTotal": (_T.INT, "TPU chips", lambda e: max(0, e.summary.tpu_total) if e.summary else 0),
-    "cpuFreeCores": (_T.DOUBLE, "allocatable - requested CPU, cores (0 when unknown)", lambda e: _amounts(e)[0]),
-    "memoryFreeBytes": (_T.DOUBLE, "allocatable - requested memory, bytes (0 when unknown)",
-                        lambda e: _amounts(e)[1]),
-    "gpuApiFree": (_T.DOUBLE, "allocatable - requested nvidia.com/gpu (0 when unknown)", lambda e: _amounts(e)[2]),
-    "tpuApiFree": (_T.DOUBLE, "allocatable - requested google.com/tpu (0 when unknown)", lambda e: _amounts(e)[3]),
-}
-
-# cluster.<field>: (CEL type, one-line doc, getter) over the totals of the nodes that pass the filter.
-CLUSTER_FIELDS: Mapping[str, tuple[Any, str, Callable[[ClusterTotals], Any]]] = {
-    "gpuFree": (_T.INT, "free healthy GPUs, summed", lambda t: t.gpu_free_sum),
-    "gpuHealthy": (_T.INT, "healthy GPUs, summed", lambda t: t.gpu_healthy),
-    "gpuTotal": (_T.INT, "GPUs, summed", lambda t: t.gpu_total),
-    "gpuFit1": (_T.INT, "pods of 1 GPU that fit", lambda t: t.gpu_fit(1)),
-    "gpuFit2": (_T.INT, "pods of 2 GPUs that fit (sum of floor(free/2))", lambda t: t.gpu_fit(2)),
-    "gpuFit4": (_T.INT, "pods of 4 GPUs that fit", lambda t: t.gpu_fit(4)),
-    "gpuFit8": (_T.INT, "pods of 8 GPUs that fit", lambda t: t.gpu_fit(8)),
-    "gpuFreeNodeMax": (_T.INT, "most free GPUs on one node", lambda t: t.gpu_free_node_max),
-    "gpuMemFreeNodeMaxBytes": (_T.DOUBLE, "most free memory on one GPU, bytes",
-                               lambda t: float(t.gpu_mem_free_node_max_bytes)),
-    "gpuComputeFree": (_T.DOUBLE, "sum of model weights over free GPUs", lambda t: float(t.gpu_compute_free)),
-    "tpuFree": (_T.INT, "free TPU chips, summed", lambda t: t.tpu_free_sum),
-    "tpuFreeNodeMax": (_T.INT, "most free TPU chips on one node", lambda t: t.tpu_free_node_max),
-    "tpuTotal": (_T.INT, "TPU chips, summed", lambda t: t.tpu_total),
-    "cpuFreeCores": (_T.DOUBLE, "allocatable - requested CPU, summed (cores)", lambda t: float(t.cpu_free_sum)),
-    "cpuFreeNodeMaxCores": (_T.DOUBLE, "most free CPU on one node (cores)", lambda t: float(t.cpu_free_node_max)),
-    "memoryFreeBytes": (_T.DOUBLE, "allocatable - requested memory, summed", lambda t: float(t.memory_free_sum_bytes)),
-    "memoryFreeNodeMaxBytes": (_T.DOUBLE, "most free memory on one node",
-                               lambda t: float(t.memory_free_node_max_bytes)),
-    "gpuApiFree": (_T.DOUBLE, "allocatable - requested nvidia.com/gpu, summed", lambda t: float(t.gpu_api_free_sum)),
-    "tpuApiFree": (_T.DOUBLE, "allocatable - requested google.com/tpu, summed", lambda t: float(t.tpu_api_free_sum)),
-    "pendingGpuRequests": (_T.DOUBLE, "nvidia.com/gpu requested by Pending pods with no node (whole cluster)",
-                           lambda t: float(t.pending_gpu_requests)),
-    "pendingTpuRequests": (_T.DOUBLE, "google.com/tpu requested by Pending pods with no node (whole cluster)",
-                           lambda t: float(t.pending_tpu_requests)),
-    "nodes": (_T.INT, "schedulable nodes that pass the filter", lambda t: t.schedulable_nodes),
-    "freshNodes": (_T.INT, "of which with a fresh report", lambda t: t.fresh_nodes),
-}
-
 _NODE_ENV = cel.NewEnv(variables={f"node.{k}": v[0] for k, v in NODE_FIELDS.items()})
 _ABSENT = object()  # a label the node does not have (distinct from every string)
 
@@ -171,15 +105,13 @@ class Projection:
 
 
 def _hashable(name: str, value: Any) -> Any:
-    return tuple(sorted(value.items())) if name == "labels" else value
+    return hashable(NODE_TYPES[name], value)
 
 
 def _cel_value(name: str, value: Any) -> Any:
-    if name == "labels":
-        return dict(value)
     if name == "taints":
         return [{"key": t.key, "value": t.value, "effect": t.effect} for t in value]
-    return value
+    return cel_value(NODE_TYPES[name], value)
 
 
 def projection_of(source: str) -> Projection:
@@ -386,9 +318,11 @@ class _Columns:
     def field(self, name: str) -> list[Any]:
         column = self._cache.get(("field", name))
         if column is None:
-            index = _SCAN_INDEX.get(name)
-            if index is not None:  # amounts: one shared list of the summaries' ready tuples, then an index
-                column = [scan[index] for scan in self._scans()]
+            number = NUMBERS_BY_NAME.get(name)
+            if number is not None:  # numbers: one shared list of the nodes' scans, then the number's getter
+                column = list(map(number.get, self._scans()))
+                if _is_keyed(name):
+                    column = [_hashable(name, v) for v in column]
             elif name == "taints":
                 column = [e.taints for e in self.nodes]
             else:
@@ -397,10 +331,10 @@ class _Columns:
             self._cache["field", name] = column
         return column
 
-    def _scans(self) -> list[tuple[Any, ...]]:
+    def _scans(self) -> list[Any]:
         scans = self._cache.get(("scan", ""))
         if scans is None:
-            zero = _ZERO_SCAN
+            zero = ZERO_SCAN
             scans = self._cache["scan", ""] = [zero if e.summary is None else e.summary.scan for e in self.nodes]
         return scans
 
@@ -445,7 +379,12 @@ def _select(node_filter: CompiledFilter, columns: _Columns, spent: list[int], bu
 
 
 def _cluster_data(totals: ClusterTotals) -> dict[str, Any]:
-    return {f"cluster.{k}": v[2](totals) for k, v in CLUSTER_FIELDS.items()}
+    return cluster_data(totals)
+
+
+def _is_keyed(name: str) -> bool:
+    """A number kept per key (a `map(string, ...)`): its memo key is its sorted items."""
+    return NODE_TYPES[name].startswith("map(")
 
 
 def map_custom(definition: Definition, raw: float) -> int:

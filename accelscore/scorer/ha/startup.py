@@ -10,9 +10,19 @@ No I/O and no clock: the service passes `since_start_s`.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 DEFAULT_GRACE_S = 20.0  # the agent's default 15 s interval + 5 s for a reconnect and the scorer's next pass
+
+
+class ViewState(enum.StrEnum):
+    """How much of the cluster's API view the node table holds (from the scorer's sources, `scorer.sources`)."""
+
+    NO_API = "none"  # no cluster API: every reporting node counts, only the grace period can open the gate
+    WAITING = "pending"  # the Node watch has not synced into the table: never publish
+    BACKLOG = "backlog"  # the Node watch has, the pending-pod watch not: headroom would read 0, grace only
+    SYNCED = "synced"  # every source the gate waits for is in the table
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,14 +33,12 @@ class Verdict:
     reason: str
 
 
-def view_trustworthy(*, watch: str, fresh: int, total: int, since_start_s: float, grace_s: float) -> Verdict:
-    """The startup rule. `watch`: "synced" (the Node and pending-pod watches are in the table), "pending" (the
-    Node watch is not yet: never publish, the node count would be "the nodes that happened to report"),
-    "backlog" (the Node watch is, the pending-pod watch not yet: the headroom would read 0, so only the grace
-    period opens the gate) or "none" (no cluster API: only the grace period can open the gate)."""
-    if watch == "pending":
+def view_trustworthy(*, watch: ViewState | str, fresh: int, total: int, since_start_s: float, grace_s: float
+                     ) -> Verdict:
+    """The startup rule over the table's `ViewState` (its value as a string reads the same)."""
+    if watch == ViewState.WAITING:
         return Verdict(False, "waiting for the Node watch to sync")
-    if watch == "synced" and total > 0 and fresh >= total:
+    if watch == ViewState.SYNCED and total > 0 and fresh >= total:
         return Verdict(True, f"all {total} schedulable nodes reported after {since_start_s:.1f}s")
     if since_start_s >= grace_s:
         return Verdict(True, f"{grace_s:g}s grace over: {fresh}/{total} schedulable nodes reported")

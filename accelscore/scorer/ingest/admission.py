@@ -1,9 +1,10 @@
 """Admission bounds of the ingest, applied before a report's body is read: in-flight cap and per-identity rate.
 
 `RateLimiter` is a token bucket per key (the authenticated node), kept in a bounded LRU so a flood of
-keys costs O(max_keys) memory. `InFlightCap` is a grpc server interceptor: it runs in grpc's serving
-thread on call arrival (metadata only, never the body) and refuses a call over the cap with a handler
-that aborts without reading the request, so the refusal is counted and cheap. Calls whose metadata
+keys costs O(max_keys) memory. `InFlightCap` is a grpc server interceptor: on call arrival it looks at the
+metadata only (never the body); the slot itself is taken when grpc runs the call's handler and given back
+when it returns, so a call grpc refuses after the interceptor ran holds none. A call over the cap is
+answered by a handler that aborts without reading the request, so the refusal is counted and cheap. Calls whose metadata
 `exempt` vouches for (a token with a cached positive TokenReview: a real agent) do not take a slot, so a
 flood of unknown callers cannot crowd the agents out; they are bounded per node by the rate limit.
 """
@@ -13,10 +14,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
-
-import grpc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 
 class RateLimiter:
@@ -47,33 +46,39 @@ class RateLimiter:
         return allowed
 
 
-class InFlightCap(grpc.ServerInterceptor):
-    """At most `limit` calls of the wrapped service in progress; the rest refused at once via `on_refused`."""
+class NodeBusy(Exception):
+    """The node already has its `limit` calls in progress."""
 
-    def __init__(self, *, limit: int, refuse: Callable[[Iterator[bytes], grpc.ServicerContext], Any],
-                 response_serializer: Callable[[Any], bytes] | None = None,
-                 exempt: Callable[[Sequence[tuple[str, str | bytes]]], bool] | None = None) -> None:
+
+class NodeCalls:
+    """Calls in progress per node, at most `limit` each (a counter per node with calls; none kept after)."""
+
+    def __init__(self, *, limit: int) -> None:
         if limit < 1:
             raise ValueError("limit must be >= 1")
-        self._exempt = exempt
-        self._slots = threading.BoundedSemaphore(limit)
-        self._refused = grpc.stream_unary_rpc_method_handler(refuse, response_serializer=response_serializer)
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._calls: dict[str, int] = {}
 
-    def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-                          handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None or handler.stream_unary is None:
-            return handler
-        if self._exempt is not None and self._exempt(handler_call_details.invocation_metadata or ()):
-            return handler
-        if not self._slots.acquire(blocking=False):
-            return self._refused
-        inner, slots = handler.stream_unary, self._slots
+    @contextmanager
+    def slot(self, node: str) -> Iterator[None]:
+        """Hold one of `node`'s slots for the block; NodeBusy (nothing held) when all are taken."""
+        with self._lock:
+            held = self._calls.get(node, 0)
+            if held >= self.limit:
+                raise NodeBusy(f"node {node[:253]!r} already has {held} calls in progress")
+            self._calls[node] = held + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._calls[node] - 1
+                if left:
+                    self._calls[node] = left
+                else:
+                    del self._calls[node]
 
-        def bounded(requests: Iterator[bytes], context: grpc.ServicerContext) -> Any:
-            try:
-                return inner(requests, context)
-            finally:
-                slots.release()
-
-        return handler._replace(stream_unary=bounded)
+    def in_progress(self) -> int:
+        """Calls holding a slot now, all nodes."""
+        with self._lock:
+            return sum(self._calls.values())

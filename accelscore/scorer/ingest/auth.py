@@ -7,6 +7,7 @@ bound how long an answer is cached, never to decide anything.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -14,9 +15,11 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -67,7 +70,8 @@ class AuthUnavailable(AuthError):
 
 
 class AuthBusy(AuthError):
-    """Every TokenReview slot is taken (an unknown-token flood); refused at once, the agent retries."""
+    """Every TokenReview slot of the token's lane is taken (an unknown-token flood); refused at once, the agent
+    retries."""
 
     code = grpc.StatusCode.UNAVAILABLE
     reason = RejectReason.AUTH_BUSY
@@ -92,29 +96,47 @@ class _Entry:
     error: type[AuthError] | None = None
     message: str = ""
 
+    def result(self) -> Identity:
+        """The identity, or raise the cached refusal."""
+        if self.identity is None:
+            raise (self.error or Unauthenticated)(self.message)
+        return self.identity
 
+
+@dataclass(slots=True)
 class _Flight:
-    """One TokenReview in progress; callers with the same token wait for its answer (single-flight)."""
+    """One TokenReview, queued or running; every caller with the same token waits on its `future`."""
 
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.entry: _Entry | None = None
-        self.error: AuthError | None = None
+    key: bytes
+    token: str
+    lane: str  # "agent" (the token's own claims name our agent) or "other"
+    claim: str  # the node (or pod) the unverified claims name; "" in the other lane
+    future: Future[_Entry]
 
 
 class TokenAuthenticator:
     """Verifies bearer tokens with TokenReview, caches answers (LRU, TTL-bounded), binds them to a node.
 
-    Bounded under a flood of unknown tokens: refusals are cached `negative_ttl_s` in their own LRU
-    (so a flood never evicts the agents' positive answers), concurrent calls with one token share one
-    review (single-flight), and at most `max_reviews_in_flight` distinct reviews run at once; a call
-    that would need another is refused at once with `AuthBusy` instead of waiting.
+    Bounded under a flood of unknown tokens, and fair to new agents during one:
+    - refusals are cached `negative_ttl_s` in their own LRU (a flood never evicts the agents' answers);
+    - calls with one token share one review (single-flight); a caller waits on a future, so a waiting
+      caller holds no thread (`authenticate_async`), and the reviews run on a small pool of their own;
+    - at most `max_waiting_calls` calls wait for other-lane reviews at once (AuthBusy beyond);
+    - two lanes: a token whose (unverified) JWT claims name our agent ServiceAccount and audience, unexpired,
+      goes to the *agent lane*: `max_agent_reviews_in_flight` at once, then a queue of
+      `max_agent_reviews_queued`, one review per claimed node at a time (a forged token naming a node
+      competes only with that node's agent); any other token goes to the *other lane*, where at most
+      `max_reviews_in_flight` run and a call that would need another is refused at once (`AuthBusy`).
+    A random-token flood therefore fills only the other lane, and a new agent is reviewed at once.
+    The claims only pick the lane; the API server's answer alone decides.
     """
 
     def __init__(self, *, api_client: ApiClient, audience: str, agent_username: str = DEFAULT_AGENT_USERNAME,
                  pod_lookup: bool = True, cache_max_ttl_s: float = 300.0, negative_ttl_s: float = 10.0,
                  cache_size: int = 10_000, negative_cache_size: int = 10_000, max_reviews_in_flight: int = 4,
-                 request_timeout_s: float = 5.0, clock: Callable[[], float] = time.time) -> None:
+                 max_agent_reviews_in_flight: int = 8, max_agent_reviews_queued: int = 1024,
+                 max_waiting_calls: int = 64, request_timeout_s: float = 5.0,
+                 clock: Callable[[], float] = time.time) -> None:
         if not agent_username.startswith(_SA_PREFIX) or agent_username.count(":") != 3:
             raise ValueError(f"agent_username {agent_username!r} is not system:serviceaccount:<namespace>:<name>")
         self._reviews = TokenReviews(api_client, request_timeout_s=request_timeout_s)
@@ -126,16 +148,48 @@ class TokenAuthenticator:
         self._negative_ttl = negative_ttl_s
         self._size = cache_size
         self._negative_size = negative_cache_size
-        self._max_flights = max_reviews_in_flight
+        self._limits = {"agent": max_agent_reviews_in_flight, "other": max_reviews_in_flight}
+        self._max_queued = max_agent_reviews_queued
+        # Calls that may wait for reviews at once per lane (a waiting call costs a coroutine or a thread).
+        self._max_waiting = {"agent": 4 * max_agent_reviews_queued, "other": max_waiting_calls}
+        self._waiting = {"agent": 0, "other": 0}
         self._clock = clock
         self._lock = threading.Lock()
         self._cache: OrderedDict[bytes, _Entry] = OrderedDict()
         self._negative: OrderedDict[bytes, _Entry] = OrderedDict()
         self._flights: dict[bytes, _Flight] = {}
+        self._running = {"agent": 0, "other": 0}
+        self._queue: deque[_Flight] = deque()  # agent-lane flights waiting for a slot
+        self._claims: set[str] = set()  # claimed nodes with an agent-lane flight
+        self._pool = ThreadPoolExecutor(max_workers=max_reviews_in_flight + max_agent_reviews_in_flight,
+                                        thread_name_prefix="tokenreview")
         self.reviews = 0  # TokenReviews started (for tests and /metrics)
 
     def authenticate(self, token: str | None) -> Identity:
-        """The agent identity behind `token`, or raise an `AuthError` subclass."""
+        """The agent identity behind `token`, or raise an `AuthError` subclass (blocks while a review runs)."""
+        joined = self._join(token)
+        if isinstance(joined, Identity):
+            return joined
+        try:
+            return joined.future.result().result()
+        finally:
+            self._leave(joined)
+
+    async def authenticate_async(self, token: str | None) -> Identity:
+        """`authenticate` for the event loop: waiting for a review costs a coroutine, never a thread."""
+        joined = self._join(token)
+        if isinstance(joined, Identity):
+            return joined
+        try:
+            # shield: a caller that gives up (its deadline) must not cancel the review other callers share
+            entry: _Entry = await asyncio.shield(asyncio.wrap_future(joined.future))
+        finally:
+            self._leave(joined)
+        return entry.result()
+
+    def _join(self, token: str | None) -> Identity | _Flight:
+        """The cached identity, or the (shared) review to wait for, counted as one more waiter of its lane;
+        raises a cached refusal, or AuthBusy when the lane has no room for another review or waiter."""
         if not token:
             raise Unauthenticated("no bearer token in the authorization metadata")
         if len(token) > _MAX_TOKEN_CHARS:
@@ -144,49 +198,97 @@ class TokenAuthenticator:
         now = self._clock()
         with self._lock:
             entry = _fresh(self._cache, key, now) or _fresh(self._negative, key, now)
-            flight = leader = None
-            if entry is None:
-                flight = self._flights.get(key)
-                if flight is None:
-                    if len(self._flights) >= self._max_flights:
-                        raise AuthBusy(f"{self._max_flights} token reviews already in flight; retry")
-                    flight = leader = self._flights[key] = _Flight()
-                    self.reviews += 1
-        if leader is not None:
-            entry = self._lead(leader, key, token, now)
-        elif flight is not None:
-            entry = self._follow(flight)
-        assert entry is not None
-        if entry.identity is None:
-            raise (entry.error or Unauthenticated)(entry.message)
-        return entry.identity
+            if entry is not None:
+                return entry.result()
+            flight = self._flights.get(key)
+            lane = flight.lane if flight is not None else ""
+            if flight is not None and self._waiting[lane] >= self._max_waiting[lane]:
+                raise AuthBusy(f"{self._max_waiting[lane]} calls already wait for token reviews; retry")
+            if flight is None:
+                flight = self._new_flight(key, token, now)
+            self._waiting[flight.lane] += 1
+        return flight
 
-    def _lead(self, flight: _Flight, key: bytes, token: str, now: float) -> _Entry:
+    def _leave(self, flight: _Flight) -> None:
+        with self._lock:
+            self._waiting[flight.lane] -= 1
+
+    def waiting(self) -> int:
+        """Calls waiting for a TokenReview now, both lanes."""
+        with self._lock:
+            return sum(self._waiting.values())
+
+    def _new_flight(self, key: bytes, token: str, now: float) -> _Flight:
+        """(Under the lock.) Start or queue a review for `token` in its lane, or raise AuthBusy."""
+        claim = self._agent_claim(token, now)
+        lane = "agent" if claim and claim not in self._claims else "other"
+        flight = _Flight(key, token, lane, claim if lane == "agent" else "", Future())
+        if self._waiting[lane] >= self._max_waiting[lane]:
+            raise AuthBusy(f"{self._max_waiting[lane]} calls already wait for token reviews; retry")
+        if self._running[lane] < self._limits[lane]:
+            self._start(flight)
+        elif lane == "agent" and len(self._queue) < self._max_queued:
+            self._queue.append(flight)
+        else:
+            raise AuthBusy(f"{self._limits[lane]} token reviews already in flight; retry")
+        self._flights[key] = flight
+        if flight.claim:
+            self._claims.add(flight.claim)
+        return flight
+
+    def _start(self, flight: _Flight) -> None:
+        """(Under the lock.) Run `flight` on the review pool."""
+        self._running[flight.lane] += 1
+        self.reviews += 1
+        self._pool.submit(self._run, flight)
+
+    def _run(self, flight: _Flight) -> None:
+        now = self._clock()
+        entry: _Entry | None = None
+        error: AuthError | None = None
         try:
-            flight.entry = self._review(token, now)
+            entry = self._review(flight.token, now)
         except AuthError as err:
-            flight.error = err
-            raise
-        finally:
-            with self._lock:
-                del self._flights[key]
-                entry = flight.entry
-                if entry is not None and entry.expires_at > now:
-                    cache, size = (self._cache, self._size) if entry.identity else (self._negative, self._negative_size)
-                    cache[key] = entry
-                    cache.move_to_end(key)
-                    while len(cache) > size:
-                        cache.popitem(last=False)
-            flight.done.set()
-        return flight.entry
+            error = err
+        except Exception as err:  # a bug must still answer every waiting caller
+            log.exception("token review failed")
+            error = AuthUnavailable(f"token review failed: {type(err).__name__}")
+        with self._lock:
+            del self._flights[flight.key]
+            self._claims.discard(flight.claim)
+            self._running[flight.lane] -= 1
+            if self._queue and self._running["agent"] < self._limits["agent"]:
+                self._start(self._queue.popleft())
+            if entry is not None and entry.expires_at > now:
+                cache, size = (self._cache, self._size) if entry.identity else (self._negative, self._negative_size)
+                cache[flight.key] = entry
+                cache.move_to_end(flight.key)
+                while len(cache) > size:
+                    cache.popitem(last=False)
+        if entry is not None:
+            flight.future.set_result(entry)
+        else:
+            flight.future.set_exception(error or AuthUnavailable("token review failed"))
 
-    @staticmethod
-    def _follow(flight: _Flight) -> _Entry:
-        flight.done.wait()
-        if flight.entry is None:
-            err = flight.error
-            raise (type(err) if err is not None else AuthUnavailable)(str(err) if err else "token review failed")
-        return flight.entry
+    def _agent_claim(self, token: str, now: float) -> str:
+        """The node (else pod) an unexpired JWT names when its unverified claims are our agent's for our
+        audience; "" otherwise. Only picks the review lane: the API server decides."""
+        claims = jwt_claims(token)
+        if claims is None or claims.get("sub") != self._username:
+            return ""
+        aud = claims.get("aud")
+        audiences = aud if isinstance(aud, list) else [aud]
+        exp = claims.get("exp")
+        if self._audience not in audiences or not isinstance(exp, int | float) or exp <= now:
+            return ""
+        bound = claims.get("kubernetes.io")
+        bound = bound if isinstance(bound, dict) else {}
+        for kind in ("node", "pod"):
+            ref = bound.get(kind)
+            name = ref.get("name") if isinstance(ref, dict) else None
+            if isinstance(name, str) and name:
+                return f"{kind}/{name[:253]}"
+        return ""
 
     def is_known(self, token: str | None) -> bool:
         """Whether `token` has an unexpired positive answer cached (cheap: no review, no I/O)."""
@@ -198,6 +300,15 @@ class TokenAuthenticator:
             entry = self._cache.get(key)
             return entry is not None and entry.expires_at > now
 
+    def valid_until(self, token: str | None) -> float:
+        """When `token`'s cached positive answer runs out (clock time; 0 when none is cached)."""
+        if not token or len(token) > _MAX_TOKEN_CHARS:
+            return 0.0
+        key = hashlib.sha256(token.encode()).digest()
+        with self._lock:
+            entry = self._cache.get(key)
+            return entry.expires_at if entry is not None else 0.0
+
     def authorize(self, token: str | None, node: str) -> Identity:
         """`authenticate`, then require the token's pod to run on `node`."""
         identity = self.authenticate(token)
@@ -208,6 +319,10 @@ class TokenAuthenticator:
         """Number of cached answers (positive and negative)."""
         with self._lock:
             return len(self._cache) + len(self._negative)
+
+    def close(self) -> None:
+        """Stop the review pool (reviews in flight finish and answer their callers)."""
+        self._pool.shutdown(wait=False)
 
     def _review(self, token: str, now: float) -> _Entry:
         try:
@@ -274,17 +389,23 @@ def check_node(identity: Identity, node: str) -> None:
                         f"not {node[:253]!r}")
 
 
-def jwt_expiry(token: str) -> float | None:
-    """The unverified `exp` claim of a JWT (unix seconds), or None when `token` is not one."""
+def jwt_claims(token: str) -> dict[str, Any] | None:
+    """The unverified claims of a JWT, or None when `token` is not one (never used to decide, only to sort)."""
     parts = token.split(".")
     if len(parts) != 3:
         return None
     payload = parts[1]
     try:
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
         return None
-    exp = claims.get("exp") if isinstance(claims, dict) else None
+    return claims if isinstance(claims, dict) else None
+
+
+def jwt_expiry(token: str) -> float | None:
+    """The unverified `exp` claim of a JWT (unix seconds), or None when `token` is not one."""
+    claims = jwt_claims(token)
+    exp = claims.get("exp") if claims is not None else None
     if isinstance(exp, bool) or not isinstance(exp, int | float):
         return None
     return float(exp)

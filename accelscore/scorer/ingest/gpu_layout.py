@@ -4,7 +4,7 @@ DESIGN §1.1: only whole physical devices count toward whole-GPU fits, partition
 shares toward share scores. A MIG-enabled GPU takes MIG-profile requests only (never a whole-GPU one until
 it is re-partitioned), so it is never a free whole GPU, however idle its instances; a GPU the cluster
 advertises as several slots (time-slicing replicas, HAMi shares: `Device.share_count`) is shares, not a
-GPU. Products are named as GPU feature discovery labels them (`nvidia.com/gpu.product`: NVML's name with
+GPU. Products are named as GPU feature discovery labels them (its `gpu.product` label: NVML's name with
 spaces as dashes, e.g. `NVIDIA-H100-80GB-HBM3`), profiles as the device plugin does (`3g.40gb`).
 """
 
@@ -15,10 +15,12 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
+from accelscore.devices import VENDORS
 from accelscore.scorer.core.model import NodeExtras
 from accelscore.v1 import report_pb2
 
-CLIQUE_LABEL = "nvidia.com/gpu.clique"
+# The Node labels naming a node's NVLink domain (the vendor table: GPU feature discovery's clique label).
+DOMAIN_LABELS = tuple(v.domain_label for v in VENDORS if v.domain_label)
 _USABLE = frozenset((report_pb2.HEALTH_HEALTHY, report_pb2.HEALTH_DEGRADED))
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9._-]+")
 _PROFILE = re.compile(r"[0-9]+g\.[0-9]+gb(?:[+.][a-z0-9]+)*")
@@ -111,7 +113,7 @@ def extras(gpus: Devices, migs: Mapping[str, Devices], report: report_pb2.NodeRe
             if free_known:
                 shares_free += max(0, gpu.share_count - len(gpu.assignments))
     partitions = _partitions(usable, migs, free_known) if migs or any(g.partitions_available for g in usable) else ()
-    clique = report.node.labels.get(CLIQUE_LABEL, "") if report.HasField("node") else ""
+    clique = next((report.node.labels[k] for k in DOMAIN_LABELS if k in report.node.labels), "")
     if not (partitions or shares_total or clique or several):
         return only, None
     return only, NodeExtras(mig=partitions, shares_free=shares_free, shares_total=shares_total,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary, Taint
 from accelscore.scorer.core.scoring_config import ScoringConfig
-from accelscore.scorer.ingest.plausible import cap_free, implausible
+from accelscore.scorer.ingest.plausible import NodeBounds, cap_free, implausible, node_bounds
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.scorer.ingest.validate import Rejection
 from accelscore.v1 import report_pb2
@@ -19,7 +19,7 @@ class NodeFacts:
     """What the Node watch keeps per node: whether pods may be placed there and its accelerator amounts.
 
     `labels`/`taints` are the Node's, for node filters and Kueue flavors. `capacity`/`allocatable` hold
-    the accelerator resources (`plausible.accelerator_resource`) of the
+    the resources that bound a report (`plausible.bounded_resource`: accelerators, cpu, memory) of the
     Node's status; None = not known (no watch data), so reports are not bounded by them.
     """
 
@@ -53,6 +53,7 @@ class NodeTable:
         # Accelerators requested by the pods bound to each node (None = no bound-pod watch, or not synced).
         self._requested: Mapping[str, Mapping[str, float]] | None = None
         self._capped: dict[str, int] = {}  # resource -> times a node's free count was capped
+        self._bounds: dict[str, tuple[NodeFacts, NodeBounds]] = {}  # node -> its facts and what they allow
         self.version = 0  # bumps on every change, so the scoring loop can skip idle passes
 
     def accept(self, report: report_pb2.NodeReport, received_at: float) -> NodeSummary:
@@ -60,8 +61,13 @@ class NodeTable:
         summary = summarize(report, self._config, received_at=received_at)
         with self._lock:
             facts = None if self._nodes is None else self._nodes.get(report.node_name)
+            bounds = self._bounds.get(report.node_name)
         if facts is not None and facts.capacity is not None and facts.allocatable is not None:
-            rejection = implausible(report, summary, capacity=facts.capacity, allocatable=facts.allocatable)
+            if bounds is None or bounds[0] is not facts:  # folded once per Node change, not per report
+                bounds = (facts, node_bounds(facts.capacity, facts.allocatable))
+                with self._lock:
+                    self._bounds[report.node_name] = bounds
+            rejection = implausible(report, summary, bounds=bounds[1])
             if rejection is not None:
                 raise ReportRefused(rejection)
         with self._lock:
@@ -91,6 +97,8 @@ class NodeTable:
             for gone in set(self._reported) - set(self._nodes):
                 del self._reported[gone]
                 del self._summaries[gone]
+            for gone in set(self._bounds) - set(self._nodes):
+                del self._bounds[gone]
             for name in self._reported:
                 old = before.get(name)
                 if old is None or old.allocatable != self._nodes[name].allocatable:

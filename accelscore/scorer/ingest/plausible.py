@@ -1,13 +1,15 @@
 """Plausibility of one report against the scorer's own view of its Node (pure; DESIGN §3.2).
 
 A node may not claim more accelerators than its Node object advertises, nor more free ones than it
-has allocatable. Bounds per family, from the Node's `status.capacity` / `status.allocatable`:
+has allocatable. Bounds per vendor (accelscore.devices vendor table), from the Node's `status.capacity` /
+`status.allocatable`, where "whole" is the vendor's physical-device resources and "partition" its
+partition resources (NVIDIA `mig-*`, AMD mixed-strategy `cpx_nps4`, ...):
 
-- whole (non-MIG) GPUs ≤ capacity `nvidia.com/gpu` (time-slicing only raises that figure);
-- MIG instances ≤ capacity `nvidia.com/gpu` + Σ `nvidia.com/mig-*` (single or mixed strategy);
-- free GPUs ≤ allocatable `nvidia.com/gpu` + Σ `nvidia.com/mig-*`; TPU chips ≤ capacity and free
-  chips ≤ allocatable `google.com/tpu`; the report's own `resources` allocatable/free of those names
-  ≤ the Node's allocatable.
+- physical devices not split into partitions ≤ capacity of its whole resources (time-slicing and AMD's
+  single strategy in CPX mode only raise that figure);
+- partitions ≤ capacity of its whole + partition resources (single or mixed strategy);
+- free devices of a family ≤ Σ over its vendors of allocatable whole + partition; the report's own
+  `resources` allocatable/free of a whole resource ≤ the Node's allocatable of it.
 
 A resource the Node does not advertise counts 0. Those bounds refuse the report.
 
@@ -21,69 +23,147 @@ scorer's own view allows (unknown is never free; a cap only ever lowers).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from accelscore.devices import KINDS, AcceleratorFamily
+from accelscore.devices import VENDORS, AcceleratorFamily, ResourceRole, Vendor, accelerator_resource, resource_info
 from accelscore.scorer.core.model import NodeSummary
 from accelscore.scorer.ingest.validate import Rejection, RejectReason
 from accelscore.v1 import report_pb2 as pb
 
-GPU = "nvidia.com/gpu"
-TPU = "google.com/tpu"
-MIG_PREFIX = "nvidia.com/mig-"
+__all__ = ["HOST_RESOURCES", "NodeBounds", "accelerator_resource", "bounded_resource", "cap_free", "implausible",
+           "node_bounds"]
+
 _EPS = 1e-9
-_WHOLE_GPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and not i.partition)
-_MIG = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and i.partition)
-_TPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.TPU)
+_REL_EPS = 1e-9  # host amounts are parsed from the same quantity on both sides; this only absorbs rounding
+_COUNTED = (ResourceRole.WHOLE, ResourceRole.PARTITION)
+HOST_RESOURCES = ("cpu", "memory")  # bounded by the Node's allocatable like the accelerators
 
 
-def accelerator_resource(name: str) -> bool:
-    """Whether the Node's amount of `name` bounds a report (the resources checked here)."""
-    return name in (GPU, TPU) or name.startswith(MIG_PREFIX)
+def bounded_resource(name: str) -> bool:
+    """Whether the Node's amount of `name` bounds a report: every accelerator resource, cpu and memory."""
+    return name in HOST_RESOURCES or accelerator_resource(name)
 
 
-def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mapping[str, float],
-                allocatable: Mapping[str, float]) -> Rejection | None:
-    """Why `report` claims more than its Node advertises, or None."""
-    mig_cap = sum(v for k, v in capacity.items() if k.startswith(MIG_PREFIX))
-    mig_alloc = sum(v for k, v in allocatable.items() if k.startswith(MIG_PREFIX))
-    whole = sum(1 for d in report.devices if d.kind in _WHOLE_GPU and not (d.HasField("mig_enabled") and d.mig_enabled))
-    migs = sum(1 for d in report.devices if d.kind in _MIG)
-    chips = sum(1 for d in report.devices if d.kind in _TPU)
-    gpu_cap, tpu_cap = capacity.get(GPU, 0.0), capacity.get(TPU, 0.0)
-    gpu_alloc, tpu_alloc = allocatable.get(GPU, 0.0), allocatable.get(TPU, 0.0)
-    bounds = (
-        ("whole GPUs", whole, gpu_cap, f"capacity {GPU}"),
-        ("MIG instances", migs, gpu_cap + mig_cap, f"capacity {GPU} + {MIG_PREFIX}*"),
-        ("TPU chips", chips, tpu_cap, f"capacity {TPU}"),
-        ("free GPUs", summary.gpu_free, gpu_alloc + mig_alloc, f"allocatable {GPU} + {MIG_PREFIX}*"),
-        ("free TPU chips", summary.tpu_free, tpu_alloc, f"allocatable {TPU}"),
-    )
-    for what, claimed, bound, source in bounds:
+def _sum(amounts: Mapping[str, float], vendors: Iterable[Vendor], roles: tuple[ResourceRole, ...]) -> float:
+    """Σ of the amounts whose resource is one of `vendors`' in one of `roles`."""
+    names = {v.name for v in vendors}
+    total = 0.0
+    for name, value in amounts.items():
+        info = resource_info(name)
+        if info is not None and info.vendor.name in names and info.role in roles:
+            total += value
+    return total
+
+
+def _family(family: AcceleratorFamily) -> tuple[Vendor, ...]:
+    return tuple(v for v in VENDORS if v.family is family)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeBounds:
+    """What one Node object allows a report, folded once per change of the Node (not once per report)."""
+
+    whole: Mapping[int, tuple[float, str]]  # device kind -> (capacity of its vendor's whole resources, source)
+    partitions: Mapping[int, tuple[float, str]]  # partition kind -> (capacity of whole + partition resources, ...)
+    free_gpus: float  # allocatable of every GPU vendor's whole and partition resources
+    free_tpus: float
+    allocatable: Mapping[str, float]  # the Node's allocatable of each bounded resource it lists
+
+
+def node_bounds(capacity: Mapping[str, float], allocatable: Mapping[str, float]) -> NodeBounds:
+    """The bounds a Node with these `status.capacity` / `status.allocatable` amounts sets."""
+    whole: dict[int, tuple[float, str]] = {}
+    partitions: dict[int, tuple[float, str]] = {}
+    for vendor in VENDORS:
+        whole_cap = _sum(capacity, (vendor,), (ResourceRole.WHOLE,))
+        whole[vendor.device_kind] = (whole_cap, f"capacity of {vendor.resource}")
+        if vendor.partition_kind:
+            partitions[vendor.partition_kind] = (whole_cap + _sum(capacity, (vendor,), (ResourceRole.PARTITION,)),
+                                                 f"capacity of {vendor.name}'s whole and partition resources")
+    return NodeBounds(whole, partitions, _sum(allocatable, _family(AcceleratorFamily.GPU), _COUNTED),
+                      _sum(allocatable, _family(AcceleratorFamily.TPU), _COUNTED), dict(allocatable))
+
+
+def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mapping[str, float] | None = None,
+                allocatable: Mapping[str, float] | None = None, bounds: NodeBounds | None = None) -> Rejection | None:
+    """Why `report` claims more than its Node advertises, or None (one pass over the devices). `bounds` are
+    the Node's folded once (`node_bounds`); else they are folded here from `capacity` and `allocatable`."""
+    if bounds is None:
+        bounds = node_bounds(capacity or {}, allocatable or {})
+    devices = [(d.kind, d.id, d.parent_id, d.mig_enabled) for d in report.devices]
+    parents = {parent for _, _, parent, _ in devices if parent}
+    physical: dict[int, int] = {}  # kind -> every physical device, partitioned or not
+    unsplit: dict[int, int] = {}  # kind -> physical devices not split into partitions
+    parts: dict[int, int] = {}
+    whole_kinds, partition_kinds = bounds.whole, bounds.partitions
+    for kind, dev_id, _, mig_enabled in devices:
+        if kind in whole_kinds:
+            physical[kind] = physical.get(kind, 0) + 1
+            if not (mig_enabled or dev_id in parents):
+                unsplit[kind] = unsplit.get(kind, 0) + 1
+        elif kind in partition_kinds:
+            parts[kind] = parts.get(kind, 0) + 1
+    checks: list[tuple[str, float, float, str]] = []
+    for vendor in VENDORS:
+        kind = vendor.device_kind
+        if kind not in physical and vendor.partition_kind not in parts:
+            continue
+        whole_cap, whole_source = whole_kinds[kind]
+        checks.append((f"whole {vendor.name} devices", unsplit.get(kind, 0), whole_cap, whole_source))
+        if vendor.partition_kind:
+            cap, source = partition_kinds[vendor.partition_kind]
+            checks.append((f"{vendor.name} partitions", parts.get(vendor.partition_kind, 0), cap, source))
+            # A partitioned parent is advertised as its partitions (at least one each), so every physical
+            # device, split or not, fits in whole + partition resources: thousands of MIG-enabled parents
+            # (unhealthy, to sink gpuClusterHealthy) are as implausible as thousands of whole GPUs.
+            checks.append((f"physical {vendor.name} devices", physical.get(kind, 0), cap, source))
+    checks.append(("free GPUs", summary.gpu_free, bounds.free_gpus, "allocatable of GPU resources"))
+    checks.append(("free TPU chips", summary.tpu_free, bounds.free_tpus, "allocatable of TPU resources"))
+    for what, claimed, bound, source in checks:
         if claimed > bound + _EPS:
             return Rejection(RejectReason.IMPLAUSIBLE, f"{claimed:g} {what} claimed, the Node advertises "
                                                        f"{bound:g} ({source})")
+    return _resources_implausible(report, bounds.allocatable)
+
+
+def _resources_implausible(report: pb.NodeReport, node_allocatable: Mapping[str, float]) -> Rejection | None:
+    """The report's own allocatable and free of cpu, memory and each vendor's physical resource may not exceed
+    the Node's allocatable (cpu and memory only when the Node watch keeps them)."""
     for amount in report.resources:
-        if amount.name in (GPU, TPU):
-            node_alloc = allocatable.get(amount.name, 0.0)
-            if max(amount.allocatable, amount.free) > node_alloc + _EPS:
-                return Rejection(RejectReason.IMPLAUSIBLE, f"resources[{amount.name}] claims "
-                                                           f"{max(amount.allocatable, amount.free):g}, the Node "
-                                                           f"advertises allocatable {node_alloc:g}")
+        name = amount.name
+        if name in HOST_RESOURCES:
+            node_alloc = node_allocatable.get(name)
+            if node_alloc is None:
+                continue  # this Node view has no host amounts (an older watch transform): not bounded
+        else:
+            info = resource_info(name)
+            if info is None or info.role is not ResourceRole.WHOLE or name != info.vendor.resource:
+                continue
+            node_alloc = node_allocatable.get(name, 0.0)
+        claimed = max(amount.allocatable, amount.free)
+        if claimed > node_alloc * (1 + _REL_EPS) + _EPS:
+            return Rejection(RejectReason.IMPLAUSIBLE, f"resources[{name}] claims {claimed:g}, the Node "
+                                                       f"advertises allocatable {node_alloc:g}")
     return None
 
 
-def _mig_sum(amounts: Mapping[str, float]) -> float:
-    return sum(v for k, v in amounts.items() if k.startswith(MIG_PREFIX))
+def _bound(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], requested: Mapping[str, float]) -> float:
+    return max(0.0, _sum(allocatable, vendors, _COUNTED) - _sum(requested, vendors, _COUNTED))
+
+
+def _label(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float]) -> str:
+    """The resource a family's cap is counted under: its vendor on this node (the first vendor's if unclear)."""
+    present = [v for v in vendors if _sum(allocatable, (v,), _COUNTED) > 0]
+    return (present[0] if len(present) == 1 else vendors[0]).resource
 
 
 def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float],
              requested: Mapping[str, float]) -> tuple[NodeSummary, tuple[str, ...]]:
     """`summary` with free GPUs / TPU chips (device and API level) at most allocatable - requested of the
     Node as the scorer sees it, and the resources that were capped (empty: unchanged)."""
-    gpu_bound = max(0.0, allocatable.get(GPU, 0.0) + _mig_sum(allocatable)
-                    - requested.get(GPU, 0.0) - _mig_sum(requested))
-    tpu_bound = max(0.0, allocatable.get(TPU, 0.0) - requested.get(TPU, 0.0))
+    gpus, tpus = _family(AcceleratorFamily.GPU), _family(AcceleratorFamily.TPU)
+    gpu_bound, tpu_bound = _bound(gpus, allocatable, requested), _bound(tpus, allocatable, requested)
     changes: dict[str, object] = {}
     capped: list[str] = []
     if summary.gpu_free_known and summary.gpu_free > gpu_bound + _EPS:
@@ -91,18 +171,16 @@ def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float],
         # Keep the mean model weight of the free GPUs: which of them are really taken is not known.
         changes["gpu_free"] = free
         changes["gpu_compute_free"] = summary.gpu_compute_free * free / summary.gpu_free
-        capped.append(GPU)
+        capped.append(_label(gpus, allocatable))
     if summary.gpu_free_api is not None and summary.gpu_free_api > gpu_bound + _EPS:
         changes["gpu_free_api"] = gpu_bound
-        if GPU not in capped:
-            capped.append(GPU)
+        capped.append(_label(gpus, allocatable))
     if summary.tpu_free_known and summary.tpu_free > tpu_bound + _EPS:
         changes["tpu_free"] = int(tpu_bound)
-        capped.append(TPU)
+        capped.append(_label(tpus, allocatable))
     if summary.tpu_free_api is not None and summary.tpu_free_api > tpu_bound + _EPS:
         changes["tpu_free_api"] = tpu_bound
-        if TPU not in capped:
-            capped.append(TPU)
+        capped.append(_label(tpus, allocatable))
     if not changes:
         return summary, ()
-    return dataclasses.replace(summary, **changes), tuple(capped)
+    return dataclasses.replace(summary, **changes), tuple(dict.fromkeys(capped))  # each resource once

@@ -8,20 +8,38 @@ from __future__ import annotations
 
 import math
 
-from accelscore.devices import KINDS, AcceleratorFamily, CollectorName, DeviceKind
+from accelscore.devices import (
+    KINDS,
+    VENDORS,
+    AcceleratorFamily,
+    CollectorName,
+    ResourceRole,
+    family_resources,
+    resource_info,
+)
 from accelscore.scorer.core.model import COMPUTE_SCALE, NodeExtras, NodeSummary
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.ingest import gpu_layout
 from accelscore.v1 import report_pb2
 
 _OK = report_pb2.COLLECTOR_STATE_OK
+_ABSENT = report_pb2.COLLECTOR_STATE_ABSENT
+_DRA = report_pb2.DEVICE_SOURCE_DRA
+_DRA_COLLECTOR = CollectorName.DRA.value
 # Kinds by family (accelscore.devices.KINDS); any other kind is a newer agent's: skipped here, counted at ingest.
 _GPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and not i.partition)
-_MIG = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and i.partition)
+_PARTITION = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and i.partition)
 _TPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.TPU)
+# The collector that vouches for each kind (the vendor's telemetry library), per device: one per vendor row.
+_VOUCHER = {k: i.collector for k, i in KINDS.items()}
+_GPU_COLLECTORS = frozenset(v.collector for v in VENDORS if v.family is AcceleratorFamily.GPU)
+_TPU_COLLECTORS = frozenset(v.collector for v in VENDORS if v.family is AcceleratorFamily.TPU)
 _USABLE = frozenset((report_pb2.HEALTH_HEALTHY, report_pb2.HEALTH_DEGRADED))
 
-_API_RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "google.com/tpu")
+# API level: cpu, memory, and per family the sum over its vendors' physical-device resources.
+_GPU_RESOURCES = family_resources(AcceleratorFamily.GPU)
+_TPU_RESOURCES = family_resources(AcceleratorFamily.TPU)
+_API_RESOURCES = ("cpu", "memory", *_GPU_RESOURCES, *_TPU_RESOURCES)
 
 
 def _finite(value: float) -> float | None:
@@ -40,36 +58,54 @@ def _api_free(report: report_pb2.NodeReport, node_state: int) -> dict[str, float
         return free
     for amount in report.resources:
         if amount.name in free:
-            # Sign kept: negative free (over-commit) is real and upstream's cluster sum counts it.
-            free[amount.name] = _finite(amount.free)
+            # An over-committed node has nothing free: it counts 0, never a negative amount that would take
+            # other nodes' room off a cluster sum (a report claiming free -1e308 once summed to -inf).
+            value = _finite(amount.free)
+            free[amount.name] = None if value is None else max(0.0, value)
     return free
+
+
+def _family_api_free(free: dict[str, float | None], resources: tuple[str, ...]) -> float | None:
+    """Σ free over a family's vendor resources the report lists; None when it lists none (unknown)."""
+    known = [free[r] for r in resources if free[r] is not None]
+    return sum(known) if known else None  # type: ignore[arg-type]
 
 
 def _mem_free(device: report_pb2.Device) -> float:
     """total - reserved - used in bytes when total and used are known (reserved only when reported), else 0."""
-    if not (device.HasField("memory_total_bytes") and device.HasField("memory_used_bytes")):
-        return 0.0
-    free = device.memory_total_bytes - device.memory_used_bytes
-    if device.HasField("memory_reserved_bytes"):
-        # NVML memory_v2 counts reserved apart from used; it is never available to a workload.
-        free -= device.memory_reserved_bytes
-    return float(free) if free > 0 else 0.0
+    # An unset total reads 0 (so nothing is free) and an unset reserved reads 0 (nothing to take off): only
+    # an unset `used` must be asked about, since reading it as 0 would count the whole GPU free.
+    # NVML memory_v2 counts reserved apart from used; it is never available to a workload.
+    free = device.memory_total_bytes - device.memory_used_bytes - device.memory_reserved_bytes
+    return float(free) if free > 0 and device.HasField("memory_used_bytes") else 0.0
 
 
 def _takes_more_work(device: report_pb2.Device) -> bool:
-    """Unassigned, or assigned only through sharing (time-slicing `::N` ids, nvidia.com/gpu.shared).
+    """Unassigned, or assigned only through sharing (time-slicing `::N` ids, a vendor's shared resource).
 
     An exclusively allocated GPU may sit idle with its memory free, but no new pod can be bound to it,
     so its memory must not advertise room for shared or inference work.
     """
-    return all("::" in a.device_id or a.resource_name.endswith(".shared") for a in device.assignments)
+    assignments = device.assignments
+    if not assignments:  # the common case, without a generator (ingest runs this per device per report)
+        return True
+    return all("::" in a.device_id or _shared(a.resource_name) for a in assignments)
+
+
+def _shared(resource: str) -> bool:
+    info = resource_info(resource)
+    return info is not None and info.role is ResourceRole.SHARED
 
 
 def _gpu_part(
-    report: report_pb2.NodeReport, config: ScoringConfig, nvidia_ok: bool, kubelet_ok: bool,
+    report: report_pb2.NodeReport, config: ScoringConfig, states: dict[str, int], kubelet_ok: bool,
 ) -> tuple[int, int, int, bool, float, float, str, NodeExtras | None]:
     """(total, healthy, free, free_known, mem_free_max_bytes, compute_free, product, extras) over physical GPUs;
-    free counts whole GPUs only (gpu_layout: MIG-enabled and shared GPUs are not whole)."""
+    free counts whole GPUs only (gpu_layout: MIG-enabled and shared GPUs are not whole).
+
+    Each device is vouched for by its own vendor's collector (`KINDS[kind].collector`), so one vendor's
+    collector being ABSENT or UNKNOWN never hides another vendor's GPUs on the same node.
+    """
     gpus: list[report_pb2.Device] = []
     migs: dict[str, list[report_pb2.Device]] = {}
     assignment_known = kubelet_ok  # a device's own `assignment_known` cannot vouch past its collector
@@ -77,24 +113,24 @@ def _gpu_part(
         kind = device.kind
         if kind in _GPU:
             gpus.append(device)
-        elif kind in _MIG:
+        elif kind in _PARTITION:
             migs.setdefault(device.parent_id, []).append(device)
         else:
             continue
         assignment_known = assignment_known and device.assignment_known
-    free_known = nvidia_ok and assignment_known
+    free_known = _family_read(_GPU_COLLECTORS, states, gpus) and assignment_known
     healthy = free = units = 0
     mem_max = 0.0
     usable_gpus: list[report_pb2.Device] = []
     free_gpus: list[report_pb2.Device] = []
     for gpu in gpus:
         instances = migs.get(gpu.id, ())
-        usable = nvidia_ok and gpu.health in _USABLE
+        usable = gpu.health in _USABLE and _vouched(gpu, states)
         if not usable:
             continue  # unhealthy or unknown health: neither healthy, nor free, nor memory
         healthy += 1
         usable_gpus.append(gpu)
-        if instances or (gpu.HasField("mig_enabled") and gpu.mig_enabled):
+        if instances or gpu.mig_enabled:  # unset reads False
             # A MIG-enabled GPU offers its instances' memory; an instance of unknown health offers nothing.
             for mig in instances:
                 if mig.health in _USABLE and _takes_more_work(mig):
@@ -112,24 +148,34 @@ def _gpu_part(
     return len(gpus), healthy, free, free_known, mem_max, units / COMPUTE_SCALE, product, extras
 
 
-def _tpu_part(report: report_pb2.NodeReport, tpu_ok: bool, kubelet_ok: bool) -> tuple[int, int, bool]:
-    """(total, free, free_known) over TPU chips."""
-    total = free = 0
-    assignment_known = kubelet_ok
-    for device in report.devices:
-        if device.kind not in _TPU:
-            continue
-        total += 1
-        assignment_known = assignment_known and device.assignment_known
-        if device.health in _USABLE and not device.assignments:
-            free += 1
-    known = tpu_ok and assignment_known
+def _tpu_part(report: report_pb2.NodeReport, states: dict[str, int], kubelet_ok: bool) -> tuple[int, int, bool]:
+    """(total, free, free_known) over TPU chips, each vouched for by its own vendor's collector."""
+    chips = [d for d in report.devices if d.kind in _TPU]
+    assignment_known = kubelet_ok and all(d.assignment_known for d in chips)
+    free = sum(1 for d in chips if d.health in _USABLE and not d.assignments and _vouched(d, states))
+    known = _family_read(_TPU_COLLECTORS, states, chips) and assignment_known
+    total = len(chips)
     return total, free if known else 0, known
 
 
-def _vouched(kinds: frozenset[DeviceKind], ok: set[str]) -> bool:
-    """Whether every collector that reports these kinds was OK (today one per family: nvidia, tpu)."""
-    return all(KINDS[kind].collector in ok for kind in kinds)
+def _vouched(device: report_pb2.Device, states: dict[str, int]) -> bool:
+    """Whether a device's presence and health are vouched for: its vendor's collector was OK; or it is a DRA
+    device, the `dra` collector was OK and the vendor's telemetry is simply not on this host (ABSENT or
+    unnamed): then its driver's ResourceSlice and taints vouch for it (docs/dra.md)."""
+    vendor = states.get(_VOUCHER[device.kind])
+    if vendor == _OK:
+        return True
+    return device.source == _DRA and states.get(_DRA_COLLECTOR) == _OK and vendor in (None, _ABSENT)
+
+
+def _family_read(collectors: frozenset[str], states: dict[str, int], devices: list[report_pb2.Device]) -> bool:
+    """Whether a family's free count can be known: one of its vendors' collectors was read (OK), or the `dra`
+    collector vouches for some of its devices; and no vendor collector the report names is UNKNOWN (it may hold
+    devices nobody can see). ABSENT = that vendor has no hardware here; unnamed = an older agent."""
+    named = [states[c] for c in collectors if c in states]
+    if not all(s in (_OK, _ABSENT) for s in named):
+        return False
+    return any(s == _OK for s in named) or any(_vouched(d, states) for d in devices)
 
 
 def _assignments_vouched(report: report_pb2.NodeReport) -> bool:
@@ -144,12 +190,12 @@ def _assignments_vouched(report: report_pb2.NodeReport) -> bool:
 
 def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_at: float) -> NodeSummary:
     """What one NodeReport contributes to scoring (unknown is None / not known, never free)."""
-    ok = {c.name for c in report.collectors if c.state == _OK}
-    api = _api_free(report, next((c.state for c in report.collectors if c.name == "node"), 0))
+    states = {c.name: c.state for c in report.collectors}
+    api = _api_free(report, states.get(CollectorName.NODE.value, 0))
     kubelet_ok = _assignments_vouched(report)
     gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute, product, extras = _gpu_part(
-        report, config, _vouched(_GPU, ok), kubelet_ok)
-    tpu_total, tpu_free, tpu_known = _tpu_part(report, _vouched(_TPU, ok), kubelet_ok)
+        report, config, states, kubelet_ok)
+    tpu_total, tpu_free, tpu_known = _tpu_part(report, states, kubelet_ok)
     stamp = report.time
     report_time = stamp.seconds + stamp.nanos / 1e9 if report.HasField("time") else 0.0
     return NodeSummary(
@@ -159,8 +205,8 @@ def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_
         unschedulable=report.node.unschedulable if report.HasField("node") else False,
         cpu_free_cores=api["cpu"],
         memory_free_bytes=api["memory"],
-        gpu_free_api=api["nvidia.com/gpu"],
-        tpu_free_api=api["google.com/tpu"],
+        gpu_free_api=_family_api_free(api, _GPU_RESOURCES),
+        tpu_free_api=_family_api_free(api, _TPU_RESOURCES),
         gpu_total=gpu_total,
         gpu_healthy=gpu_healthy,
         gpu_free=gpu_free,

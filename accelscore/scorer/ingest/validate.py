@@ -119,11 +119,12 @@ def _check_collectors(collectors: Sequence[pb.CollectorStatus]) -> None:
         raise _Bad(RejectReason.OVERSIZED, f"{len(collectors)} collectors (at most {MAX_COLLECTORS})")
     seen: set[str] = set()
     for i, col in enumerate(collectors):
-        if not col.name or len(col.name) > MAX_ID_CHARS:
+        name = col.name
+        if not name or len(name) > MAX_ID_CHARS:
             raise _Bad(RejectReason.MALFORMED, f"collectors[{i}].name is empty or longer than {MAX_ID_CHARS}")
-        if col.name in seen:
-            raise _Bad(RejectReason.MALFORMED, f"collector {col.name!r} appears twice")
-        seen.add(col.name)
+        if name in seen:
+            raise _Bad(RejectReason.MALFORMED, f"collector {name!r} appears twice")
+        seen.add(name)
         if col.state not in _STATES:
             raise _Bad(RejectReason.INVALID_VALUE, f"collectors[{i}].state {col.state} is not a known state")
         if not 0.0 <= col.duration_seconds < math.inf:
@@ -153,41 +154,53 @@ def _check_devices(devices: Sequence[pb.Device]) -> None:
     if len(devices) > MAX_DEVICES:
         raise _Bad(RejectReason.OVERSIZED, f"{len(devices)} devices (at most {MAX_DEVICES})")
     seen: set[str] = set()
+    healths, ratio, limit, inf = _HEALTHS, _MAX_RATIO, MAX_ID_CHARS, math.inf
     for i, dev in enumerate(devices):
+        # The common (valid) case in one expression: ingest runs this for every device of every report
+        # (10,000 reports/s on one core). Unset optional readings read as 0.0, which every check accepts.
+        # Anything false goes the slow way, which finds the first problem and names it.
         dev_id = dev.id
-        if not dev_id or len(dev_id) > MAX_ID_CHARS:
-            raise _Bad(RejectReason.MALFORMED, f"devices[{i}].id is empty or longer than {MAX_ID_CHARS}")
-        if dev_id in seen:
-            raise _Bad(RejectReason.MALFORMED, f"device id {dev_id!r} appears twice")
+        assignments = dev.assignments
+        if not (0 < len(dev_id) <= limit and dev_id not in seen and dev.kind and dev.health in healths
+                and dev.index >= 0 and 0.0 <= dev.utilization_ratio <= ratio
+                and 0.0 <= dev.memory_utilization_ratio <= ratio and 0.0 <= dev.duty_cycle_ratio <= ratio
+                and 0.0 <= dev.temperature_celsius < inf and 0.0 <= dev.power_watts < inf
+                and 0.0 <= dev.power_limit_watts < inf and 0.0 <= dev.energy_joules_total < inf
+                and len(dev.model) <= limit and len(dev.parent_id) <= limit
+                and (not assignments or _assignments_ok(assignments))
+                and len(dev.xid_counts) <= MAX_XID_KINDS_PER_DEVICE):
+            _device_problem(i, dev, seen)
         seen.add(dev_id)
-        _check_device(dev, dev_id)
 
 
-def _check_device(dev: pb.Device, dev_id: str) -> None:
-    # Unset optional readings read as 0.0, which every check below accepts, so no HasField is needed.
-    # One combined test per group keeps the common (valid) case cheap; the message is built only on failure.
+def _assignments_ok(assignments: Sequence[pb.Assignment]) -> bool:
+    if len(assignments) > MAX_ASSIGNMENTS_PER_DEVICE:
+        return False
+    return all(a.pod and a.namespace for a in assignments)
+
+
+def _device_problem(i: int, dev: pb.Device, seen: set[str]) -> None:
+    """Raise the first problem of a device that failed the combined check (message built only here)."""
+    dev_id = dev.id
+    if not dev_id or len(dev_id) > MAX_ID_CHARS:
+        raise _Bad(RejectReason.MALFORMED, f"devices[{i}].id is empty or longer than {MAX_ID_CHARS}")
+    if dev_id in seen:
+        raise _Bad(RejectReason.MALFORMED, f"device id {dev_id!r} appears twice")
     if not (dev.kind != pb.DEVICE_KIND_UNSPECIFIED and dev.health in _HEALTHS and dev.index >= 0):
         _device_enum_problem(dev, dev_id)
-    if not (0.0 <= dev.utilization_ratio <= _MAX_RATIO and 0.0 <= dev.memory_utilization_ratio <= _MAX_RATIO
-            and 0.0 <= dev.duty_cycle_ratio <= _MAX_RATIO):
-        for field in _RATIO_FIELDS:
-            _ratio(getattr(dev, field), f"devices[{dev_id}].{field}")
-    if not (0.0 <= dev.temperature_celsius < math.inf and 0.0 <= dev.power_watts < math.inf
-            and 0.0 <= dev.power_limit_watts < math.inf and 0.0 <= dev.energy_joules_total < math.inf):
-        for field in _NON_NEGATIVE_FIELDS:
-            _non_negative(getattr(dev, field), f"devices[{dev_id}].{field}")
+    for field in _RATIO_FIELDS:
+        _ratio(getattr(dev, field), f"devices[{dev_id}].{field}")
+    for field in _NON_NEGATIVE_FIELDS:
+        _non_negative(getattr(dev, field), f"devices[{dev_id}].{field}")
     if len(dev.model) > MAX_ID_CHARS or len(dev.parent_id) > MAX_ID_CHARS:
         raise _Bad(RejectReason.OVERSIZED, f"devices[{dev_id}].model/parent_id longer than {MAX_ID_CHARS} characters")
     assignments = dev.assignments
-    if assignments:
-        if len(assignments) > MAX_ASSIGNMENTS_PER_DEVICE:
-            raise _Bad(RejectReason.OVERSIZED, f"devices[{dev_id}] has {len(assignments)} assignments "
-                                               f"(at most {MAX_ASSIGNMENTS_PER_DEVICE})")
-        for a in assignments:
-            if not a.pod or not a.namespace:
-                raise _Bad(RejectReason.MALFORMED, f"devices[{dev_id}] has an assignment without pod or namespace")
-    if len(dev.xid_counts) > MAX_XID_KINDS_PER_DEVICE:
-        raise _Bad(RejectReason.OVERSIZED, f"devices[{dev_id}] has {len(dev.xid_counts)} xid counts")
+    if len(assignments) > MAX_ASSIGNMENTS_PER_DEVICE:
+        raise _Bad(RejectReason.OVERSIZED, f"devices[{dev_id}] has {len(assignments)} assignments "
+                                           f"(at most {MAX_ASSIGNMENTS_PER_DEVICE})")
+    if not _assignments_ok(assignments):
+        raise _Bad(RejectReason.MALFORMED, f"devices[{dev_id}] has an assignment without pod or namespace")
+    raise _Bad(RejectReason.OVERSIZED, f"devices[{dev_id}] has {len(dev.xid_counts)} xid counts")
 
 
 def _device_enum_problem(dev: pb.Device, dev_id: str) -> None:

@@ -1,6 +1,6 @@
 """Kueue quota headroom per ClusterQueue and accelerator resource, intersected with free devices. Pure.
 
-For each ClusterQueue (CQ) and accelerator resource (nvidia.com/gpu, google.com/tpu) it covers, and for each
+For each ClusterQueue (CQ) and accelerator resource (each vendor's physical-device resource) it covers, and for each
 flavor of that resource in the CQ:
 
 - quota headroom = Kueue's own `available(cq, flavor/resource)` (pkg/cache/scheduler/resource_node.go,
@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from accelscore.devices import VENDORS, AcceleratorFamily
 from accelscore.scorer.core.model import (
     KUEUE_APS,
     ClusterSnapshot,
@@ -34,10 +35,20 @@ from accelscore.scorer.core.model import (
 )
 from accelscore.scorer.core.node_state import census
 
-GPU = "nvidia.com/gpu"
-TPU = "google.com/tpu"
-# Resource -> the short word in score names.
-RESOURCE_WORDS: Mapping[str, str] = {GPU: "gpu", TPU: "tpu"}
+
+def _words() -> dict[str, str]:
+    """Resource -> the short word in score names: the family for its first vendor (`gpu`, `tpu`, as always),
+    `<family>-<vendor>` for the others (`gpu-amd`), so a queue with quota for two vendors gets two scores."""
+    words: dict[str, str] = {}
+    for vendor in VENDORS:
+        first = next(v for v in VENDORS if v.family is vendor.family)
+        words[vendor.resource] = vendor.family.value if vendor is first else f"{vendor.family.value}-{vendor.name}"
+    return words
+
+
+# Resource -> the short word in score names (accelscore.devices vendor table).
+RESOURCE_WORDS: Mapping[str, str] = _words()
+_FAMILY: Mapping[str, AcceleratorFamily] = {v.resource: v.family for v in VENDORS}
 # Devices at which the mapped score reaches 100 (the `cq.<name>.gpu` score, ceil mapping like accelscore's).
 DEFAULT_REF_DEVICES = 8
 # At most this many ClusterQueues are published (sorted by name); the rest are left out (docs/kueue.md).
@@ -246,7 +257,7 @@ def _physical(flavors: Iterable[FlavorInfo], entries: Sequence[NodeEntry]) -> di
     rows = []
     for entry in entries:
         scan = entry.summary.scan  # type: ignore[union-attr]  # counted entries all have one
-        gpu, tpu = scan[5], scan[6]  # free GPUs / TPU chips, 0 when the assignment is unknown (model.NodeSummary)
+        gpu, tpu = scan.gpu_free, scan.tpu_free  # 0 when the assignment is unknown (model.NodeScan)
         if gpu or tpu:
             rows.append((entry.labels, gpu, tpu))
     by_key: dict[str, dict[str, list[int]]] = {}
@@ -268,7 +279,8 @@ def _physical(flavors: Iterable[FlavorInfo], entries: Sequence[NodeEntry]) -> di
         else:
             matching = [row for row in rows if all(row[0].get(k) == v for k, v in wanted)]
             gpu, tpu = sum(row[1] for row in matching), sum(row[2] for row in matching)
-        out[(flavor.name, GPU)], out[(flavor.name, TPU)] = gpu, tpu
+        for resource, family in _FAMILY.items():
+            out[(flavor.name, resource)] = gpu if family is AcceleratorFamily.GPU else tpu
     return out
 
 
@@ -334,7 +346,7 @@ def score_names(queue: str, resource: str) -> tuple[str, str]:
 
 
 # Every name `score_names` can make (a ClusterQueue name is a DNS subdomain: lower case, digits, '-' and '.').
-SCORE_NAME = re.compile(r"^cq\.[a-z0-9]([-a-z0-9.]*[a-z0-9])?\.(gpu|tpu)(\.count)?$")
+SCORE_NAME = re.compile(r"^cq\.[a-z0-9]([-a-z0-9.]*[a-z0-9])?\.(gpu|tpu)(-[a-z0-9]+)?(\.count)?$")
 
 
 def is_score_name(name: str) -> bool:

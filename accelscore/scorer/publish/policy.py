@@ -72,6 +72,15 @@ class PublishPolicy:
         margin = min(self.valid_for_s / 2, max(REFRESH_MARGIN_S, 2 * self.min_interval_s))
         return max(self.valid_for_s - margin, self.min_interval_s)
 
+    def valid_until(self, written_at: float) -> float:
+        """The `validUntil` of scores written at `written_at`: the one rule for the scorer, local mode and the
+        simulator (unix seconds)."""
+        return written_at + self.valid_for_s
+
+    def written_at(self, valid_until: float) -> float:
+        """When scores with this `validUntil` were written (the inverse of `valid_until`, for a read-back)."""
+        return valid_until - self.valid_for_s
+
 
 def _ratio(raw: str) -> float:
     value = non_negative_float(raw)
@@ -256,7 +265,7 @@ def state_from_status(status: Mapping[str, Any] | None, policy: PublishPolicy) -
     try:
         scores = {str(s["name"]): int(s["value"]) for s in status.get("scores") or ()}
         valid_until = status.get("validUntil")
-        written_at = parse_rfc3339(valid_until) - policy.valid_for_s if valid_until else -math.inf
+        written_at = policy.written_at(parse_rfc3339(valid_until)) if valid_until else -math.inf
         cond = next((c for c in status.get("conditions") or () if c.get("type") == FRESH_CONDITION), None)
         condition = None if cond is None else Condition(
             str(cond["status"]), str(cond["reason"]), str(cond.get("message", "")),

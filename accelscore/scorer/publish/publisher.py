@@ -195,7 +195,7 @@ class Publisher:
         new = self._latest[aps]
         previous = self._state.get(aps)
         condition = fresh_condition(new, self._policy, previous.condition if previous else None, now)
-        status = status_body(decision.scores, condition, now + self._policy.valid_for_s)
+        status = status_body(decision.scores, condition, self._policy.valid_until(now))
         if self._hub is not None:
             try:
                 outcome = self._hub.write_status(aps, status)

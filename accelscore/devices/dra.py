@@ -1,0 +1,228 @@
+"""DRA devices as accelscore counts them: pools, taints, counters, identity. Pure; shared by agent and scorer.
+
+`accelscore.kube.dra` turns ResourceSlices into these records (quantities already parsed); this module decides
+which devices count (the newest generation of a complete pool), which are unhealthy (a NoSchedule or NoExecute
+taint, from the slice or a DeviceTaintRule; other effects, including unknown ones, are informational, as the API
+says consumers must treat them), which physical device a DRA device is (the vendor table's identity attribute),
+and, for partitionable devices (`sharedCounters` / `consumesCounters`), what the unconsumed counters still allow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from accelscore.devices.names import DeviceKind
+from accelscore.devices.vendors import DraIdentity, Vendor, vendor_of_driver
+
+__all__ = [
+    "UNHEALTHY_EFFECTS",
+    "DeviceKey",
+    "DraDevice",
+    "DraSlice",
+    "DraTaint",
+    "PhysicalRef",
+    "TaintRule",
+    "counted_devices",
+    "fits",
+    "partitions_available",
+    "physical_ref",
+    "remaining_counters",
+    "unhealthy_taints",
+]
+
+UNHEALTHY_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+DeviceKey = tuple[str, str, str]  # (driver, pool, device): a device's identity in DRA
+Counters = Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class DraTaint:
+    key: str
+    value: str
+    effect: str  # NoSchedule, NoExecute, None (informational), or a newer one (treated as None)
+
+    def text(self) -> str:
+        return f"{self.key}={self.value} ({self.effect})" if self.value else f"{self.key} ({self.effect})"
+
+
+@dataclass(frozen=True, slots=True)
+class DraDevice:
+    """One `spec.devices[]` entry: attributes by bare name (the driver's own) or qualified, capacity parsed."""
+
+    driver: str
+    pool: str
+    name: str
+    attributes: Mapping[str, str | int | bool] = field(default_factory=dict)
+    capacity: Counters = field(default_factory=dict)
+    consumes: tuple[tuple[str, Counters], ...] = ()  # (counter set, counters) per consumption entry
+    taints: tuple[DraTaint, ...] = ()
+    multiple_allocations: bool = False  # allowMultipleAllocations: shared by consumable capacity
+
+    @property
+    def key(self) -> DeviceKey:
+        return (self.driver, self.pool, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class DraSlice:
+    """One ResourceSlice, reduced: its pool, generation and slice count, devices and shared counter sets."""
+
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    slice_count: int
+    node: str = ""  # spec.nodeName ("" for slices not bound to one node)
+    devices: tuple[DraDevice, ...] = ()
+    counter_sets: Mapping[str, Counters] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TaintRule:
+    """A DeviceTaintRule: its taint applies to every device its selector matches (empty field = any)."""
+
+    name: str
+    taint: DraTaint
+    driver: str = ""
+    pool: str = ""
+    device: str = ""
+
+    def matches(self, key: DeviceKey) -> bool:
+        return all(not want or want == have for want, have in zip((self.driver, self.pool, self.device), key,
+                                                                  strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class Pools:
+    """The devices that count, and the pools left out (why), from a set of slices."""
+
+    devices: tuple[DraDevice, ...]
+    counter_sets: Mapping[tuple[str, str, str], Counters]  # (driver, pool, set name) -> counters
+    incomplete: tuple[str, ...] = ()  # "driver/pool: k of n slices at generation g"
+
+
+def counted_devices(slices: Iterable[DraSlice]) -> Pools:
+    """The newest generation of every pool; a pool whose newest generation is not complete counts nothing.
+
+    Drivers replace a pool by writing slices with a higher generation: older ones are stale and may still be
+    listed for a moment; a newest generation with fewer slices than `resourceSliceCount` is mid-update.
+    """
+    by_pool: dict[tuple[str, str], list[DraSlice]] = {}
+    for s in slices:
+        by_pool.setdefault((s.driver, s.pool), []).append(s)
+    devices: list[DraDevice] = []
+    counters: dict[tuple[str, str, str], Counters] = {}
+    incomplete: list[str] = []
+    for (driver, pool), members in sorted(by_pool.items()):
+        newest = max(s.generation for s in members)
+        current = [s for s in members if s.generation == newest]
+        wanted = max(s.slice_count for s in current)
+        if len(current) < wanted:
+            incomplete.append(f"{driver}/{pool}: {len(current)} of {wanted} slices at generation {newest}")
+            continue
+        for s in sorted(current, key=lambda s: s.name):
+            devices.extend(s.devices)
+            counters.update({(driver, pool, name): c for name, c in s.counter_sets.items()})
+    return Pools(tuple(devices), counters, tuple(incomplete))
+
+
+def unhealthy_taints(device: DraDevice, rules: Iterable[TaintRule] = ()) -> tuple[DraTaint, ...]:
+    """The taints that take the device out of service: its own and the matching rules', NoSchedule/NoExecute."""
+    taints = [*device.taints, *(r.taint for r in rules if r.matches(device.key))]
+    return tuple(t for t in taints if t.effect in UNHEALTHY_EFFECTS)
+
+
+@dataclass(frozen=True, slots=True)
+class PhysicalRef:
+    """Which physical device a DRA device is, in the vendor's identity (UUID, PCI address or index)."""
+
+    vendor: Vendor
+    kind: int  # the vendor's device_kind or partition_kind
+    physical: str  # the physical device's identity value ("" when the attribute is missing)
+    own: str  # this device's own identity (a MIG's `uuid`; the physical one for a whole device)
+    profile: str = ""  # partitions: the profile (`3g.40gb`, `cpx_nps4`)
+
+    @property
+    def partition(self) -> bool:
+        return self.kind == self.vendor.partition_kind and self.kind != 0
+
+
+def physical_ref(device: DraDevice) -> PhysicalRef | None:
+    """The vendor view of a DRA device; None for drivers accelscore does not count (NICs, compute domains)."""
+    vendor = vendor_of_driver(device.driver)
+    if vendor is None or vendor.dra is None:
+        return None
+    shape = vendor.dra
+    attrs = device.attributes
+    kind_attr = str(attrs.get("type", ""))
+    partition = bool(vendor.partition_kind) and (kind_attr in shape.partition_types
+                                                 or bool(shape.parent_attribute and shape.parent_attribute in attrs))
+    ident = _text(attrs.get(shape.identity_attribute))
+    if shape.identity is DraIdentity.PCI:
+        ident = ident.lower()
+    if partition:
+        parent = _text(attrs.get(shape.parent_attribute)) if shape.parent_attribute else ident
+        own = _text(attrs.get(shape.partition_attribute))
+        profile = _text(attrs.get(shape.profile_attribute)).lower() if shape.profile_attribute else ""
+        return PhysicalRef(vendor, vendor.partition_kind, parent, f"{shape.partition_prefix}{own}" if own else "",
+                           profile)
+    return PhysicalRef(vendor, vendor.device_kind, ident, ident)
+
+
+def _text(value: object) -> str:
+    return "" if value is None or isinstance(value, bool) else str(value)
+
+
+def remaining_counters(counter_sets: Mapping[tuple[str, str, str], Counters],
+                       consumed: Iterable[DraDevice]) -> dict[tuple[str, str, str], dict[str, float]]:
+    """Each shared counter set minus what the allocated devices consume (never below 0)."""
+    left = {k: dict(v) for k, v in counter_sets.items()}
+    for device in consumed:
+        for set_name, counters in device.consumes:
+            bucket = left.get((device.driver, device.pool, set_name))
+            if bucket is None:
+                continue
+            for name, amount in counters.items():
+                bucket[name] = max(0.0, bucket.get(name, 0.0) - amount)
+    return left
+
+
+def fits(device: DraDevice, left: Mapping[tuple[str, str, str], Mapping[str, float]]) -> bool:
+    """Whether every counter the device consumes is still there (a counter set nobody publishes: no)."""
+    for set_name, counters in device.consumes:
+        bucket = left.get((device.driver, device.pool, set_name))
+        if bucket is None or any(bucket.get(n, 0.0) + 1e-9 < amount for n, amount in counters.items()):
+            return False
+    return True
+
+
+def partitions_available(candidates: Iterable[DraDevice],
+                         left: Mapping[tuple[str, str, str], Mapping[str, float]]) -> int:
+    """How many of `candidates` (partitions of one profile on one parent, not allocated) fit at once.
+
+    Greedy in name order: partitions of one profile differ only in placement (MIG: the memory slices from
+    `<start>`, equal sizes, aligned), so first-fit by placement finds the most that fit together.
+    """
+    budget = {k: dict(v) for k, v in left.items()}
+    count = 0
+    for device in sorted(candidates, key=lambda d: _placement(d.name)):
+        if not fits(device, budget):
+            continue
+        for set_name, counters in device.consumes:
+            bucket = budget[(device.driver, device.pool, set_name)]
+            for name, amount in counters.items():
+                bucket[name] = bucket.get(name, 0.0) - amount
+        count += 1
+    return count
+
+
+def _placement(name: str) -> tuple[int, str]:
+    """NVIDIA MIG names end in `-<placementStart>`: order by it (then by name)."""
+    tail = name.rsplit("-", 1)[-1]
+    return (int(tail), name) if tail.isdigit() else (1 << 30, name)
+
+
+def kind_of(ref: PhysicalRef) -> DeviceKind | int:
+    """The wire DeviceKind of a DRA device (a DeviceKind where the enum has it)."""
+    return DeviceKind(ref.kind) if ref.kind in DeviceKind._value2member_map_ else ref.kind

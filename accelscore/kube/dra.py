@@ -1,0 +1,152 @@
+"""Dynamic Resource Allocation objects (`resource.k8s.io`): discovery, read-only watches, and parsing into
+`accelscore.devices.dra` records.
+
+Version: `v1` (Kubernetes 1.34+, GA); on 1.32-1.33 clusters only `v1beta2` / `v1beta1` are served, and only then
+are they read (`v1beta1` nests a device's fields under `basic`). DeviceTaintRules are `v1beta2` (1.35+ beta),
+`v1alpha3` before. Everything is read as raw JSON through `CustomObjectsApi` (list + watch only).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from kubernetes import client
+
+from accelscore.devices.dra import DraDevice, DraSlice, DraTaint, TaintRule
+from accelscore.kube.config import ApiClient
+from accelscore.kube.errors import NotFound, call
+from accelscore.kube.nodes import JsonObject, object_name
+from accelscore.kube.quantity import InvalidQuantity, quantity
+from accelscore.kube.watch import OnChange, WatchCache, namespaced_key
+
+V = TypeVar("V")
+log = logging.getLogger(__name__)
+
+GROUP = "resource.k8s.io"
+SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")  # newest first; v1 wherever it is served
+TAINT_RULE_VERSIONS = ("v1beta2", "v1alpha3")
+RESOURCE_SLICES, RESOURCE_CLAIMS, DEVICE_CLASSES, DEVICE_TAINT_RULES = (
+    "resourceslices", "resourceclaims", "deviceclasses", "devicetaintrules")
+
+__all__ = ["DEVICE_CLASSES", "DEVICE_TAINT_RULES", "GROUP", "RESOURCE_CLAIMS", "RESOURCE_SLICES", "discover",
+           "first_error", "parse_slice", "parse_taint_rule", "watch_dra"]
+
+
+def discover(api_client: ApiClient) -> dict[str, str]:
+    """plural -> version to read, for the DRA kinds the API serves (empty without `resource.k8s.io`).
+
+    Raises KubeError when discovery itself fails (the caller retries)."""
+    groups = call(client.ApisApi(api_client).get_api_versions)
+    group = next((g for g in groups.groups or () if g.name == GROUP), None)
+    if group is None:
+        return {}
+    served = {v.version for v in group.versions or ()}
+    custom = client.CustomObjectsApi(api_client)
+    chosen: dict[str, str] = {}
+    for version in (*SLICE_VERSIONS, *TAINT_RULE_VERSIONS):
+        if version not in served:
+            continue
+        try:
+            listed = call(custom.get_api_resources, GROUP, version)
+        except NotFound:
+            continue
+        for resource in listed.resources or ():
+            wanted = (TAINT_RULE_VERSIONS if resource.name == DEVICE_TAINT_RULES else SLICE_VERSIONS)
+            if version in wanted and "/" not in resource.name:
+                chosen.setdefault(resource.name, version)
+    return chosen
+
+
+def watch_dra(api_client: ApiClient, *, plural: str, version: str, transform: Callable[[JsonObject], V],
+              field_selector: str = "", on_change: OnChange | None = None, **options: Any) -> WatchCache[Any, V]:
+    """Every object of one DRA kind (ResourceClaims across all namespaces, keyed (namespace, name); the
+    cluster-scoped kinds keyed by name), optionally narrowed by a field selector (`spec.nodeName=<node>`)."""
+    api = client.CustomObjectsApi(api_client)
+
+    def list_objects(**kwargs: Any) -> Any:
+        return api.list_cluster_custom_object(GROUP, version, plural, **kwargs)
+
+    key = namespaced_key if plural == RESOURCE_CLAIMS else object_name
+    suffix = f"/{field_selector.partition('=')[2]}" if field_selector else ""
+    return WatchCache(list_func=list_objects, raw=True, key=key, transform=transform, on_change=on_change,
+                      field_selector=field_selector, name=f"dra-{plural}{suffix}", **options)
+
+
+# ------------------------------------------------------------------------------------------------ parsing
+
+
+def _amount(value: Any, where: str) -> float:
+    try:
+        return float(quantity(value, where))
+    except InvalidQuantity:
+        return 0.0  # never more than the object can be shown to have
+
+
+def _attributes(raw: Any) -> dict[str, str | int | bool]:
+    """`{name: {string|int|bool|version: v}}` -> `{name: v}` (list-valued attributes are left out)."""
+    out: dict[str, str | int | bool] = {}
+    for name, value in (raw or {}).items() if isinstance(raw, dict) else ():
+        if not isinstance(value, dict):
+            continue
+        for kind in ("string", "int", "bool", "version"):
+            if kind in value and isinstance(value[kind], str | int | bool):
+                out[str(name)] = value[kind]
+                break
+    return out
+
+
+def _counters(raw: Any, where: str) -> dict[str, float]:
+    """`{name: {value: q}}` (counters) or `{name: {value: q, ...}}` (capacity) as parsed amounts."""
+    return {str(name): _amount((value or {}).get("value"), f"{where}.{name}")
+            for name, value in ((raw or {}).items() if isinstance(raw, dict) else ()) if isinstance(value, dict)}
+
+
+def _taint(raw: Any) -> DraTaint | None:
+    if not isinstance(raw, dict) or not raw.get("key"):
+        return None
+    return DraTaint(str(raw["key"]), str(raw.get("value") or ""), str(raw.get("effect") or ""))
+
+
+def _device(raw: JsonObject, driver: str, pool: str, version: str) -> DraDevice:
+    body = (raw.get("basic") or {}) if version == "v1beta1" else raw
+    consumes = tuple((str(c.get("counterSet") or ""), _counters(c.get("counters"), "consumesCounters"))
+                     for c in body.get("consumesCounters") or () if isinstance(c, dict))
+    taints = tuple(t for t in (_taint(x) for x in body.get("taints") or ()) if t is not None)
+    return DraDevice(driver=driver, pool=pool, name=str(raw.get("name") or ""),
+                     attributes=_attributes(body.get("attributes")),
+                     capacity=_counters(body.get("capacity"), "capacity"), consumes=consumes, taints=taints,
+                     multiple_allocations=bool(body.get("allowMultipleAllocations")))
+
+
+def parse_slice(obj: JsonObject) -> DraSlice:
+    """One ResourceSlice (any served version) as a `DraSlice`."""
+    version = str(obj.get("apiVersion") or "").rpartition("/")[2]
+    spec = obj.get("spec") or {}
+    driver, pool = str(spec.get("driver") or ""), spec.get("pool") or {}
+    pool_name = str(pool.get("name") or "")
+    counter_sets = {str(s.get("name") or ""): _counters(s.get("counters"), "sharedCounters")
+                    for s in spec.get("sharedCounters") or () if isinstance(s, dict)}
+    return DraSlice(name=object_name(obj), driver=driver, pool=pool_name,
+                    generation=int(pool.get("generation") or 0), slice_count=int(pool.get("resourceSliceCount") or 1),
+                    node=str(spec.get("nodeName") or ""), counter_sets=counter_sets,
+                    devices=tuple(_device(d, driver, pool_name, version) for d in spec.get("devices") or ()
+                                  if isinstance(d, dict)))
+
+
+def parse_taint_rule(obj: JsonObject) -> TaintRule | None:
+    """A DeviceTaintRule's selector and taint; None for a rule without a taint."""
+    spec = obj.get("spec") or {}
+    taint = _taint(spec.get("taint"))
+    if taint is None:
+        return None
+    selector = spec.get("deviceSelector") or {}
+    return TaintRule(object_name(obj), taint, str(selector.get("driver") or ""), str(selector.get("pool") or ""),
+                     str(selector.get("device") or ""))
+
+
+def first_error(watches: Iterable[WatchCache[Any, Any]]) -> str:
+    """The first watch's last error, for a reading's reason ("" when none has one)."""
+    return next((f"{w.name}: {w.last_error}" for w in watches if w.last_error), "")
+

@@ -1,0 +1,1 @@
+"""The scorer's inputs besides reports, one module each (Nodes, pending and bound pods, Kueue, custom scores)."""

@@ -1,0 +1,86 @@
+"""Local mode on a DRA-only node (issue 22, "Done when"): 8 H100 in a ResourceSlice, nothing in allocatable, 3
+allocated through ResourceClaims, 1 tainted gpu.nvidia.com/xid gives 4 free and 7 healthy; the same node through
+the device plugin gives the same scores.
+
+Peers: NVML faked at the pynvml boundary (fixtures/nvml/h100x8-idle.yaml), a real PodResourcesLister over a unix
+socket returning `dynamic_resources` (fixtures/podresources/dra-h100x8.*), and the Kubernetes API test server
+holding the Node, the pods, and the ResourceSlices/ResourceClaims of fixtures/dra/ (validated against the vendored
+resource.k8s.io v1.36.0 schema), read through the official client.
+
+Why 4 free: gpu-0 and gpu-1 (trainer-gpus) and gpu-2 (the claim the scheduler made for infer-0's extended
+resource nvidia.com/gpu) are held; gpu-7 is tainted NoSchedule (XID 79) so unhealthy; 8 - 3 - 1 = 4. Healthy: 7.
+Fits: 1-GPU 4, 2-GPU 2, 4-GPU 1, 8-GPU 0. API level (gpuNodeAvailable): 7 untainted GPUs, 3 held -> 4, as the
+device plugin's allocatable 7 - requested 3 gives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from accelscore.agent import app
+from accelscore.agent.config import host_config_from
+from accelscore.kube.config import from_kubeconfig
+from accelscore.local.cli import LOCAL_OPTIONS, LocalSession
+from accelscore.options import resolve
+from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
+from tests.dra import cluster
+from tests.fakes.fake_pynvml import FakeNvml, load_scenario
+from tests.fakes.kubelet_server import KubeletServer
+from tests.kubeapi.server import KubeApiServer
+
+EXPECTED_RAW = {"gpuClusterFree": 4, "gpuClusterFit1": 4, "gpuClusterFit2": 2, "gpuClusterFit4": 1,
+                "gpuClusterFit8": 0, "gpuClusterHealthy": 7 / 8 * 100}
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    directory = Path(tempfile.mkdtemp(prefix="dra-"))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _local(short_dir: Path, *, seed: Callable[..., None], podresources: str, nvml: str) -> dict[str, dict[str, float]]:
+    """One settled local-mode pass on node dra-h100-0; raw values of both built-in sets, and the report's devices."""
+    (short_dir / "sys").mkdir(exist_ok=True)
+    with KubeApiServer() as server:
+        kubeconfig = server.write_kubeconfig(short_dir / "kubeconfig")
+        api = from_kubeconfig(kubeconfig)
+        try:
+            seed(api)
+        finally:
+            api.close()
+        kubelet = KubeletServer.from_fixture(short_dir / "kubelet.sock", podresources).start()
+        fake = FakeNvml(load_scenario(nvml))
+        environ = {"ACCELSCORE_POD_RESOURCES_SOCKET": str(kubelet.socket_path), "ACCELSCORE_SYSFS_ROOT":
+                   str(short_dir / "sys"), "NODE_NAME": "dra-h100-0", "ACCELSCORE_LOCAL_OUTPUT": "table"}
+        values = resolve(argparse.Namespace(), LOCAL_OPTIONS, environ)
+        collectors = app.build_collectors(host_config_from(values), nvml=fake,
+                                          kube_client_factory=lambda: from_kubeconfig(kubeconfig))
+        session = LocalSession(values, collectors=collectors)
+        try:
+            session.step(settle=True)
+            if fake.wait_events_consumed():  # an XID delivered after the first read: read again
+                session.step(settle=True)
+            return {s.aps_name: s.raw for s in session.score_sets}
+        finally:
+            session.close()
+            kubelet.stop()
+
+
+def test_a_dra_only_node_gives_4_free_7_healthy_and_the_same_scores_as_through_the_device_plugin(
+        short_dir: Path) -> None:
+    dra = _local(short_dir, seed=cluster.dra_node_h100x8, podresources="dra-h100x8", nvml="h100x8-idle")
+    accel = dra[ACCELSCORE_APS]
+    assert {k: accel[k] for k in EXPECTED_RAW} == pytest.approx(EXPECTED_RAW)
+    assert dra[RESOURCE_USAGE_APS]["gpuNodeAvailable"] == 4.0
+
+    plugin = _local(short_dir, seed=cluster.plugin_node_h100x8, podresources="dra-h100x8-plugin",
+                    nvml="h100x8-xid79-gpu7")
+    diff = {(a, k): (plugin[a].get(k), v) for a in dra for k, v in dra[a].items() if plugin[a].get(k) != v}
+    assert plugin == dra, diff  # every score of both sets: a Placement does not change when the node moves to DRA
