@@ -256,3 +256,14 @@ def test_which_claims_a_pending_pod_waits_on() -> None:
            "status": {"resourceClaimStatuses": [{"name": "b", "resourceClaimName": "p-b-x1"}, {"name": "c"}]}}
     assert pod_claims(pod) == (ClaimRef("ml", "shared"), ClaimRef("ml", "p-b-x1"),  # c: no claim was needed
                                ClaimRef("ml", "", "tpl", "p/d"))  # d: not made yet, its template says
+
+
+def test_a_changed_or_removed_slice_is_looked_at_again_and_the_others_are_not_needed() -> None:
+    gpu = CLASSES["gpu.nvidia.com"]
+    whole = {s.name: s for s in (parse_slice(d) for d in cluster.load("h100x8.resourceslices"))}
+    cache = FamilyCache()
+    assert cache.families(gpu, whole) == {AcceleratorFamily.GPU}
+    emptied = {name: dataclasses.replace(s, devices=()) for name, s in whole.items()}  # the driver withdrew them
+    assert cache.families(gpu, emptied) == frozenset()
+    assert cache.families(gpu, whole) == {AcceleratorFamily.GPU}
+    assert cache.families(gpu, {}) == frozenset()

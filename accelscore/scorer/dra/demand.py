@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from accelscore.devices import AcceleratorFamily
 from accelscore.devices.dra import DraClaim, DraDevice, DraSlice, RequestOption, physical_ref
+from accelscore.devices.vendors import vendor_of_driver
 from accelscore.devices.dra_class import DeviceClassInfo
 
 __all__ = ["Backlog", "ClaimRef", "FamilyCache", "backlog", "selected_families"]
@@ -85,9 +86,16 @@ class _ClassEntry:
     per_slice: dict[str, tuple[DraSlice, Families]] = field(default_factory=dict)
 
 
+def _possible(piece: DraSlice) -> Families:
+    """The family a slice's devices could add (a slice is one driver's, so one vendor's)."""
+    vendor = vendor_of_driver(piece.driver)
+    return frozenset({vendor.family}) if vendor is not None and vendor.family in _COUNTED else frozenset()
+
+
 class FamilyCache:
     """Which families each DeviceClass selects, over every published slice: a slice is evaluated again only when
-    it changed (slices are replaced, never mutated), so CEL runs O(changed slices) per pass, not O(devices)."""
+    it changed (slices are replaced, never mutated), and not at all once its family is found elsewhere, so CEL runs
+    O(changed slices) per pass, not O(devices)."""
 
     def __init__(self) -> None:
         self._entries: dict[str, _ClassEntry] = {}
@@ -100,6 +108,9 @@ class FamilyCache:
             del entry.per_slice[gone]
         found: set[AcceleratorFamily] = set()
         for name, current in slices.items():
+            possible = _possible(current)
+            if not possible or possible <= found:
+                continue  # nothing this slice could add
             seen = entry.per_slice.get(name)
             if seen is None or seen[0] is not current:
                 seen = (current, selected_families(cls, current.devices))
@@ -138,6 +149,13 @@ def backlog(refs: Iterable[ClaimRef], *, claims: Mapping[tuple[str, str], DraCla
             families: Callable[[str], Families | None]) -> Backlog:
     """The devices the pending pods' claims ask for, each claim once (`families(class)`: None when the class cannot
     be resolved; `templates` None when they cannot be read)."""
+    memo: dict[str, Families | None] = {}
+
+    def resolved(name: str) -> Families | None:
+        if name not in memo:  # once per class per count, however many claims name it
+            memo[name] = families(name)
+        return memo[name]
+
     gpus = tpus = 0
     for key, ref in {ref.key: ref for ref in refs}.items():
         if ref.claim:
@@ -150,7 +168,7 @@ def backlog(refs: Iterable[ClaimRef], *, claims: Mapping[tuple[str, str], DraCla
             if requests is None:
                 return Backlog(unknown=f"ResourceClaimTemplate {ref.namespace}/{ref.template} is not known")
         for options in requests:
-            taken, why = _request(options, families)
+            taken, why = _request(options, resolved)
             if why:
                 return Backlog(unknown=f"{ref.namespace}/{ref.claim or ref.owner}: {why}")
             gpus += taken.get(AcceleratorFamily.GPU, 0)
