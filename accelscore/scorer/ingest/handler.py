@@ -271,6 +271,9 @@ class ReportIngest:
         if not message.HasField("report"):
             raise _refused(RejectReason.MALFORMED, "request has no report")
         report = message.report
+        # Held for the whole call: validation, summary and plausibility each walk the devices, and upb hands out
+        # the same wrappers while these live instead of making (and dropping) new ones on every walk.
+        devices = list(report.devices)  # noqa: F841
         if identity is not None:
             try:
                 check_node(identity, report.node_name)
