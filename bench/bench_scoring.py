@@ -58,6 +58,26 @@ def realistic_report(i: int) -> pb.NodeReport:
     return report
 
 
+def mig_report(i: int) -> pb.NodeReport:
+    """The same node with MIG on every GPU (mig-parted `all-balanced`: 2 x 1g.10gb, 2g.20gb, 3g.40gb), a third of
+    the instances held: every node carries partition counts (`NodeSummary.extras`), the costly case for a pass."""
+    report = realistic_report(i)
+    gpus = list(report.devices)
+    del report.devices[:]
+    for g, gpu in enumerate(gpus):
+        del gpu.assignments[:]
+        gpu.mig_enabled = True
+        report.devices.append(gpu)
+        for slot, profile in enumerate(("1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb")):
+            mig = report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_MIG, id=f"MIG-{i:05d}-{g}-{slot}", parent_id=gpu.id,
+                                     model=f"{gpu.model} MIG {profile}", profile=profile, health=pb.HEALTH_HEALTHY,
+                                     assignment_known=True)
+            if (i + g + slot) % 3 == 0:
+                mig.assignments.add(namespace="ml", pod=f"infer-{i}-{g}-{slot}", container="main",
+                                    resource_name=f"nvidia.com/mig-{profile}", device_id=mig.id)
+    return report
+
+
 def _summaries(count: int, config: ScoringConfig) -> list[NodeSummary]:
     """Summaries made the way the scorer makes them; each report is dropped once summarized."""
     return [summarize(realistic_report(i), config, received_at=NOW - (i % 30)) for i in range(count)]
@@ -104,6 +124,13 @@ def run() -> list[Row]:
         rows.append(Row(f"scoring: score_cluster {count:,} nodes x {GPUS_PER_NODE} GPUs", best, "ms",
                         f"CPU time, best of 51 (median {median:.2f} ms; wall median {wall:.2f} ms); {load_note()}",
                         budget=budgets.get(count)))
+    mig = [summarize(mig_report(i), config, received_at=NOW - (i % 30)) for i in range(5_000)] * 10
+    for count in (5_000, 50_000):
+        snapshot = ClusterSnapshot("bench", tuple(NodeEntry(f"n{k}", True, s) for k, s in enumerate(mig[:count])))
+        best, median = _cpu_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 21)
+        rows.append(Row(f"scoring: score_cluster {count:,} MIG nodes (32 instances each)", best, "ms",
+                        f"CPU time, best of 21 (median {median:.2f} ms); per-profile counts on every node; "
+                        f"{load_note()}", budget=budgets[count]))
     return rows
 
 

@@ -53,6 +53,25 @@ class NodeExtras:
     shares_total: int = 0
     clique: str = ""  # NVLink domain: the vendor's domain label (GPU feature discovery: <clusterUUID>.<cliqueId>)
     products: tuple[tuple[str, int, int], ...] = ()  # (product, free whole GPUs, GPUs): only with several products
+    # Derived for the scoring pass: the profiles (one tuple object per distinct list, so nodes of one layout
+    # share it), and the counts packed as lanes (free and total per profile, then shares free and total):
+    # the pass sums the packs of nodes with the same profiles in one addition each (accelscore.scorer.core.keyed).
+    lane_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    packed: int = field(init=False, repr=False, compare=False)
+    rare: bool = field(init=False, repr=False, compare=False)  # a domain or several products: folded one by one
+
+    def __post_init__(self) -> None:
+        keys = tuple(profile for profile, _, _ in self.mig)
+        keys = _LANE_KEYS.setdefault(keys, keys) if len(_LANE_KEYS) < _LANE_KEYS_MAX else keys
+        counts = [max(0, c) for _, free, total in self.mig for c in (free, total)]
+        object.__setattr__(self, "lane_keys", keys)
+        object.__setattr__(self, "packed", _lanes.pack([*counts, max(0, self.shares_free), max(0, self.shares_total)]))
+        object.__setattr__(self, "rare", bool(self.clique or self.products))
+
+
+# One tuple object per distinct profile list (a memo, not state: equal lists give equal results either way).
+_LANE_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_LANE_KEYS_MAX = 4096
 
 
 _NO_KEYS: Mapping[str, int] = MappingProxyType({})

@@ -44,18 +44,13 @@ def profile_of(device: report_pb2.Device) -> str:
 
 
 def is_partitioned(gpu: report_pb2.Device, instances: Sequence[report_pb2.Device]) -> bool:
-    """MIG is on (it has instances, or NVML says MIG mode is enabled): the GPU takes profile requests only."""
-    return bool(instances) or (gpu.HasField("mig_enabled") and gpu.mig_enabled)
-
-
-def is_shared(gpu: report_pb2.Device) -> bool:
-    """The cluster hands the GPU out as several slots (time-slicing replicas, HAMi shares)."""
-    return gpu.share_count > 1
+    """MIG is on (it has instances, or NVML says MIG mode is enabled; unset reads False): profile requests only."""
+    return bool(instances) or gpu.mig_enabled
 
 
 def is_whole(gpu: report_pb2.Device, instances: Sequence[report_pb2.Device]) -> bool:
-    """A whole-GPU request can be given this GPU."""
-    return not is_partitioned(gpu, instances) and not is_shared(gpu)
+    """A whole-GPU request can be given this GPU: not partitioned, not cut into shares (time-slicing, HAMi)."""
+    return not instances and not gpu.mig_enabled and gpu.share_count <= 1
 
 
 def _partitions(gpus: Iterable[report_pb2.Device], migs: Mapping[str, Sequence[report_pb2.Device]],
@@ -107,12 +102,15 @@ def extras(gpus: Devices, migs: Mapping[str, Devices], report: report_pb2.NodeRe
     if len(several) == 1:  # several model names, one product label (names that differ only in spacing)
         only, several = several[0][0], ()
     shares_free = shares_total = 0
+    offers = bool(migs)  # partitions to count: MIG instances, or a DRA parent's partitions_available
     for gpu in usable:
-        if gpu.share_count > 1 and not is_partitioned(gpu, migs.get(gpu.id, ())):
-            shares_total += gpu.share_count
+        count = gpu.share_count
+        if count > 1 and not is_partitioned(gpu, migs.get(gpu.id, ())):
+            shares_total += count
             if free_known:
-                shares_free += max(0, gpu.share_count - len(gpu.assignments))
-    partitions = _partitions(usable, migs, free_known) if migs or any(g.partitions_available for g in usable) else ()
+                shares_free += max(0, count - len(gpu.assignments))
+        offers = offers or len(gpu.partitions_available) > 0
+    partitions = _partitions(usable, migs, free_known) if offers else ()
     clique = next((report.node.labels[k] for k in DOMAIN_LABELS if k in report.node.labels), "")
     if not (partitions or shares_total or clique or several):
         return only, None
