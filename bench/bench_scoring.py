@@ -127,7 +127,7 @@ def run() -> list[Row]:
     mig = [summarize(mig_report(i), config, received_at=NOW - (i % 30)) for i in range(5_000)] * 10
     for count in (5_000, 50_000):
         snapshot = ClusterSnapshot("bench", tuple(NodeEntry(f"n{k}", True, s) for k, s in enumerate(mig[:count])))
-        best, median = _cpu_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 21)
+        best, median = cpu_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 21)
         rows.append(Row(f"scoring: score_cluster {count:,} MIG nodes (32 instances each)", best, "ms",
                         f"CPU time, best of 21 (median {median:.2f} ms); per-profile counts on every node; "
                         f"{load_note()}", budget=budgets[count]))
