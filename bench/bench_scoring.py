@@ -12,7 +12,7 @@ from accelscore.scorer.core.scoring import score_cluster
 from accelscore.scorer.core.scoring_config import ScoringConfig, default_scoring_config
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
-from bench.common import Row, current_rss_mib, load_note, peak_rss_mib
+from bench.common import Row, cpu_ms, current_rss_mib, load_note, peak_rss_mib
 
 GIB = 1 << 30
 NOW = 1_700_000_000.0
@@ -93,17 +93,6 @@ def _median_ms(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(samples)
 
 
-def _cpu_ms(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
-    """(best, median) CPU time of `repeats` calls in ms: the pass's own cost, not the time other processes on a
-    shared machine take from it (wall time under load measured 20-40 ms for a 12 ms pass)."""
-    samples = []
-    for _ in range(repeats):
-        start = time.thread_time()
-        fn()
-        samples.append((time.thread_time() - start) * 1000)
-    return min(samples), statistics.median(samples)
-
-
 def run() -> list[Row]:
     """Memory first (before anything larger is built), then summarize() cost, then scoring passes."""
     config = default_scoring_config()
@@ -130,7 +119,7 @@ def run() -> list[Row]:
     for count in (1_000, 5_000, 10_000, 50_000):
         snapshot = ClusterSnapshot("bench", tuple(NodeEntry(s.node, True, s) for s in summaries[:count]),
                                    pending_gpu_requests=16.0)
-        best, median = _cpu_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 51)
+        best, median = cpu_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 51)
         wall = _median_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 11)
         rows.append(Row(f"scoring: score_cluster {count:,} nodes x {GPUS_PER_NODE} GPUs", best, "ms",
                         f"CPU time, best of 51 (median {median:.2f} ms; wall median {wall:.2f} ms); {load_note()}",
@@ -138,7 +127,7 @@ def run() -> list[Row]:
     mig = [summarize(mig_report(i), config, received_at=NOW - (i % 30)) for i in range(5_000)] * 10
     for count in (5_000, 50_000):
         snapshot = ClusterSnapshot("bench", tuple(NodeEntry(f"n{k}", True, s) for k, s in enumerate(mig[:count])))
-        best, median = _cpu_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 21)
+        best, median = cpu_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 21)
         rows.append(Row(f"scoring: score_cluster {count:,} MIG nodes (32 instances each)", best, "ms",
                         f"CPU time, best of 21 (median {median:.2f} ms); per-profile counts on every node; "
                         f"{load_note()}", budget=budgets[count]))
