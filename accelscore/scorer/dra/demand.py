@@ -24,8 +24,8 @@ from typing import NamedTuple
 
 from accelscore.devices import AcceleratorFamily
 from accelscore.devices.dra import DraClaim, DraDevice, DraSlice, RequestOption, physical_ref
-from accelscore.devices.vendors import vendor_of_driver
 from accelscore.devices.dra_class import DeviceClassInfo
+from accelscore.devices.vendors import vendor_of_driver
 
 __all__ = ["Backlog", "ClaimRef", "FamilyCache", "backlog", "selected_families"]
 
