@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from accelscore.devices.dra_capacity import CapacityPolicy, SharedCapacity, shared_capacity
 from accelscore.devices.names import AcceleratorFamily, DeviceKind
@@ -291,6 +292,9 @@ class NodeDraView:
     shared: Mapping[DeviceKey, SharedCapacity] = field(default_factory=dict)
 
 
+_NONE_SHARED: Mapping[DeviceKey, SharedCapacity] = MappingProxyType({})  # most nodes: one object for all
+
+
 def node_view(slices: Iterable[DraSlice], claims: Iterable[DraClaim], rules: Iterable[TaintRule] = ()) -> NodeDraView:
     """One node's DRA capacity and allocation from its slices, the claims allocated on it and the taint rules."""
     pools = counted_devices(slices)
@@ -320,7 +324,7 @@ def node_view(slices: Iterable[DraSlice], claims: Iterable[DraClaim], rules: Ite
         usable[name] = usable.get(name, 0) + 1
         if device.key not in held and (not device.consumes or fits(device, left)):
             free[name] = free.get(name, 0) + 1
-    shared = _shared(shareable, claims, held, left) if shareable else {}
+    shared = _shared(shareable, claims, held, left) if shareable else _NONE_SHARED
     return NodeDraView(whole, usable, free, partitions, shared)
 
 
