@@ -158,6 +158,7 @@ def backlog(refs: Iterable[ClaimRef], *, claims: Mapping[tuple[str, str], DraCla
 
     gpus = tpus = 0
     for key, ref in {ref.key: ref for ref in refs}.items():
+        requests: Requests | None
         if ref.claim:
             claim = claims.get(key)
             if claim is None:
