@@ -114,7 +114,9 @@ def test_agent_once_runs_as_the_agent_daemonset_runs(image: Image, rendered: lis
     states = {c["name"]: c["state"].removeprefix("COLLECTOR_STATE_") for c in report["collectors"]}
     assert report["nodeName"] == NODE and report["agentVersion"] == __version__
     # The Node advertises nvidia.com/gpu but the image has no driver library: unknown (never "no GPUs").
-    expected = {"node": "OK", "kubelet": "OK", "nvidia": "UNKNOWN", "tpu": "ABSENT",
+    # The apiserver serves resource.k8s.io with no slice for this node (dra OK, nothing published); no AMD
+    # resource is advertised and no AMD device is present (amd ABSENT).
+    expected = {"node": "OK", "kubelet": "OK", "dra": "OK", "nvidia": "UNKNOWN", "tpu": "ABSENT", "amd": "ABSENT",
                 # /proc is mounted only in namespace mode; without it psutil cannot read the host
                 "host": "OK" if image.mode == "namespace" else "UNKNOWN"}
     assert states == expected, (states, out.stderr)
