@@ -16,9 +16,7 @@ device plugin's allocatable 7 - requested 3 gives.
 from __future__ import annotations
 
 import argparse
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,13 +34,6 @@ from tests.kubeapi.server import KubeApiServer
 
 EXPECTED_RAW = {"gpuClusterFree": 4, "gpuClusterFit1": 4, "gpuClusterFit2": 2, "gpuClusterFit4": 1,
                 "gpuClusterFit8": 0, "gpuClusterHealthy": 7 / 8 * 100}
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="dra-"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _local(short_dir: Path, *, seed: Callable[..., None], podresources: str, nvml: str) -> dict[str, dict[str, float]]:

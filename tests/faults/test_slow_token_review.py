@@ -15,12 +15,12 @@ import pytest
 
 from accelscore.agent.push import PushResult, ReportSender
 from accelscore.scorer.ingest.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
-from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
-from tests.e2e.harness import wait_for
-from tests.ingest.harness import AGENT_SA, Accepted
+from accelscore.scorer.ingest.server import IngestStats
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ApiHandle
 from tests.kubeapi.server import KubeApiServer
+from tests.rig.ingest import AGENT_SA, Accepted, IngestServer
+from tests.rig.wait import wait_for
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 
@@ -30,7 +30,7 @@ class Ingest:
     server: KubeApiServer
     accepted: Accepted
     stats: IngestStats
-    port: int
+    address: str
     tmp: Path
 
     def sender(self, node: str, *, timeout_s: float) -> ReportSender:
@@ -39,7 +39,7 @@ class Ingest:
                                                               EXTRA_NODE_NAME: [node]})
         token_file = self.tmp / f"{node}.token"
         token_file.write_text(token)
-        return ReportSender(address=f"127.0.0.1:{self.port}", token_file=token_file, insecure_plaintext=True,
+        return ReportSender(address=self.address, token_file=token_file, insecure_plaintext=True,
                             timeout_s=timeout_s)
 
     def reviews(self) -> int:
@@ -51,14 +51,8 @@ def ingest(kube_test_server: ApiHandle, tmp_path: Path) -> Iterator[Ingest]:
     assert kube_test_server.server is not None
     authenticator = TokenAuthenticator(api_client=kube_test_server.api_client(), audience="accelscore",
                                        agent_username=AGENT_SA, request_timeout_s=1.0)
-    accepted, stats = Accepted(), IngestStats()
-    grpc_server, port = build_ingest_server(address="127.0.0.1:0", accept=accepted, authenticator=authenticator,
-                                            max_report_bytes=1 << 20, counters=stats)
-    grpc_server.start()
-    try:
-        yield Ingest(kube_test_server.server, accepted, stats, port, tmp_path)
-    finally:
-        grpc_server.stop(None)
+    with IngestServer(authenticator=authenticator, plaintext=True) as server:
+        yield Ingest(kube_test_server.server, server.accepted, server.stats, server.address, tmp_path)
 
 
 def test_a_tokenreview_slower_than_the_scorers_timeout_is_unavailable_then_the_retry_is_accepted(

@@ -19,10 +19,10 @@ from accelscore.scorer.ingest.admission import RateLimiter
 from accelscore.scorer.ingest.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, AuthBusy, TokenAuthenticator, Unauthenticated
 from accelscore.scorer.ingest.server import IngestStats, ReportIngest, build_ingest_server
 from accelscore.v1 import report_pb2 as pb
-from tests.ingest.harness import AGENT_SA, Accepted, IngestServer
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ApiHandle
 from tests.kubeapi.server import KubeApiServer
+from tests.rig.ingest import AGENT_SA, Accepted, IngestServer
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 PATH = "/accelscore.v1.ReportService/PushReport"

@@ -18,10 +18,10 @@ import grpc
 from accelscore.scorer.ingest.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
 from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 from accelscore.v1 import report_pb2 as pb
-from tests.ingest.harness import AGENT_SA, Accepted
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ApiHandle
 from tests.kubeapi.server import KubeApiServer
+from tests.rig.ingest import AGENT_SA, Accepted
 
 PATH = "/accelscore.v1.ReportService/PushReport"
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"

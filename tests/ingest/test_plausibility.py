@@ -20,8 +20,8 @@ from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
-from tests.ingest.harness import Accepted, IngestServer
 from tests.ingest.sample import H100, eight_gpu_report
+from tests.rig.ingest import Accepted, IngestServer
 
 WATCHED = ("gpuNodeFree", "gpuClusterFree", "gpuClusterFit8", "gpuNodeAvailable", "gpuClusterAvailable")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -13,15 +12,10 @@ import pytest
 from accelscore.agent.push import PushLoop, PushResult, ReportSender
 from accelscore.scorer.ingest.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
 from accelscore.v1 import report_pb2 as pb
-from tests.ingest.harness import AGENT_SA, IngestServer, shared_tls, tls_sender_kwargs
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ApiHandle
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.rig.ingest import AGENT_SA, IngestServer, shared_tls, tls_sender_kwargs
+from tests.rig.wait import free_port
 
 
 def _busy_key(report: pb.NodeReport) -> tuple[int, ...]:
@@ -75,7 +69,7 @@ def test_sender_reports_rejected_for_an_invalid_report(server: IngestServer, sen
 
 
 def test_sender_reports_retryable_when_no_scorer_listens() -> None:
-    snd = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{_free_port()}"), token_file=None, timeout_s=2.0)
+    snd = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{free_port()}"), token_file=None, timeout_s=2.0)
     try:
         outcome = snd.send(eight_gpu_report("node-a"))
     finally:
@@ -90,7 +84,7 @@ def test_a_second_close_is_harmless_and_a_closed_sender_does_not_send(sender: Re
 
 
 def test_sender_reconnects_after_the_scorer_restarts() -> None:
-    port = _free_port()
+    port = free_port()
     snd = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{port}"), token_file=None, timeout_s=2.0)
     try:
         with IngestServer(port=port, tls=shared_tls()[0]):
@@ -159,7 +153,7 @@ def test_loop_pushes_at_once_when_an_assignment_changes(server: IngestServer, se
 
 
 def test_loop_keeps_only_the_newest_while_the_scorer_is_down_and_delivers_it_when_back() -> None:
-    port = _free_port()
+    port = free_port()
     sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{port}"), token_file=None, timeout_s=1.0)
     loop = _loop(sender, interval_s=60.0)
     try:
@@ -187,7 +181,7 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
         if len(sleeps) >= 14:
             stop.set()
 
-    sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{_free_port()}"), token_file=None, timeout_s=1.0)
+    sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{free_port()}"), token_file=None, timeout_s=1.0)
     loop = PushLoop(sender=sender, interval_s=60.0, change_key=_busy_key, stop_event=stop, backoff_initial_s=0.5,
                     backoff_max_s=4.0, sleep=record, final_push_timeout_s=0.2)
     loop.start()
@@ -205,7 +199,7 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
 
 
 def test_stop_interrupts_a_backoff_promptly() -> None:
-    sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{_free_port()}"), token_file=None, timeout_s=1.0)
+    sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{free_port()}"), token_file=None, timeout_s=1.0)
     loop = _loop(sender, backoff_initial_s=30.0, backoff_max_s=60.0, final_push_timeout_s=0.5)
     loop.offer(eight_gpu_report("node-a"))
     assert _until(lambda: loop.stats().pushes_failed >= 1)

@@ -18,8 +18,8 @@ from accelscore.agent.push import PushLoop, PushResult, ReportSender
 from accelscore.scorer.ingest.admission import RateLimiter
 from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 from accelscore.v1 import report_pb2 as pb
-from tests.ingest.harness import Accepted, IngestServer
 from tests.ingest.sample import eight_gpu_report
+from tests.rig.ingest import Accepted, IngestServer
 
 STREAM = "/accelscore.v1.ReportService/PushReports"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from accelscore.scorer.core.model import CUSTOM_APS
 from accelscore.scorer.ingest.node_table import NodeFacts
 from accelscore.scorer.service import ScorerService
-from tests.custom_scores.support import scorer_with_custom_scores
-from tests.e2e.harness import wait_for
+from tests.rig.scorer import standalone_scorer
+from tests.rig.wait import wait_for
 from tests.scoring.builders import gpus, report
 
 SCORES = """
@@ -44,7 +44,7 @@ scores:
 
 
 def _service(path: Path) -> ScorerService:
-    service = scorer_with_custom_scores(path)
+    service = standalone_scorer(ACCELSCORE_CUSTOM_SCORES=str(path))
     now = time.time()
     service.table.set_nodes({"h": NodeFacts("h", True)})
     service.table.accept(report("h", devices=gpus("h", 8, busy=4), time=now), received_at=now)

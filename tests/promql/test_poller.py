@@ -12,7 +12,7 @@ import pytest
 from accelscore.errors import ConfigError
 from accelscore.scorer.custom import promql
 from accelscore.scorer.custom.promql import RESULTS, PromqlPoller, PromQuery, PromValue
-from tests.metrics.prometheus_server import free_port
+from tests.rig.wait import free_port
 
 
 def wait_until(check: Callable[[], bool], timeout_s: float = 10.0) -> None:

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from accelscore.scorer.custom.promql import PromQuery, PromValue, query_instant
-from tests.metrics.prometheus_server import free_port
 from tests.promql.fake_http import LoopbackServer, fixed, slow, trickle
+from tests.rig.wait import free_port
 
 
 def run(url: str, query: str, **kw: float) -> PromValue:

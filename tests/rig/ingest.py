@@ -1,4 +1,4 @@
-"""A real ingest server on loopback that records what it accepted, and a raw client for it.
+"""A bare ingest server on loopback (no scorer behind it) that records what it accepted, and a raw client for it.
 
 TLS by default, with a CA and serving certificate issued by the scorer's own code (`EphemeralTls`): the CA
 is written to `ca_file` and clients dial 127.0.0.1 while verifying the name `SERVER_NAME`.
@@ -23,6 +23,7 @@ from accelscore.scorer.tls.credentials import EphemeralTls, server_credentials
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
 
+# The agents' identity (the scorer's default --agent-service-account) and the scorer Service's name.
 AGENT_SA = "system:serviceaccount:open-cluster-management-agent-addon:accelscore-agent"
 SERVER_NAME = "accelscore-scorer.accelscore.svc"
 TLS_OPTIONS = (("grpc.ssl_target_name_override", SERVER_NAME),)
