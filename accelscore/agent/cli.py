@@ -53,7 +53,10 @@ def _print_once(config: AgentConfig, collectors: Any) -> int:
     if config.output == "json":
         print(json_format.MessageToJson(report, indent=2))
     else:
+        from accelscore.agent.device_view import device_lines
+
         print(report)
+        print("\n".join(device_lines(report)))
     return 0
 
 

@@ -17,14 +17,19 @@ from accelscore.devices.vendors import DraIdentity, Vendor, vendor_of_driver
 
 __all__ = [
     "UNHEALTHY_EFFECTS",
+    "ClaimResult",
     "DeviceKey",
+    "DraClaim",
     "DraDevice",
     "DraSlice",
     "DraTaint",
+    "NodeDraView",
     "PhysicalRef",
     "TaintRule",
     "counted_devices",
     "fits",
+    "free_devices",
+    "node_view",
     "partitions_available",
     "physical_ref",
     "remaining_counters",
@@ -226,3 +231,82 @@ def _placement(name: str) -> tuple[int, str]:
 def kind_of(ref: PhysicalRef) -> DeviceKind | int:
     """The wire DeviceKind of a DRA device (a DeviceKind where the enum has it)."""
     return DeviceKind(ref.kind) if ref.kind in DeviceKind._value2member_map_ else ref.kind
+
+
+# ------------------------------------------------------------------------------- the scorer's view of a node
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    """One `status.allocation.devices.results[]` entry."""
+
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool = False  # admin access consumes nothing (the device stays allocatable)
+    share_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DraClaim:
+    """An allocated ResourceClaim: where (the node its allocation's node selector names) and which devices."""
+
+    namespace: str
+    name: str
+    node: str  # "" when the allocation is not pinned to one node by name
+    results: tuple[ClaimResult, ...] = ()
+
+    def holds(self) -> Iterable[DeviceKey]:
+        return ((r.driver, r.pool, r.device) for r in self.results if not r.admin_access)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDraView:
+    """What the scorer's own watches say a node offers through DRA, per vendor name: whole devices published
+    (newest complete generation), of which not tainted out, of which free (no claim holds it, no counter of it
+    consumed); partitions published. Counted like device-plugin allocatable, so the bounds add up."""
+
+    whole: Mapping[str, int] = field(default_factory=dict)
+    usable: Mapping[str, int] = field(default_factory=dict)
+    free: Mapping[str, int] = field(default_factory=dict)
+    partitions: Mapping[str, int] = field(default_factory=dict)
+
+
+def node_view(slices: Iterable[DraSlice], claims: Iterable[DraClaim], rules: Iterable[TaintRule] = ()) -> NodeDraView:
+    """One node's DRA capacity and allocation from its slices, the claims allocated on it and the taint rules."""
+    pools = counted_devices(slices)
+    rules = tuple(rules)
+    held = {key for claim in claims for key in claim.holds()}
+    left = remaining_counters(pools.counter_sets, (d for d in pools.devices if d.key in held))
+    whole: dict[str, int] = {}
+    usable: dict[str, int] = {}
+    free: dict[str, int] = {}
+    partitions: dict[str, int] = {}
+    for device in pools.devices:
+        ref = physical_ref(device)
+        if ref is None:
+            continue
+        name = ref.vendor.name
+        if ref.partition:
+            partitions[name] = partitions.get(name, 0) + 1
+            continue
+        whole[name] = whole.get(name, 0) + 1
+        if unhealthy_taints(device, rules):
+            continue
+        usable[name] = usable.get(name, 0) + 1
+        if device.key not in held and (not device.consumes or fits(device, left)):
+            free[name] = free.get(name, 0) + 1
+    return NodeDraView(whole, usable, free, partitions)
+
+
+def free_devices(slices: Iterable[DraSlice], claims: Iterable[DraClaim], rules: Iterable[TaintRule] = ()
+                 ) -> tuple[tuple[DraDevice, ...], dict[tuple[str, str, str], dict[str, float]]]:
+    """The devices of a node that a new claim could get now (not held, not tainted out, counters available), and
+    the counters left per counter set (what counter-based quota can still draw on)."""
+    pools = counted_devices(slices)
+    rules = tuple(rules)
+    held = {key for claim in claims for key in claim.holds()}
+    left = remaining_counters(pools.counter_sets, (d for d in pools.devices if d.key in held))
+    free = tuple(d for d in pools.devices if d.key not in held and not unhealthy_taints(d, rules)
+                 and (not d.consumes or fits(d, left)))
+    return free, left

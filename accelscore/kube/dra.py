@@ -9,12 +9,13 @@ are they read (`v1beta1` nests a device's fields under `basic`). DeviceTaintRule
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from kubernetes import client
 
-from accelscore.devices.dra import DraDevice, DraSlice, DraTaint, TaintRule
+from accelscore.devices.dra import ClaimResult, DraClaim, DraDevice, DraSlice, DraTaint, TaintRule
 from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import NotFound, call
 from accelscore.kube.nodes import JsonObject, object_name
@@ -31,7 +32,7 @@ RESOURCE_SLICES, RESOURCE_CLAIMS, DEVICE_CLASSES, DEVICE_TAINT_RULES = (
     "resourceslices", "resourceclaims", "deviceclasses", "devicetaintrules")
 
 __all__ = ["DEVICE_CLASSES", "DEVICE_TAINT_RULES", "GROUP", "RESOURCE_CLAIMS", "RESOURCE_SLICES", "discover",
-           "first_error", "parse_slice", "parse_taint_rule", "watch_dra"]
+           "first_error", "parse_claim", "parse_slice", "parse_taint_rule", "watch_dra"]
 
 
 def discover(api_client: ApiClient) -> dict[str, str]:
@@ -85,21 +86,23 @@ def _amount(value: Any, where: str) -> float:
 
 
 def _attributes(raw: Any) -> dict[str, str | int | bool]:
-    """`{name: {string|int|bool|version: v}}` -> `{name: v}` (list-valued attributes are left out)."""
+    """`{name: {string|int|bool|version: v}}` -> `{name: v}` (list-valued attributes are left out). Names and
+    string values are interned: thousands of devices share the same product, driver and version strings."""
     out: dict[str, str | int | bool] = {}
     for name, value in (raw or {}).items() if isinstance(raw, dict) else ():
         if not isinstance(value, dict):
             continue
         for kind in ("string", "int", "bool", "version"):
             if kind in value and isinstance(value[kind], str | int | bool):
-                out[str(name)] = value[kind]
+                item = value[kind]
+                out[sys.intern(str(name))] = sys.intern(item) if isinstance(item, str) else item
                 break
     return out
 
 
 def _counters(raw: Any, where: str) -> dict[str, float]:
     """`{name: {value: q}}` (counters) or `{name: {value: q, ...}}` (capacity) as parsed amounts."""
-    return {str(name): _amount((value or {}).get("value"), f"{where}.{name}")
+    return {sys.intern(str(name)): _amount((value or {}).get("value"), f"{where}.{name}")
             for name, value in ((raw or {}).items() if isinstance(raw, dict) else ()) if isinstance(value, dict)}
 
 
@@ -114,7 +117,7 @@ def _device(raw: JsonObject, driver: str, pool: str, version: str) -> DraDevice:
     consumes = tuple((str(c.get("counterSet") or ""), _counters(c.get("counters"), "consumesCounters"))
                      for c in body.get("consumesCounters") or () if isinstance(c, dict))
     taints = tuple(t for t in (_taint(x) for x in body.get("taints") or ()) if t is not None)
-    return DraDevice(driver=driver, pool=pool, name=str(raw.get("name") or ""),
+    return DraDevice(driver=driver, pool=pool, name=sys.intern(str(raw.get("name") or "")),
                      attributes=_attributes(body.get("attributes")),
                      capacity=_counters(body.get("capacity"), "capacity"), consumes=consumes, taints=taints,
                      multiple_allocations=bool(body.get("allowMultipleAllocations")))
@@ -124,8 +127,8 @@ def parse_slice(obj: JsonObject) -> DraSlice:
     """One ResourceSlice (any served version) as a `DraSlice`."""
     version = str(obj.get("apiVersion") or "").rpartition("/")[2]
     spec = obj.get("spec") or {}
-    driver, pool = str(spec.get("driver") or ""), spec.get("pool") or {}
-    pool_name = str(pool.get("name") or "")
+    driver, pool = sys.intern(str(spec.get("driver") or "")), spec.get("pool") or {}
+    pool_name = sys.intern(str(pool.get("name") or ""))
     counter_sets = {str(s.get("name") or ""): _counters(s.get("counters"), "sharedCounters")
                     for s in spec.get("sharedCounters") or () if isinstance(s, dict)}
     return DraSlice(name=object_name(obj), driver=driver, pool=pool_name,
@@ -144,6 +147,29 @@ def parse_taint_rule(obj: JsonObject) -> TaintRule | None:
     selector = spec.get("deviceSelector") or {}
     return TaintRule(object_name(obj), taint, str(selector.get("driver") or ""), str(selector.get("pool") or ""),
                      str(selector.get("device") or ""))
+
+
+def parse_claim(obj: JsonObject) -> DraClaim | None:
+    """An allocated ResourceClaim (None while it is not allocated: it holds nothing yet). Its node is the one its
+    allocation's node selector names (`matchFields metadata.name In [node]`, as the scheduler writes it for
+    node-local devices)."""
+    allocation = (obj.get("status") or {}).get("allocation")
+    if not isinstance(allocation, dict):
+        return None
+    meta = obj.get("metadata") or {}
+    results = tuple(ClaimResult(str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""),
+                                bool(r.get("adminAccess")), str(r.get("shareID") or ""))
+                    for r in ((allocation.get("devices") or {}).get("results") or ()) if isinstance(r, dict))
+    return DraClaim(str(meta.get("namespace") or ""), str(meta.get("name") or ""), _claim_node(allocation), results)
+
+
+def _claim_node(allocation: JsonObject) -> str:
+    for term in ((allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or ()):
+        for field in (term or {}).get("matchFields") or ():
+            values = field.get("values") or []
+            if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(values) == 1:
+                return str(values[0])
+    return ""
 
 
 def first_error(watches: Iterable[WatchCache[Any, Any]]) -> str:

@@ -8,17 +8,19 @@ JSON dicts to the caller's `transform`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kubernetes import client
 
 from accelscore.kube.config import ApiClient
-from accelscore.kube.errors import NotFound, call
+from accelscore.kube.errors import KubeError, NotFound, call
 from accelscore.kube.nodes import JsonObject, object_name
 from accelscore.kube.watch import OnChange, WatchCache
 
 V = TypeVar("V")
+log = logging.getLogger(__name__)
 
 GROUP = "kueue.x-k8s.io"
 CLUSTER_QUEUES, RESOURCE_FLAVORS, COHORTS = "clusterqueues", "resourceflavors", "cohorts"
@@ -26,7 +28,7 @@ CLUSTER_QUEUES, RESOURCE_FLAVORS, COHORTS = "clusterqueues", "resourceflavors", 
 KNOWN_VERSIONS = ("v1beta2", "v1beta1", "v1alpha1")
 
 __all__ = ["CLUSTER_QUEUES", "COHORTS", "GROUP", "KNOWN_VERSIONS", "RESOURCE_FLAVORS", "JsonObject", "discover",
-           "watch_kueue"]
+           "read_configuration", "watch_kueue"]
 
 
 def discover(api_client: ApiClient) -> dict[str, str] | None:
@@ -52,6 +54,25 @@ def discover(api_client: ApiClient) -> dict[str, str] | None:
             if resource.name in (CLUSTER_QUEUES, RESOURCE_FLAVORS, COHORTS):
                 chosen.setdefault(resource.name, version)
     return chosen if CLUSTER_QUEUES in chosen else None
+
+
+def read_configuration(api_client: ApiClient, namespace: str, name: str, key: str) -> dict[str, Any] | None:
+    """Kueue's Configuration from its ConfigMap (`resources.deviceClassMappings` and the rest) as a dict; None
+    when it cannot be read (not there, not allowed, not YAML): DRA quota resources are then the DeviceClasses'
+    extendedResourceNames only."""
+    import yaml
+
+    try:
+        cm = call(client.CoreV1Api(api_client).read_namespaced_config_map, name, namespace)
+    except KubeError as err:
+        log.info("Kueue configuration %s/%s not read (%s): no deviceClassMappings", namespace, name, err)
+        return None
+    try:
+        parsed = yaml.safe_load(((cm.data or {}).get(key)) or "") or {}
+    except yaml.YAMLError as err:
+        log.warning("Kueue configuration %s/%s key %s is not YAML (%s)", namespace, name, key, err)
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def watch_kueue(api_client: ApiClient, *, plural: str, version: str, transform: Callable[[JsonObject], V],

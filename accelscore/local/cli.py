@@ -103,6 +103,7 @@ class LocalSession:
         # No hub: the publisher only records what it would write (same objects, same validUntil rules).
         self.publisher = Publisher(hub=None, cluster=self.cluster, policy=PublishPolicy())
         self.cycle: Cycle | None = None
+        self.report: Any = None  # the last NodeReport (the devices table)
         self.rule = GpuAssignmentRule.UNKNOWN
         self.score_sets: Sequence[ScoreSet] = ()
         self._sequence = 0
@@ -119,6 +120,7 @@ class LocalSession:
         self.rule = gpu_assignment_rule(self.cycle, local_mode=True)
         report = build_report(self.cycle, node_name=self.host.node_name, sequence=self._sequence,
                               instance="local", now=now, host_as_node=True, rule=self.rule)
+        self.report = report
         self.table.accept(report, received_at=now)
         score_sets = scoring_pass(table=self.table, config=self.config, view=self.view, publisher=self.publisher,
                                   now=now, custom=self.custom)
@@ -139,6 +141,10 @@ class LocalSession:
             yaml.safe_dump_all(self.objects(), out, sort_keys=False, width=4096)
         else:
             out.write(render_table(self.score_sets, self.cycle, self.rule, self.config.compat_bounds))
+            if self.report is not None and len(self.report.devices):
+                from accelscore.agent.device_view import device_lines
+
+                out.write("\n" + "\n".join(device_lines(self.report)) + "\n")
             if self.custom is not None:
                 out.write(render_custom(self.custom))
         out.flush()

@@ -158,16 +158,19 @@ class ScorerService:
         if self._cluster_api is None:
             return [custom]
         from accelscore.scorer.sources.bound_pods import BoundPodsSource
+        from accelscore.scorer.sources.dra import DraInput
         from accelscore.scorer.sources.kueue import KueueInput
         from accelscore.scorer.sources.nodes import NodeSource
         from accelscore.scorer.sources.pending_pods import PendingPodsSource
 
         api, wake = self._cluster_api, self._wake.set
+        dra = DraInput(api, wake=wake, watch_options=watch_options)
         return [NodeSource(api, wake=wake, watch_options=watch_options),
                 PendingPodsSource(api, wake=wake, watch_options=watch_options),
                 BoundPodsSource(api, wake=wake, watch_options=watch_options),
+                dra,
                 custom,
-                KueueInput(api, wake=wake, stale_after_s=self.config.scoring.stale_after_s)]
+                KueueInput(api, wake=wake, stale_after_s=self.config.scoring.stale_after_s, dra=dra.dra_source)]
 
     def _source_watch(self, name: str) -> Any:
         """The WatchCache behind a watch source (None before start or without one): for tests and debugging."""
@@ -184,6 +187,11 @@ class ScorerService:
     @property
     def _bound_watch(self) -> Any:
         return self._source_watch("bound-pods")
+
+    @property
+    def dra(self) -> Any:
+        """The scorer's DRA source (scorer.dra.source.DraSource) once the cluster is found to serve DRA."""
+        return next((s.dra_source() for s in self.sources if s.name == "dra"), None)
 
     def _apply_sources(self) -> None:
         """Fold every source into the node table once per pass (not once per event: O(nodes) per pass)."""

@@ -9,6 +9,7 @@ the vendored Kueue CRDs the same way and reduced to a `KueueState` by the scorer
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -25,10 +26,11 @@ from accelscore.scorer.core.model import ACCELSCORE_APS, KUEUE_APS, RESOURCE_USA
 from accelscore.scorer.kueue import source as kueue_source
 from accelscore.scorer.kueue.headroom import KueueState
 from accelscore.simulator import placement as pl
+from accelscore.simulator.dra_fleet import ClusterDra, FleetDraError, parse_dra
 from accelscore.v1 import report_pb2
 
 _CLUSTER_KEYS = {"cluster", "labels", "claims", "reportAgeSeconds", "reports", "nodes", "unreportedNodes",
-                 "pendingPods", "hub", "available", "scorerStoppedSeconds", "kueue"}
+                 "pendingPods", "hub", "available", "scorerStoppedSeconds", "kueue", "dra"}
 _AVAILABLE = {True: "True", False: "False", "True": "True", "False": "False", "Unknown": "Unknown"}
 _NODE_KEYS = {"schedulable", "reportAgeSeconds", "labels", "taints"}
 _TAINT_KEYS = {"key", "value", "effect"}
@@ -82,6 +84,7 @@ class Cluster:
     available: str = "True"  # ManagedClusterConditionAvailable; not True = tainted by OCM
     scorer_stopped_s: float | None = None  # the scorer died this long ago: the hub keeps what it wrote then
     kueue: KueueState | None = None  # the cluster's Kueue objects; None = no Kueue (no accelscore-kueue set)
+    dra: ClusterDra | None = None  # the cluster's DRA objects (slices, claims, classes); None = none recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,12 +340,20 @@ def parse_cluster(doc: Mapping[str, Any], where: str) -> Cluster:
     if not isinstance(available, bool | str) or available not in _AVAILABLE:
         raise FleetError(f"{where}: available must be true, false or Unknown, got {available!r}")
     stopped = doc.get("scorerStoppedSeconds")
+    nodes = _nodes(doc, where)
+    try:
+        dra = parse_dra(doc.get("dra"), where, (n.report for n in nodes))
+    except FleetDraError as err:
+        raise FleetError(str(err)) from err
+    kueue = _kueue(doc.get("kueue"), where)
+    if kueue is not None and dra is not None:
+        kueue = dataclasses.replace(kueue, dra_physical=dra.kueue_physical())
     return Cluster(
         available=_AVAILABLE[available],
         scorer_stopped_s=None if stopped is None else _age(stopped, f"{where}: scorerStoppedSeconds"),
-        name=name, nodes=_nodes(doc, where), labels=_string_map(doc.get("labels"), f"{where}: labels"),
+        name=name, nodes=nodes, labels=_string_map(doc.get("labels"), f"{where}: labels"), dra=dra,
         claims=_string_map(doc.get("claims"), f"{where}: claims"), unreported=tuple(unreported),
-        pending_gpus=gpus, pending_tpus=tpus, hub=_hub(doc, where), kueue=_kueue(doc.get("kueue"), where),
+        pending_gpus=gpus, pending_tpus=tpus, hub=_hub(doc, where), kueue=kueue,
     )
 
 

@@ -51,7 +51,7 @@ def test_every_import_contract_is_kept() -> None:
          "One door to NVML: only the nvidia collector modules import pynvml"),
         ("accelscore.scorer.publish.publisher", "import kubernetes  # noqa", "One door to Kubernetes"),
         ("accelscore.kube.errors", "import accelscore.scorer  # noqa", "Layers: the CLI over the composition roots"),
-        ("accelscore.scorer.service", "import cel_expr_python  # noqa", "One door to cel-cpp"),
+        ("accelscore.scorer.service", "import cel_expr_python  # noqa", "Two doors to cel-cpp"),
     ],
     ids=["kubernetes-in-scoring", "proto-in-model", "scorer-imports-agent", "pynvml-outside-nvidia",
          "kubernetes-outside-kube", "kube-imports-upward", "cel-cpp-outside-custom-scores"],

@@ -66,8 +66,12 @@ def test_managed_cluster_roles_grant_exactly_what_each_process_needs(
     agent_dra = {("resource.k8s.io", r, v) for r in ("resourceslices", "devicetaintrules") for v in READ_VERBS}
     scorer_dra = agent_dra | {("resource.k8s.io", r, v) for r in ("resourceclaims", "deviceclasses")
                               for v in READ_VERBS}
+    kueue_config = {("", "configmaps", "get")}  # resourceNames: kueue-manager-config only (checked below)
     assert sorted(grants.values(), key=len) == [
-        read | agent_dra, read | {("authentication.k8s.io", "tokenreviews", "create")} | kueue | scorer_dra]
+        read | agent_dra,
+        read | {("authentication.k8s.io", "tokenreviews", "create")} | kueue | scorer_dra | kueue_config]
+    configmap_rules = [r for rules in roles.values() for r in rules if "configmaps" in r["resources"]]
+    assert [r.get("resourceNames") for r in configmap_rules] == [["kueue-manager-config"]]
     roles_in_namespace = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Role"}
     assert sorted(roles_in_namespace) == ["accelscore-scorer-leader-election", "accelscore-scorer-tls"]
     assert _scorer_tls_grants(roles_in_namespace["accelscore-scorer-tls"]["rules"]) == SCORER_TLS_GRANTS

@@ -16,6 +16,7 @@ device plugin's allocatable 7 - requested 3 gives.
 from __future__ import annotations
 
 import argparse
+import io
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,8 +37,9 @@ EXPECTED_RAW = {"gpuClusterFree": 4, "gpuClusterFit1": 4, "gpuClusterFit2": 2, "
                 "gpuClusterFit8": 0, "gpuClusterHealthy": 7 / 8 * 100}
 
 
-def _local(short_dir: Path, *, seed: Callable[..., None], podresources: str, nvml: str) -> dict[str, dict[str, float]]:
-    """One settled local-mode pass on node dra-h100-0; raw values of both built-in sets, and the report's devices."""
+def _local(short_dir: Path, *, seed: Callable[..., None], podresources: str,
+           nvml: str) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """One settled local-mode pass on node dra-h100-0: raw values of both built-in sets, and the printed table."""
     (short_dir / "sys").mkdir(exist_ok=True)
     with KubeApiServer() as server:
         kubeconfig = server.write_kubeconfig(short_dir / "kubeconfig")
@@ -58,7 +60,9 @@ def _local(short_dir: Path, *, seed: Callable[..., None], podresources: str, nvm
             session.step(settle=True)
             if fake.wait_events_consumed():  # an XID delivered after the first read: read again
                 session.step(settle=True)
-            return {s.aps_name: s.raw for s in session.score_sets}
+            out = io.StringIO()
+            session.print(out)
+            return {s.aps_name: s.raw for s in session.score_sets}, out.getvalue().splitlines()
         finally:
             session.close()
             kubelet.stop()
@@ -66,12 +70,19 @@ def _local(short_dir: Path, *, seed: Callable[..., None], podresources: str, nvm
 
 def test_a_dra_only_node_gives_4_free_7_healthy_and_the_same_scores_as_through_the_device_plugin(
         short_dir: Path) -> None:
-    dra = _local(short_dir, seed=cluster.dra_node_h100x8, podresources="dra-h100x8", nvml="h100x8-idle")
+    dra, table = _local(short_dir, seed=cluster.dra_node_h100x8, podresources="dra-h100x8", nvml="h100x8-idle")
     accel = dra[ACCELSCORE_APS]
     assert {k: accel[k] for k in EXPECTED_RAW} == pytest.approx(EXPECTED_RAW)
     assert dra[RESOURCE_USAGE_APS]["gpuNodeAvailable"] == 4.0
 
-    plugin = _local(short_dir, seed=cluster.plugin_node_h100x8, podresources="dra-h100x8-plugin",
-                    nvml="h100x8-xid79-gpu7")
+    # Per device, the table says where it is handed out from and why it is or is not free.
+    rows = {line.split()[0]: line for line in table if line.split() and line.split()[0].isdigit()}
+    assert "DRA gpu.nvidia.com/dra-h100-0/gpu-0" in rows["0"] and "not free: held by ml/trainer-0" in rows["0"]
+    assert rows["3"].endswith("free") and "not free: held by ml/infer-0" in rows["2"]
+    assert "not free: unhealthy" in rows["7"] and "gpu.nvidia.com/xid=79 (NoSchedule)" in rows["7"]
+
+    plugin, plugin_table = _local(short_dir, seed=cluster.plugin_node_h100x8, podresources="dra-h100x8-plugin",
+                                  nvml="h100x8-xid79-gpu7")
+    assert "device plugin" in next(line for line in plugin_table if line.startswith("0 "))
     diff = {(a, k): (plugin[a].get(k), v) for a in dra for k, v in dra[a].items() if plugin[a].get(k) != v}
     assert plugin == dra, diff  # every score of both sets: a Placement does not change when the node moves to DRA

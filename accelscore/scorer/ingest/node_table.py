@@ -6,6 +6,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from accelscore.devices.dra import NodeDraView
 from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary, Taint
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.ingest.plausible import NodeBounds, cap_free, implausible, node_bounds
@@ -54,6 +55,9 @@ class NodeTable:
         self._requested: Mapping[str, Mapping[str, float]] | None = None
         self._capped: dict[str, int] = {}  # resource -> times a node's free count was capped
         self._bounds: dict[str, tuple[NodeFacts, NodeBounds]] = {}  # node -> its facts and what they allow
+        # The scorer's DRA view per node ({} = no DRA in this cluster; None = DRA served, watches not synced yet).
+        self._dra: Mapping[str, NodeDraView] | None = {}
+        self._uses_dra: set[str] = set()  # nodes whose newest report has DRA devices
         self.version = 0  # bumps on every change, so the scoring loop can skip idle passes
 
     def accept(self, report: report_pb2.NodeReport, received_at: float) -> NodeSummary:
@@ -62,15 +66,22 @@ class NodeTable:
         with self._lock:
             facts = None if self._nodes is None else self._nodes.get(report.node_name)
             bounds = self._bounds.get(report.node_name)
+            dra = self._dra
         if facts is not None and facts.capacity is not None and facts.allocatable is not None:
             if bounds is None or bounds[0] is not facts:  # folded once per Node change, not per report
                 bounds = (facts, node_bounds(facts.capacity, facts.allocatable))
                 with self._lock:
                     self._bounds[report.node_name] = bounds
-            rejection = implausible(report, summary, bounds=bounds[1])
+            rejection = implausible(report, summary, bounds=bounds[1],
+                                    dra=None if dra is None else dra.get(report.node_name), dra_known=dra is not None)
             if rejection is not None:
                 raise ReportRefused(rejection)
+        uses_dra = any(d.source == report_pb2.DEVICE_SOURCE_DRA for d in report.devices)
         with self._lock:
+            if uses_dra:
+                self._uses_dra.add(report.node_name)
+            else:
+                self._uses_dra.discard(report.node_name)
             self._reported[report.node_name] = summary
             self._recount(report.node_name)
             self.version += 1
@@ -82,8 +93,10 @@ class NodeTable:
         ended raises the bound without waiting for the node's next report."""
         summary = self._reported[name]
         facts = None if self._nodes is None else self._nodes.get(name)
-        if facts is not None and facts.allocatable is not None and self._requested is not None:
-            summary, capped = cap_free(summary, allocatable=facts.allocatable,
+        dra_unknown = self._dra is None and name in self._uses_dra  # no bound yet for its DRA devices
+        if facts is not None and facts.allocatable is not None and self._requested is not None and not dra_unknown:
+            summary, capped = cap_free(summary, dra=None if self._dra is None else self._dra.get(name),
+                                       allocatable=facts.allocatable,
                                        requested=self._requested.get(name, {}))
             for resource in capped:
                 self._capped[resource] = self._capped.get(resource, 0) + 1
@@ -116,6 +129,25 @@ class NodeTable:
             else:
                 changed = {n for n in before.keys() | self._requested.keys()
                            if before.get(n) != self._requested.get(n)} & self._reported.keys()
+            for name in changed:
+                self._recount(name)
+            if changed:
+                self.version += 1
+
+    def set_dra(self, views: Mapping[str, NodeDraView] | None, *, changed: set[str] | None = None) -> None:
+        """The scorer's DRA view per node (None: DRA is served but not synced yet); nodes whose view changed are
+        recounted at once, so a claim released raises the cap without waiting for the node's report.
+        `changed`: the nodes whose view changed, when the caller knows (else every node is compared)."""
+        with self._lock:
+            before = self._dra
+            self._dra = None if views is None else views
+            if before is None or self._dra is None:
+                changed = set(self._reported)
+            elif changed is None:
+                changed = {n for n in before.keys() | self._dra.keys()
+                           if before.get(n) != self._dra.get(n)} & self._reported.keys()
+            else:
+                changed = changed & self._reported.keys()
             for name in changed:
                 self._recount(name)
             if changed:

@@ -11,13 +11,16 @@ partition resources (NVIDIA `mig-*`, AMD mixed-strategy `cpx_nps4`, ...):
 - free devices of a family ≤ Σ over its vendors of allocatable whole + partition; the report's own
   `resources` allocatable/free of a whole resource ≤ the Node's allocatable of it.
 
-A resource the Node does not advertise counts 0. Those bounds refuse the report.
+A resource the Node does not advertise counts 0. On DRA nodes the scorer's own view of the node's ResourceSlices
+(`scorer.dra`) adds its devices to each bound: whole devices to the device bounds, usable (not tainted out) ones to
+the free bounds and the report's own amounts. Those bounds refuse the report.
 
 Free devices are further capped (`cap_free`), not refused, at allocatable - requested as the scorer's own
 watch of bound pods sees it: the agent's report and the scorer's pod watch each lag the other by up to
 a report interval, so a report taken just before a pod was bound (or just after one was deleted) is
 honest and only slightly old; capping keeps every such report and still never counts more free than the
-scorer's own view allows (unknown is never free; a cap only ever lowers).
+scorer's own view allows (unknown is never free; a cap only ever lowers); on DRA nodes the bound adds the devices
+that no allocated ResourceClaim holds (an `adminAccess` result holds nothing) and whose shared counters are free.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from accelscore.devices import VENDORS, AcceleratorFamily, ResourceRole, Vendor, accelerator_resource, resource_info
+from accelscore.devices.dra import NodeDraView
 from accelscore.scorer.core.model import NodeSummary
 from accelscore.scorer.ingest.validate import Rejection, RejectReason
 from accelscore.v1 import report_pb2 as pb
@@ -37,6 +41,7 @@ __all__ = ["HOST_RESOURCES", "NodeBounds", "accelerator_resource", "bounded_reso
 _EPS = 1e-9
 _REL_EPS = 1e-9  # host amounts are parsed from the same quantity on both sides; this only absorbs rounding
 _COUNTED = (ResourceRole.WHOLE, ResourceRole.PARTITION)
+_DRA_SOURCE = pb.DEVICE_SOURCE_DRA
 HOST_RESOURCES = ("cpu", "memory")  # bounded by the Node's allocatable like the accelerators
 
 
@@ -58,6 +63,12 @@ def _sum(amounts: Mapping[str, float], vendors: Iterable[Vendor], roles: tuple[R
 
 def _family(family: AcceleratorFamily) -> tuple[Vendor, ...]:
     return tuple(v for v in VENDORS if v.family is family)
+
+
+def _dra(view: NodeDraView | None, field: str, vendors: Iterable[Vendor]) -> float:
+    """Σ of one NodeDraView count over `vendors` (0 without a view)."""
+    counts: Mapping[str, int] = getattr(view, field) if view is not None else {}
+    return float(sum(counts.get(v.name, 0) for v in vendors))
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +97,17 @@ def node_bounds(capacity: Mapping[str, float], allocatable: Mapping[str, float])
 
 
 def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mapping[str, float] | None = None,
-                allocatable: Mapping[str, float] | None = None, bounds: NodeBounds | None = None) -> Rejection | None:
-    """Why `report` claims more than its Node advertises, or None (one pass over the devices). `bounds` are
-    the Node's folded once (`node_bounds`); else they are folded here from `capacity` and `allocatable`."""
+                allocatable: Mapping[str, float] | None = None, bounds: NodeBounds | None = None,
+                dra: NodeDraView | None = None, dra_known: bool = True) -> Rejection | None:
+    """Why `report` claims more than its Node (and its ResourceSlices, `dra`) advertise, or None (one pass over
+    the devices). `bounds` are the Node's folded once (`node_bounds`); else they are folded here from `capacity`
+    and `allocatable`. `dra_known` False: the scorer's DRA view is not there yet (watches syncing): DRA devices
+    are then left out of the bounds, and a report with DRA devices is bounded only where the device plugin is."""
     if bounds is None:
         bounds = node_bounds(capacity or {}, allocatable or {})
-    devices = [(d.kind, d.id, d.parent_id, d.mig_enabled) for d in report.devices]
+    uses_dra = any(d.source == _DRA_SOURCE for d in report.devices)
+    devices = [(d.kind, d.id, d.parent_id, d.mig_enabled) for d in report.devices
+               if dra_known or d.source != _DRA_SOURCE]
     parents = {parent for _, _, parent, _ in devices if parent}
     physical: dict[int, int] = {}  # kind -> every physical device, partitioned or not
     unsplit: dict[int, int] = {}  # kind -> physical devices not split into partitions
@@ -110,24 +126,33 @@ def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mappin
         if kind not in physical and vendor.partition_kind not in parts:
             continue
         whole_cap, whole_source = whole_kinds[kind]
+        dra_whole = _dra(dra, "whole", (vendor,))
+        whole_cap, whole_source = whole_cap + dra_whole, whole_source + (" + DRA devices" if dra_whole else "")
         checks.append((f"whole {vendor.name} devices", unsplit.get(kind, 0), whole_cap, whole_source))
         if vendor.partition_kind:
             cap, source = partition_kinds[vendor.partition_kind]
+            dra_all = dra_whole + _dra(dra, "partitions", (vendor,))
+            cap, source = cap + dra_all, source + (" + DRA devices" if dra_all else "")
             checks.append((f"{vendor.name} partitions", parts.get(vendor.partition_kind, 0), cap, source))
             # A partitioned parent is advertised as its partitions (at least one each), so every physical
             # device, split or not, fits in whole + partition resources: thousands of MIG-enabled parents
             # (unhealthy, to sink gpuClusterHealthy) are as implausible as thousands of whole GPUs.
             checks.append((f"physical {vendor.name} devices", physical.get(kind, 0), cap, source))
-    checks.append(("free GPUs", summary.gpu_free, bounds.free_gpus, "allocatable of GPU resources"))
-    checks.append(("free TPU chips", summary.tpu_free, bounds.free_tpus, "allocatable of TPU resources"))
+    if dra_known or not uses_dra:
+        gpu_dra, tpu_dra = (_dra(dra, "usable", _family(f)) for f in (AcceleratorFamily.GPU, AcceleratorFamily.TPU))
+        checks.append(("free GPUs", summary.gpu_free, bounds.free_gpus + gpu_dra,
+                       "allocatable of GPU resources" + (" + usable DRA devices" if gpu_dra else "")))
+        checks.append(("free TPU chips", summary.tpu_free, bounds.free_tpus + tpu_dra,
+                       "allocatable of TPU resources" + (" + usable DRA devices" if tpu_dra else "")))
     for what, claimed, bound, source in checks:
         if claimed > bound + _EPS:
             return Rejection(RejectReason.IMPLAUSIBLE, f"{claimed:g} {what} claimed, the Node advertises "
                                                        f"{bound:g} ({source})")
-    return _resources_implausible(report, bounds.allocatable)
+    return _resources_implausible(report, bounds.allocatable, dra, dra_known or not uses_dra)
 
 
-def _resources_implausible(report: pb.NodeReport, node_allocatable: Mapping[str, float]) -> Rejection | None:
+def _resources_implausible(report: pb.NodeReport, node_allocatable: Mapping[str, float], dra: NodeDraView | None,
+                           accelerators_bounded: bool) -> Rejection | None:
     """The report's own allocatable and free of cpu, memory and each vendor's physical resource may not exceed
     the Node's allocatable (cpu and memory only when the Node watch keeps them)."""
     for amount in report.resources:
@@ -140,7 +165,9 @@ def _resources_implausible(report: pb.NodeReport, node_allocatable: Mapping[str,
             info = resource_info(name)
             if info is None or info.role is not ResourceRole.WHOLE or name != info.vendor.resource:
                 continue
-            node_alloc = node_allocatable.get(name, 0.0)
+            if not accelerators_bounded:
+                continue  # the DRA part of this amount cannot be checked yet
+            node_alloc = node_allocatable.get(name, 0.0) + _dra(dra, "usable", (info.vendor,))
         claimed = max(amount.allocatable, amount.free)
         if claimed > node_alloc * (1 + _REL_EPS) + _EPS:
             return Rejection(RejectReason.IMPLAUSIBLE, f"resources[{name}] claims {claimed:g}, the Node "
@@ -148,22 +175,25 @@ def _resources_implausible(report: pb.NodeReport, node_allocatable: Mapping[str,
     return None
 
 
-def _bound(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], requested: Mapping[str, float]) -> float:
-    return max(0.0, _sum(allocatable, vendors, _COUNTED) - _sum(requested, vendors, _COUNTED))
+def _bound(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], requested: Mapping[str, float],
+           dra: NodeDraView | None) -> float:
+    plugin = max(0.0, _sum(allocatable, vendors, _COUNTED) - _sum(requested, vendors, _COUNTED))
+    return plugin + _dra(dra, "free", vendors)
 
 
-def _label(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float]) -> str:
+def _label(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], dra: NodeDraView | None = None) -> str:
     """The resource a family's cap is counted under: its vendor on this node (the first vendor's if unclear)."""
-    present = [v for v in vendors if _sum(allocatable, (v,), _COUNTED) > 0]
+    present = [v for v in vendors if _sum(allocatable, (v,), _COUNTED) > 0 or _dra(dra, "whole", (v,)) > 0]
     return (present[0] if len(present) == 1 else vendors[0]).resource
 
 
-def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float],
-             requested: Mapping[str, float]) -> tuple[NodeSummary, tuple[str, ...]]:
+def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float], requested: Mapping[str, float],
+             dra: NodeDraView | None = None) -> tuple[NodeSummary, tuple[str, ...]]:
     """`summary` with free GPUs / TPU chips (device and API level) at most allocatable - requested of the
-    Node as the scorer sees it, and the resources that were capped (empty: unchanged)."""
+    Node as the scorer sees it, plus the DRA devices no allocated claim holds (`dra`), and the resources that
+    were capped (empty: unchanged)."""
     gpus, tpus = _family(AcceleratorFamily.GPU), _family(AcceleratorFamily.TPU)
-    gpu_bound, tpu_bound = _bound(gpus, allocatable, requested), _bound(tpus, allocatable, requested)
+    gpu_bound, tpu_bound = _bound(gpus, allocatable, requested, dra), _bound(tpus, allocatable, requested, dra)
     changes: dict[str, object] = {}
     capped: list[str] = []
     if summary.gpu_free_known and summary.gpu_free > gpu_bound + _EPS:
@@ -171,16 +201,16 @@ def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float],
         # Keep the mean model weight of the free GPUs: which of them are really taken is not known.
         changes["gpu_free"] = free
         changes["gpu_compute_free"] = summary.gpu_compute_free * free / summary.gpu_free
-        capped.append(_label(gpus, allocatable))
+        capped.append(_label(gpus, allocatable, dra))
     if summary.gpu_free_api is not None and summary.gpu_free_api > gpu_bound + _EPS:
         changes["gpu_free_api"] = gpu_bound
-        capped.append(_label(gpus, allocatable))
+        capped.append(_label(gpus, allocatable, dra))
     if summary.tpu_free_known and summary.tpu_free > tpu_bound + _EPS:
         changes["tpu_free"] = int(tpu_bound)
-        capped.append(_label(tpus, allocatable))
+        capped.append(_label(tpus, allocatable, dra))
     if summary.tpu_free_api is not None and summary.tpu_free_api > tpu_bound + _EPS:
         changes["tpu_free_api"] = tpu_bound
-        capped.append(_label(tpus, allocatable))
+        capped.append(_label(tpus, allocatable, dra))
     if not changes:
         return summary, ()
     return dataclasses.replace(summary, **changes), tuple(dict.fromkeys(capped))  # each resource once

@@ -105,6 +105,8 @@ class KueueState:
     queues: tuple[ClusterQueueInfo, ...] = ()
     cohorts: tuple[CohortInfo, ...] = ()
     flavors: tuple[FlavorInfo, ...] = ()
+    # DRA quota resources (kueue.dra: deviceClassMappings, extendedResourceName, counters): node -> free units.
+    dra_physical: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,17 +286,37 @@ def _physical(flavors: Iterable[FlavorInfo], entries: Sequence[NodeEntry]) -> di
     return out
 
 
+def _dra_physical(state: KueueState, entries: Sequence[NodeEntry]) -> dict[FlavorResource, int]:
+    """Free DRA units per (flavor, DRA quota resource) on the counted nodes matching each flavor's nodeLabels."""
+    out: dict[FlavorResource, int] = {}
+    for flavor in state.flavors:
+        wanted = tuple(flavor.node_labels.items())
+        names = [e.name for e in entries if all(e.labels.get(k) == v for k, v in wanted)]
+        for resource, per_node in state.dra_physical.items():
+            out[(flavor.name, resource)] = int(sum(per_node.get(n, 0.0) for n in names))
+    return out
+
+
+def resource_word(resource: str) -> str:
+    """The word in score names for a quota resource: the vendors' (`gpu`, `gpu-amd`, `tpu`), else `dra-<name>`
+    (a DRA quota resource: `example.com/gpu` -> `dra-example-com-gpu`)."""
+    if resource in RESOURCE_WORDS:
+        return RESOURCE_WORDS[resource]
+    return "dra-" + re.sub(r"[^a-z0-9]+", "-", resource.lower()).strip("-")
+
+
 def queue_headrooms(state: KueueState, entries: Sequence[NodeEntry]) -> list[QueueHeadroom]:
     """Every CQ (sorted by name) and accelerator resource it has quota for, with the best flavor's headroom."""
     tree = _Tree(state)
     free = _physical(state.flavors, entries)
+    free.update(_dra_physical(state, entries))
 
     def physical(fr: FlavorResource) -> int | None:
         return free.get(fr)  # None: no such ResourceFlavor
 
     out: list[QueueHeadroom] = []
     for q in sorted(state.queues, key=lambda q: q.name):
-        for resource in RESOURCE_WORDS:
+        for resource in (*RESOURCE_WORDS, *sorted(state.dra_physical)):
             frs = [(f, resource) for f in q.flavors if (f, resource) in q.quotas]
             if not frs:
                 continue
@@ -341,12 +363,13 @@ def _one_queue(q: ClusterQueueInfo, resource: str, frs: Sequence[FlavorResource]
 
 def score_names(queue: str, resource: str) -> tuple[str, str]:
     """(mapped score, raw count score) names of one queue and resource: `cq.<queue>.gpu`, `cq.<queue>.gpu.count`."""
-    word = RESOURCE_WORDS[resource]
+    word = resource_word(resource)
     return f"cq.{queue}.{word}", f"cq.{queue}.{word}.count"
 
 
 # Every name `score_names` can make (a ClusterQueue name is a DNS subdomain: lower case, digits, '-' and '.').
-SCORE_NAME = re.compile(r"^cq\.[a-z0-9]([-a-z0-9.]*[a-z0-9])?\.(gpu|tpu)(-[a-z0-9]+)?(\.count)?$")
+SCORE_NAME = re.compile(r"^cq\.[a-z0-9]([-a-z0-9.]*[a-z0-9])?\."
+                        r"((gpu|tpu)(-[a-z0-9]+)?|dra-[a-z0-9]([-a-z0-9]*[a-z0-9])?)(\.count)?$")
 
 
 def is_score_name(name: str) -> bool:

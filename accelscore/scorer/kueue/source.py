@@ -16,8 +16,8 @@ from accelscore.kube.errors import KubeError
 from accelscore.kube.nodes import node_labels, object_name
 from accelscore.kube.quantity import InvalidQuantity, quantity
 from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
+from accelscore.scorer.kueue import dra as kueue_dra
 from accelscore.scorer.kueue.headroom import (
-    RESOURCE_WORDS,
     ClusterQueueInfo,
     CohortInfo,
     FlavorInfo,
@@ -31,6 +31,10 @@ from accelscore.scorer.kueue.headroom import (
 log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
+# Quota resources that are never devices (every other covered resource may be one: a vendor's, or a DRA name).
+_NOT_DEVICES = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
+# Where Kueue keeps its Configuration (deviceClassMappings): the default install's ConfigMap and key.
+KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
 
 
 def _amount(value: Any, where: str) -> float | None:
@@ -51,7 +55,7 @@ def _quotas(spec: Json, where: str) -> tuple[tuple[str, ...], dict[FlavorResourc
             resources: dict[str, Quota] = {}
             for item in (flavor or {}).get("resources") or ():
                 resource = str((item or {}).get("name") or "")
-                if resource not in RESOURCE_WORDS:
+                if resource in _NOT_DEVICES:
                     continue
                 resources[resource] = Quota(
                     nominal=_amount(item.get("nominalQuota"), f"{where}.nominalQuota") or 0.0,
@@ -73,7 +77,7 @@ def _usage(status: Json) -> dict[FlavorResource, float] | None:
     for flavor in items or ():
         for item in (flavor or {}).get("resources") or ():
             resource = str((item or {}).get("name") or "")
-            if resource in RESOURCE_WORDS:
+            if resource not in _NOT_DEVICES:
                 total = _amount(item.get("total"), "status.flavorsReservation.total")
                 if total is None:
                     return None  # an unreadable usage is unknown usage
@@ -120,8 +124,22 @@ REDISCOVER_S = 300  # how often a scorer without Kueue looks again (Kueue instal
 class KueueSource:
     """The Kueue watches of one scorer (or none): `state()` is None until Kueue is found and synced."""
 
-    def __init__(self, watches: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, watches: Mapping[str, Any] | None = None, *, config: Json | None = None) -> None:
         self.watches: dict[str, Any] = dict(watches or {})
+        self.kueue_config = config  # Kueue's Configuration (deviceClassMappings), None when it cannot be read
+        self.dra: Any = None  # scorer.dra.source.DraSource, attached by the service where DRA is served
+        self.device_classes: Any = None  # a DeviceClass watch (kueue.dra.DeviceClassInfo), with DRA
+
+    def attach_dra(self, source: Any, api_client: Any, *, on_change: Any = None) -> None:
+        """Count DRA devices towards Kueue's DRA quota resources: the DRA source's free devices, the DeviceClasses
+        (watched here) and the deviceClassMappings of Kueue's Configuration (read when Kueue was found)."""
+        from accelscore.kube import dra as kube_dra
+
+        version = kube_dra.discover(api_client).get(kube_dra.DEVICE_CLASSES)
+        if version is not None:
+            self.device_classes = kube_dra.watch_dra(api_client, plural=kube_dra.DEVICE_CLASSES, version=version,
+                                                     transform=kueue_dra.device_class, on_change=on_change)
+        self.dra = source
 
     @classmethod
     def start(cls, api_client: Any, *, on_change: Any = None, log_absent: bool = True) -> KueueSource:
@@ -140,9 +158,10 @@ class KueueSource:
                          "again every %d s)", kube_kueue.GROUP, REDISCOVER_S)
             return cls()
         log.info("Kueue found: watching %s", ", ".join(f"{p}.{v}" for p, v in sorted(versions.items())))
+        config = kube_kueue.read_configuration(api_client, *KUEUE_CONFIG)
         return cls({plural: kube_kueue.watch_kueue(api_client, plural=plural, version=version,
                                                    transform=_TRANSFORMS[plural], on_change=on_change)
-                    for plural, version in versions.items()})
+                    for plural, version in versions.items()}, config=config)
 
     @property
     def present(self) -> bool:
@@ -157,7 +176,15 @@ class KueueSource:
             return tuple(watch.items().values()) if watch is not None else ()
 
         return KueueState(queues=values(kube_kueue.CLUSTER_QUEUES), cohorts=values(kube_kueue.COHORTS),
-                          flavors=values(kube_kueue.RESOURCE_FLAVORS))
+                          flavors=values(kube_kueue.RESOURCE_FLAVORS), dra_physical=self._dra_physical())
+
+    def _dra_physical(self) -> dict[str, dict[str, float]]:
+        """DRA quota resource -> node -> free units; empty without DRA or before its watches synced."""
+        if self.dra is None or not self.dra.synced:
+            return {}
+        classes = {} if self.device_classes is None else {c.name: c for c in self.device_classes.items().values()}
+        quota = kueue_dra.dra_quota(self.kueue_config, classes.values())
+        return quota.physical(self.dra.free_by_node(), classes) if quota.resources() else {}
 
     def score_set(self, snapshot: ClusterSnapshot, now: float, stale_after_s: float) -> ScoreSet | None:
         """The `accelscore-kueue` set of this pass; None without Kueue (or before its watches synced)."""
@@ -167,5 +194,6 @@ class KueueSource:
         return kueue_score_set(state, snapshot, now=now, stale_after_s=stale_after_s)[0]
 
     def stop(self) -> None:
-        for watch in self.watches.values():
-            watch.stop()
+        for watch in (*self.watches.values(), self.device_classes):
+            if watch is not None:
+                watch.stop()

@@ -6,7 +6,9 @@ the built-in scores. Kueue installed after the scorer started is found without a
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
@@ -16,6 +18,8 @@ from accelscore.scorer.kueue import source as kueue_source
 from accelscore.scorer.kueue.source import KueueSource
 from accelscore.scorer.sources.base import Required, Wake
 
+log = logging.getLogger(__name__)
+
 
 class KueueInput:
     """The Kueue watches (once Kueue is found) and the `accelscore-kueue` set they give each pass."""
@@ -23,8 +27,8 @@ class KueueInput:
     name = "kueue"
     required = Required.NO
 
-    def __init__(self, api_client: Any, *, wake: Wake, stale_after_s: float, rediscover_s: float | None = None
-                 ) -> None:
+    def __init__(self, api_client: Any, *, wake: Wake, stale_after_s: float, rediscover_s: float | None = None,
+                 dra: Callable[[], Any] | None = None) -> None:
         self._api = api_client
         self._wake = wake
         self._stale_after_s = stale_after_s
@@ -32,6 +36,7 @@ class KueueInput:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._found: KueueSource | None = None
+        self._dra = dra  # the DRA source, once found (Kueue on DRA: scorer.kueue.dra)
 
     def start(self) -> None:
         """Discover once now (one log line when absent), else again every `rediscover_s` on a thread."""
@@ -76,4 +81,18 @@ class KueueInput:
 
     def score_set(self, snapshot: ClusterSnapshot, totals: ClusterTotals, now: float) -> ScoreSet | None:
         found = self._found
-        return None if found is None else found.score_set(snapshot, now, self._stale_after_s)
+        if found is None:
+            return None
+        self._link_dra(found)
+        return found.score_set(snapshot, now, self._stale_after_s)
+
+    def _link_dra(self, found: KueueSource) -> None:
+        """Once both Kueue and DRA are there (in either order): count DRA devices for Kueue's DRA quota resources."""
+        source = None if self._dra is None or found.dra is not None else self._dra()
+        if source is None:
+            return
+        try:
+            found.attach_dra(source, self._api, on_change=self._changed)
+        except Exception:  # DRA quota resources are an extra; the Kueue set stays as it is
+            log.exception("Kueue on DRA not set up; accelscore-kueue counts device-plugin resources only")
+            found.dra = source  # not retried every pass

@@ -1,0 +1,162 @@
+"""The scorer's DRA source: watches of every ResourceSlice, every allocated ResourceClaim and the DeviceTaintRules,
+folded into one `NodeDraView` per node for plausibility and the free-count cap (`ingest.plausible`).
+
+Watch events only mark the nodes they touch; `views()` recomputes those nodes once per scoring pass, so a pass
+costs O(changed nodes), not O(devices in the cluster). DRA is optional: where `resource.k8s.io` is not served the
+source is absent (looked for again every REDISCOVER_S) and reports carry no DRA bound; until the slice and claim
+watches have synced the view is unknown (None), never "no devices".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from accelscore.devices.dra import DraClaim, DraDevice, DraSlice, NodeDraView, TaintRule, free_devices, node_view
+from accelscore.kube import dra as kube_dra
+from accelscore.kube.errors import KubeError
+
+__all__ = ["REDISCOVER_S", "DraSource"]
+
+log = logging.getLogger(__name__)
+
+REDISCOVER_S = 300.0
+
+
+class DraSource:
+    """Owns the DRA watches; `views()` gives every node's view (None while unknown) and whether any changed."""
+
+    def __init__(self, api_client: Any, *, on_change: Callable[..., None] | None = None,
+                 **watch_options: Any) -> None:
+        self._api = api_client
+        self._on_change = on_change
+        self._options = watch_options
+        self._lock = threading.Lock()
+        self._slices: dict[str, DraSlice] = {}  # slice name -> slice
+        self._slice_nodes: dict[str, set[str]] = {}  # node -> slice names
+        self._claims: dict[tuple[str, str], DraClaim] = {}
+        self._claim_nodes: dict[str, set[tuple[str, str]]] = {}
+        self._dirty: set[str] = set()
+        self._all_dirty = True
+        self._views: dict[str, NodeDraView] = {}
+        # node -> (devices a new claim could get, counters left per set): Kueue's DRA physical headroom.
+        self._free: dict[str, tuple[tuple[DraDevice, ...], dict[tuple[str, str, str], dict[str, float]]]] = {}
+        self.watches: dict[str, Any] = {}
+        self.present = False
+
+    @classmethod
+    def start(cls, api_client: Any, *, on_change: Callable[..., None] | None = None, log_absent: bool = True,
+              **watch_options: Any) -> DraSource:
+        """Discover and start the watches; `present` says whether the cluster serves ResourceSlices."""
+        source = cls(api_client, on_change=on_change, **watch_options)
+        try:
+            versions = kube_dra.discover(api_client)
+        except KubeError as err:
+            log.warning("DRA discovery failed (%s); DRA nodes get no bound until it works", err)
+            return source
+        if kube_dra.RESOURCE_SLICES not in versions or kube_dra.RESOURCE_CLAIMS not in versions:
+            if log_absent:
+                log.info("the cluster serves no resource.k8s.io ResourceSlices/ResourceClaims: no DRA view")
+            return source
+        source.present = True
+        source.watches["slices"] = kube_dra.watch_dra(
+            api_client, plural=kube_dra.RESOURCE_SLICES, version=versions[kube_dra.RESOURCE_SLICES],
+            transform=kube_dra.parse_slice, on_change=source._slice_changed, **watch_options)
+        source.watches["claims"] = kube_dra.watch_dra(
+            api_client, plural=kube_dra.RESOURCE_CLAIMS, version=versions[kube_dra.RESOURCE_CLAIMS],
+            transform=_claim_or_skip, on_change=source._claim_changed, **watch_options)
+        if kube_dra.DEVICE_TAINT_RULES in versions:
+            source.watches["rules"] = kube_dra.watch_dra(
+                api_client, plural=kube_dra.DEVICE_TAINT_RULES, version=versions[kube_dra.DEVICE_TAINT_RULES],
+                transform=kube_dra.parse_taint_rule, on_change=source._rules_changed, **watch_options)
+        return source
+
+    @property
+    def synced(self) -> bool:
+        return self.present and all(w.synced.is_set() for w in self.watches.values())
+
+    def stop(self) -> None:
+        for watch in self.watches.values():
+            watch.stop()
+
+    # ------------------------------------------------------------------ events (watch threads)
+
+    def _slice_changed(self, etype: str, name: str, value: DraSlice | None) -> None:
+        with self._lock:
+            old = self._slices.pop(name, None)
+            if old is not None:
+                self._slice_nodes.get(old.node, set()).discard(name)
+                self._dirty.add(old.node)
+            if value is not None and etype != "DELETED":
+                self._slices[name] = value
+                self._slice_nodes.setdefault(value.node, set()).add(name)
+                self._dirty.add(value.node)
+        self._notify()
+
+    def _claim_changed(self, etype: str, key: tuple[str, str], value: Any) -> None:
+        with self._lock:
+            old = self._claims.pop(key, None)
+            if old is not None:
+                self._claim_nodes.get(old.node, set()).discard(key)
+                self._dirty.add(old.node)
+            if isinstance(value, DraClaim) and etype != "DELETED":
+                self._claims[key] = value
+                self._claim_nodes.setdefault(value.node, set()).add(key)
+                self._dirty.add(value.node)
+        self._notify()
+
+    def _rules_changed(self, *_: Any) -> None:
+        with self._lock:
+            self._all_dirty = True  # a rule may select devices of any node
+        self._notify()
+
+    def _notify(self) -> None:
+        if self._on_change is not None:
+            self._on_change()
+
+    # ------------------------------------------------------------------ the scoring pass
+
+    def views(self) -> tuple[dict[str, NodeDraView] | None, set[str]]:
+        """(node -> view, or None while the watches have not synced; the nodes whose view changed since the last
+        call). Nodes without slices have no view (no DRA devices)."""
+        if not self.synced:
+            return None, set()
+        rules_watch = self.watches.get("rules")
+        rules: tuple[TaintRule, ...] = (tuple(r for r in rules_watch.items().values() if r is not None)
+                                        if rules_watch is not None else ())
+        with self._lock:
+            nodes = set(self._slice_nodes) if self._all_dirty else self._dirty
+            self._dirty, self._all_dirty = set(), False
+            changed: set[str] = set()
+            for node in nodes:
+                slices = [self._slices[n] for n in self._slice_nodes.get(node, ())]
+                if not node or not slices:
+                    if self._views.pop(node, None) is not None:
+                        changed.add(node)
+                    self._free.pop(node, None)
+                    continue
+                claims = [self._claims[k] for k in self._claim_nodes.get(node, ())]
+                view = node_view(slices, claims, rules)
+                self._free[node] = free_devices(slices, claims, rules)
+                if self._views.get(node) != view:
+                    changed.add(node)
+                self._views[node] = view
+            return dict(self._views), changed
+
+
+    def free_by_node(self) -> dict[str, tuple[tuple[DraDevice, ...], dict[tuple[str, str, str], dict[str, float]]]]:
+        """Per node, the devices a new claim could get and the counters left (as of the last `views()`)."""
+        with self._lock:
+            return dict(self._free)
+
+
+def _claim_or_skip(obj: dict[str, Any]) -> DraClaim:
+    """Claims not yet allocated hold nothing: kept as an empty claim so a later allocation is an update."""
+    return kube_dra.parse_claim(obj) or DraClaim(*_ns_name(obj), node="")
+
+
+def _ns_name(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")

@@ -1,0 +1,96 @@
+"""DRA as a scorer input (docs/dra.md): the scorer's own view of every node's ResourceSlices and allocated
+ResourceClaims, folded into the node table once per pass for plausibility and the free-count cap.
+
+Optional: discovered at start and looked for again every few minutes while the cluster serves no
+`resource.k8s.io`; until its watches sync the table holds "DRA view unknown" (DRA nodes then get no DRA bound),
+never "no DRA devices". Kueue reads the same view for its DRA quota resources (`dra_source()`).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
+from accelscore.scorer.core.totals import ClusterTotals
+from accelscore.scorer.dra import source as dra_source_module
+from accelscore.scorer.dra.source import DraSource
+from accelscore.scorer.ingest.node_table import NodeTable
+from accelscore.scorer.sources.base import Required, Wake
+
+
+class DraInput:
+    """The DRA watches (once the cluster serves ResourceSlices) and the per-node views they give each pass."""
+
+    name = "dra"
+    required = Required.NO
+
+    def __init__(self, api_client: Any, *, wake: Wake, watch_options: dict[str, Any] | None = None,
+                 rediscover_s: float | None = None) -> None:
+        self._api = api_client
+        self._wake = wake
+        self._options = dict(watch_options or {})
+        self._rediscover_s = rediscover_s
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._found: DraSource | None = None
+        self._applied = False  # the table holds the synced views
+        self._marked_unknown = False
+
+    def start(self) -> None:
+        if self._use(DraSource.start(self._api, on_change=self._changed, **self._options)):
+            return
+        threading.Thread(target=self._rediscover, name="dra-discovery", daemon=True).start()
+
+    def _rediscover(self) -> None:
+        every = dra_source_module.REDISCOVER_S if self._rediscover_s is None else self._rediscover_s
+        while not self._stop.wait(every):
+            if self._use(DraSource.start(self._api, on_change=self._changed, log_absent=False, **self._options)):
+                self._wake()
+                return
+
+    def _use(self, source: DraSource) -> bool:
+        if not source.present:
+            return False
+        with self._lock:
+            if self._stop.is_set():
+                source.stop()
+            else:
+                self._found = source
+        return True
+
+    def _changed(self, *_: Any) -> None:
+        self._wake()
+
+    def dra_source(self) -> DraSource | None:
+        """The DRA source once found (Kueue on DRA reads its free devices)."""
+        return self._found
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop.set()
+            found = self._found
+        if found is not None:
+            found.stop()
+
+    def synced(self) -> bool:
+        found = self._found
+        return found is not None and found.synced
+
+    def apply(self, table: NodeTable) -> bool:
+        found = self._found
+        if found is None:
+            return False  # no DRA in this cluster: the table keeps "no DRA view" ({})
+        views, changed = found.views()
+        if views is None:
+            if not self._marked_unknown:
+                table.set_dra(None)  # served, not synced: DRA nodes get no DRA bound yet
+                self._marked_unknown = True
+            return False
+        if changed or not self._applied:
+            table.set_dra(views, changed=changed if self._applied else None)
+            self._applied = True
+        return True
+
+    def score_set(self, snapshot: ClusterSnapshot, totals: ClusterTotals, now: float) -> ScoreSet | None:
+        return None
