@@ -76,3 +76,22 @@ def tpu() -> Iterator[TpuFactory]:
     yield build
     for collector in made:
         collector.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test` runs `--dist loadgroup`) the tests that share a module- or session-scoped
+    fixture run on one worker, so what it starts (a Prometheus, a hub, rendered manifests) is built once, not once
+    per worker: a module fixture groups its module, a conftest's session fixtures every test that uses one."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        groups = set()
+        for defs in info.name2fixturedefs.values():
+            scope, baseid = defs[-1].scope, defs[-1].baseid
+            if scope == "module":
+                groups.add(item.nodeid.split("::")[0])
+            elif scope == "session" and baseid:  # pytest's own session fixtures (tmp_path_factory) have none
+                groups.add(f"{baseid} session fixtures")
+        if groups:
+            item.add_marker(pytest.mark.xdist_group(min(groups)))
