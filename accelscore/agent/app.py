@@ -59,7 +59,9 @@ def build_collectors(host: HostConfig, *, nvml: Any = None, kube_client_factory:
         return None if node is None else node.pod_phases.get((namespace, pod))
 
     if kube_client_factory is None:
-        from accelscore.kube.config import load_api_client as kube_client_factory
+        from accelscore.kube.config import load_api_client
+
+        kube_client_factory = load_api_client
     collectors = CollectorSet([
         NodeCollector(node_name=host.node_name, api_client_factory=kube_client_factory),
         KubeletCollector(socket_path=host.pod_resources_socket, pod_phase=pod_phase, own_pod=host.own_pod),

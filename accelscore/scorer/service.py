@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -29,6 +29,10 @@ from accelscore.scorer.publish.worker import PublishWorker
 from accelscore.scorer.sources.base import Required, Source
 from accelscore.scorer.sources.custom_file import CustomScoresInput
 from accelscore.v1 import report_pb2
+
+if TYPE_CHECKING:  # imported where a cluster API is given (they load the Kubernetes client)
+    from accelscore.scorer.dra.source import DraSource
+    from accelscore.scorer.sources.dra import DraInput
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +102,7 @@ class ScorerService:
         self._wake = threading.Event()
         # Every input besides reports, in the order their sets publish (docs/architecture.md, "Adding a scorer
         # input"); `_applied` is what each one's last `apply` said the table holds (the startup gate reads it).
+        self._dra: DraInput | None = None  # set by _sources with a cluster API
         self.sources: list[Source] = self._sources(dict(watch_options or {}))
         self._applied: dict[str, bool] = {}
         self._stop = threading.Event()
@@ -164,7 +169,7 @@ class ScorerService:
         from accelscore.scorer.sources.pending_pods import PendingPodsSource
 
         api, wake = self._cluster_api, self._wake.set
-        dra = DraInput(api, wake=wake, watch_options=watch_options)
+        dra = self._dra = DraInput(api, wake=wake, watch_options=watch_options)
         return [NodeSource(api, wake=wake, watch_options=watch_options),
                 PendingPodsSource(api, wake=wake, watch_options=watch_options),
                 BoundPodsSource(api, wake=wake, watch_options=watch_options),
@@ -189,9 +194,9 @@ class ScorerService:
         return self._source_watch("bound-pods")
 
     @property
-    def dra(self) -> Any:
-        """The scorer's DRA source (scorer.dra.source.DraSource) once the cluster is found to serve DRA."""
-        return next((s.dra_source() for s in self.sources if s.name == "dra"), None)
+    def dra(self) -> DraSource | None:
+        """The scorer's DRA source once the cluster is found to serve DRA."""
+        return None if self._dra is None else self._dra.dra_source()
 
     def _apply_sources(self) -> None:
         """Fold every source into the node table once per pass (not once per event: O(nodes) per pass)."""

@@ -281,7 +281,8 @@ def rank(placement: Placement, clusters: Sequence[ClusterInfo], hub: HubView, *,
          previous: Iterable[str] = (), other_decisions: Sequence[Iterable[str]] = ()) -> Ranking:
     """One scheduling round: filter, prioritize, sort (score desc, name asc), select numberOfClusters."""
     warnings: list[str] = []
-    feasible, dropped = [], []
+    feasible: list[str] = []
+    dropped: list[str] = []
     for cluster in clusters:
         ok = tolerated(placement, cluster) and (
             not placement.predicates or any(selector_matches(p, cluster, hub) for p in placement.predicates))

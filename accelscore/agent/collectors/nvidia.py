@@ -37,8 +37,10 @@ class NvidiaCollector:
                  gpu_advertised: Callable[[], bool | None] = lambda: None,
                  degraded_temperature_c: float = nvidia_health.DEFAULT_DEGRADED_TEMPERATURE_C,
                  xid_wait_ms: int = 500, read_processes: bool = False) -> None:
-        if nvml is None:
-            import pynvml as nvml  # the real library is only the default; tests inject a fake at this boundary
+        if nvml is None:  # the real library is only the default; tests inject a fake at this boundary
+            import pynvml
+
+            nvml = pynvml
         self._nvml = nvml
         self._timeout_s = call_timeout_s
         self._gpu_advertised = gpu_advertised

@@ -211,10 +211,10 @@ class ReportIngest:
                         return  # the agent closed its side
                     received_at = self._clock()
                     watchdog.last = time.monotonic()
-                    if identity is not None:
+                    if identity is not None and self._auth is not None:
                         if received_at >= valid_until:  # the cached review ran out: ask again (the token may be gone)
                             async with asyncio.timeout(self._deadline_s):
-                                identity = await self._identity(context)
+                                identity = await self._authenticate(self._auth, context)
                             valid_until = self._valid_until(token)
                         self._rate_check(identity.node)
                     answer = self.take(body, identity, received_at)
@@ -293,10 +293,13 @@ class ReportIngest:
         return response.SerializeToString()
 
     async def _identity(self, context: grpc.aio.ServicerContext) -> Identity | None:
-        if self._auth is None:
-            return None
+        """The caller's identity; None when auth is off."""
+        return None if self._auth is None else await self._authenticate(self._auth, context)
+
+    @staticmethod
+    async def _authenticate(auth: TokenAuthenticator, context: grpc.aio.ServicerContext) -> Identity:
         try:
-            return await self._auth.authenticate_async(bearer_token(context.invocation_metadata()))
+            return await auth.authenticate_async(bearer_token(context.invocation_metadata()))
         except AuthError as err:
             raise _refused(err.reason, str(err)) from None
 

@@ -67,9 +67,9 @@ def _cel_device(device: DraDevice) -> dict[str, Any]:
         domain, _, short = name.rpartition("/")
         attributes.setdefault(domain or device.driver, {})[short] = value
     capacity: dict[str, dict[str, Any]] = {}
-    for name, value in device.capacity.items():
+    for name, amount in device.capacity.items():
         domain, _, short = name.rpartition("/")
-        capacity.setdefault(domain or device.driver, {})[short] = value
+        capacity.setdefault(domain or device.driver, {})[short] = amount
     return {"driver": device.driver, "attributes": attributes, "capacity": capacity,
             "allowMultipleAllocations": device.multiple_allocations}
 
