@@ -7,7 +7,6 @@ the slices and claims fed through the DRA source's own watch callbacks (as its w
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from typing import Any
 
@@ -22,7 +21,7 @@ from accelscore.scorer.core.scoring import score_cluster
 from accelscore.scorer.dra.source import DraSource
 from accelscore.scorer.service import scoring_pass
 from accelscore.v1 import report_pb2 as pb
-from bench.common import Row, current_rss_mib
+from bench.common import Row, current_rss_mib, median_ms
 from tests.dra import cluster
 from tests.rig.scorer import standalone_scorer
 
@@ -73,15 +72,6 @@ def _report(node: str, slice_doc: dict[str, Any]) -> pb.NodeReport:
     return report
 
 
-def _median_ms(fn: Any, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
-
-
 def run() -> list[Row]:
     service = standalone_scorer()
     before = current_rss_mib()
@@ -113,9 +103,9 @@ def run() -> list[Row]:
         scoring_pass(table=service.table, config=config, view=service.view, publisher=None, now=NOW)
 
     snapshot = service.table.snapshot()
-    score_ms = _median_ms(lambda: score_cluster(snapshot, config, now=NOW), 51)
-    event_ms = _median_ms(one_claim_and_pass, 21)
-    pass_ms = _median_ms(pass_only, 51)
+    score_ms = median_ms(lambda: score_cluster(snapshot, config, now=NOW), 51)
+    event_ms = median_ms(one_claim_and_pass, 21)
+    pass_ms = median_ms(pass_only, 51)
     free = service.view.read()[0][1].raw["gpuClusterFree"]
     return [
         Row("scorer RSS, 5,000 DRA nodes: reports, slices, claims", rss, "MiB",

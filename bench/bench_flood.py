@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from bench.common import Row, current_rss_mib
+from bench.common import Row, current_rss_mib, python_child, varint
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOODERS = 150
@@ -87,7 +86,7 @@ def flood(port: int) -> None:
     """Child: FLOODERS clients on their own connections, random tokens, ~1 MiB bodies, for DURATION_S."""
     import grpc
 
-    body = b"\x0a" + _varint(BODY_BYTES - 6) + b"\x00" * (BODY_BYTES - 6)
+    body = b"\x0a" + varint(BODY_BYTES - 6) + b"\x00" * (BODY_BYTES - 6)
     counts: dict[str, int] = {}
     lock = threading.Lock()
     stop_at = time.monotonic() + DURATION_S
@@ -170,37 +169,23 @@ def agents(port: int, tokens: list[str]) -> None:
     channel.close()
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _child(code: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-
-
 def _quantile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
 def measure(kubeconfig: Path, tokens: list[str], mode: str) -> dict[str, object]:
     """One run: server, agents warmed up, then flood + agents together; RSS sampled every 0.1 s."""
-    server = _child(f"from bench.bench_flood import serve; serve({str(kubeconfig)!r}, {mode!r})")
+    server = python_child(f"from bench.bench_flood import serve; serve({str(kubeconfig)!r}, {mode!r})")
     assert server.stdin is not None and server.stdout is not None
     port = int(server.stdout.readline())
-    agent_proc = _child(f"from bench.bench_flood import agents; agents({port}, {tokens!r})")
+    agent_proc = python_child(f"from bench.bench_flood import agents; agents({port}, {tokens!r})")
     assert agent_proc.stdin is not None and agent_proc.stdout is not None
     samples: list[float] = []
     try:
         if agent_proc.stdout.readline().strip() != "warm":
             raise RuntimeError("agents failed to warm up")
         baseline = current_rss_mib(server.pid)
-        flooder = _child(f"from bench.bench_flood import flood; flood({port})")
+        flooder = python_child(f"from bench.bench_flood import flood; flood({port})")
         agent_proc.stdin.write("go\n")
         agent_proc.stdin.flush()
         while flooder.poll() is None:

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import gc
-import statistics
-import time
-from collections.abc import Callable
 
 from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary
 from accelscore.scorer.core.scoring import score_cluster
 from accelscore.scorer.core.scoring_config import ScoringConfig, default_scoring_config
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
-from bench.common import Row, current_rss_mib, peak_rss_mib
+from bench.common import Row, current_rss_mib, median_ms, peak_rss_mib
 
 GIB = 1 << 30
 NOW = 1_700_000_000.0
@@ -63,16 +60,6 @@ def _summaries(count: int, config: ScoringConfig) -> list[NodeSummary]:
     return [summarize(realistic_report(i), config, received_at=NOW - (i % 30)) for i in range(count)]
 
 
-def _median_ms(fn: Callable[[], object], repeats: int) -> float:
-    """Median wall time of `repeats` calls, in ms."""
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
-
-
 def run() -> list[Row]:
     """Memory first (before anything larger is built), then summarize() cost, then scoring passes."""
     config = default_scoring_config()
@@ -89,7 +76,7 @@ def run() -> list[Row]:
     del held
 
     reports = [realistic_report(i) for i in range(2_000)]
-    per_pass = _median_ms(lambda rs=reports: [summarize(r, config, received_at=NOW) for r in rs], 7)
+    per_pass = median_ms(lambda rs=reports: [summarize(r, config, received_at=NOW) for r in rs], 7)
     rows.append(Row("scoring: summarize() one 8-GPU NodeReport", per_pass * 1000 / len(reports), "us",
                     "median of 7 passes over 2,000 reports"))
     del reports
@@ -98,7 +85,7 @@ def run() -> list[Row]:
     for count in (1_000, 5_000, 10_000, 50_000):
         snapshot = ClusterSnapshot("bench", tuple(NodeEntry(s.node, True, s) for s in summaries[:count]),
                                    pending_gpu_requests=16.0)
-        ms = _median_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 51)
+        ms = median_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 51)
         note = "median of 51; budget 20 ms" if count in (5_000, 50_000) else "median of 51"
         rows.append(Row(f"scoring: score_cluster {count:,} nodes x {GPUS_PER_NODE} GPUs", ms, "ms", note))
     return rows

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import os
 import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -47,3 +53,30 @@ def current_rss_mib(pid: int | None = None) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError("VmRSS not found")
+
+
+def median_ms(fn: Callable[[], object], repeats: int) -> float:
+    """Median wall time of `repeats` calls of `fn`, in ms."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def varint(n: int) -> bytes:
+    """`n` as a protobuf varint (for bodies built by hand)."""
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def python_child(code: str) -> subprocess.Popen[str]:
+    """`python -c code` in the repository, its stdin and stdout piped as text (a benchmark's server or client
+    process)."""
+    return subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -15,20 +15,11 @@ from accelscore.v1 import report_pb2 as pb
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ApiHandle
 from tests.rig.ingest import AGENT_SA, IngestServer, shared_tls, tls_sender_kwargs
-from tests.rig.wait import free_port
+from tests.rig.wait import free_port, wait_for
 
 
 def _busy_key(report: pb.NodeReport) -> tuple[int, ...]:
     return tuple(len(d.assignments) for d in report.devices)
-
-
-def _until(condition, timeout_s: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return bool(condition())
 
 
 @pytest.fixture
@@ -160,7 +151,7 @@ def test_loop_keeps_only_the_newest_while_the_scorer_is_down_and_delivers_it_whe
         for seq in range(1, 11):
             loop.offer(eight_gpu_report("node-a", sequence=seq, busy=seq % 8))
             time.sleep(0.03)
-        assert _until(lambda: loop.stats().pushes_failed >= 2)
+        wait_for(lambda: loop.stats().pushes_failed >= 2, timeout_s=5.0)
         with IngestServer(port=port, tls=shared_tls()[0]) as srv:
             assert srv.accepted.wait_for(1)
             time.sleep(0.3)
@@ -187,7 +178,7 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
     loop.start()
     loop.offer(eight_gpu_report("node-a"))
     try:
-        assert _until(stop.is_set, 10.0)
+        wait_for(stop.is_set, timeout_s=10.0)
     finally:
         loop.stop(5.0)
         sender.close()
@@ -202,7 +193,7 @@ def test_stop_interrupts_a_backoff_promptly() -> None:
     sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{free_port()}"), token_file=None, timeout_s=1.0)
     loop = _loop(sender, backoff_initial_s=30.0, backoff_max_s=60.0, final_push_timeout_s=0.5)
     loop.offer(eight_gpu_report("node-a"))
-    assert _until(lambda: loop.stats().pushes_failed >= 1)
+    wait_for(lambda: loop.stats().pushes_failed >= 1, timeout_s=5.0)
     started = time.monotonic()
     loop.stop(10.0)
     sender.close()
@@ -216,7 +207,7 @@ def test_a_rejected_report_is_not_retried_but_the_next_report_is_sent(server: In
         bad = eight_gpu_report("node-a", sequence=1)
         bad.host.load1 = -1.0
         loop.offer(bad)
-        assert _until(lambda: loop.stats().pushes_rejected == 1)
+        wait_for(lambda: loop.stats().pushes_rejected == 1, timeout_s=5.0)
         time.sleep(0.4)  # several intervals pass: the rejected report is not sent again
         assert loop.stats().pushes_rejected == 1 and server.rejected() == {"invalid_value": 1}
         loop.offer(eight_gpu_report("node-a", sequence=2))
