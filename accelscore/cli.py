@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -45,7 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# grpc core logs one INFO line for every failed TLS handshake (a port scan, an agent with the wrong CA): unbounded
+# log volume from outside traffic (issue 21). Its INFO lines are off unless the operator asks for them; grpc reads
+# this once, when it is first imported, so it is set before any subcommand module loads.
+GRPC_VERBOSITY_DEFAULT = "ERROR"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("GRPC_VERBOSITY", GRPC_VERBOSITY_DEFAULT)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):

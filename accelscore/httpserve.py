@@ -1,9 +1,13 @@
 """A small HTTP server for /metrics, /healthz and /readyz, shared by the agent and the scorer.
 
-Bounded (issue 11): idle keep-alive connections wait in one selector, not in threads; a request is
-served by a fixed pool of `WORKERS` threads; a connection idle `IDLE_TIMEOUT_S` is closed, and past
+Bounded (issues 11, 21): connections wait in one selector, not in threads, both while idle and while
+their request arrives: the selector thread reads whatever has arrived (non-blocking) into the
+connection's buffer, and only a request whose line and headers are complete goes to the fixed pool of
+`WORKERS` threads, which then never wait on a client. So clients that trickle their requests (eight
+sending a byte every 2 s once held all four workers and failed the liveness probe) cost a buffer each,
+and /healthz is answered at once. A connection idle `IDLE_TIMEOUT_S` is closed, and past
 `MAX_CONNECTIONS` the longest-idle one is; a request's line and headers may take `MAX_HEADER_BYTES`
-(431 beyond) and `REQUEST_TIMEOUT_S` in all (a slow client is cut off, not waited for).
+(431 beyond) and `REQUEST_TIMEOUT_S` from their first byte (the connection is closed then).
 """
 
 from __future__ import annotations
@@ -143,8 +147,25 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("http: " + format, *args)
 
 
+class _Conn:
+    """A parked connection: what it sent of its next request, and since when."""
+
+    __slots__ = ("address", "buffer", "idle_since", "started")
+
+    def __init__(self, address: Any, leftover: bytes) -> None:
+        self.address = address
+        self.buffer = bytearray(leftover)
+        self.idle_since = time.monotonic()
+        self.started: float | None = time.monotonic() if leftover else None  # first byte of the pending request
+
+
+def _complete(head: bytes | bytearray) -> bool:
+    """Whether a request's line and headers have all arrived (this server takes no request bodies)."""
+    return b"\r\n\r\n" in head or b"\n\n" in head
+
+
 class _Server(socketserver.TCPServer):
-    """Accepts in `serve_forever`; parks idle connections in a selector; serves requests in a fixed pool."""
+    """Accepts in `serve_forever`; reads requests in a selector; serves complete ones in a fixed pool."""
 
     allow_reuse_address = True
     request_queue_size = 128
@@ -157,7 +178,7 @@ class _Server(socketserver.TCPServer):
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="metrics-http")
         self._selector = selectors.DefaultSelector()
         self._lock = threading.Lock()
-        self._idle: dict[socket.socket, float] = {}  # parked connection -> when it went idle
+        self._parked: dict[socket.socket, _Conn] = {}
         self._leftover: dict[socket.socket, bytes] = {}
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -175,23 +196,30 @@ class _Server(socketserver.TCPServer):
 
     def open_connections(self) -> int:
         with self._lock:
-            return len(self._idle)
+            return len(self._parked)
 
-    def _park(self, sock: socket.socket, address: Any) -> None:
+    def _park(self, sock: socket.socket, address: Any, leftover: bytes = b"") -> None:
+        if leftover and (_complete(leftover) or len(leftover) > MAX_HEADER_BYTES):
+            self._dispatch(sock, address, leftover)  # a pipelined request that has arrived whole
+            return
         with self._lock:
             if self._closed.is_set():
                 self.shutdown_request(sock)
                 return
-            self._idle[sock] = time.monotonic()
-            self._selector.register(sock, selectors.EVENT_READ, address)
-            oldest = min(self._idle, key=self._idle.__getitem__) if len(self._idle) > MAX_CONNECTIONS else None
-            if oldest is not None:
-                self._drop(oldest)
+            try:
+                sock.setblocking(False)
+            except OSError:
+                self.shutdown_request(sock)
+                return
+            self._parked[sock] = _Conn(address, leftover)
+            self._selector.register(sock, selectors.EVENT_READ, None)
+            if len(self._parked) > MAX_CONNECTIONS:
+                self._drop(min(self._parked, key=lambda s: self._parked[s].idle_since))
         self._wake_w.send(b"\0")
 
     def _drop(self, sock: socket.socket) -> None:
         """Forget and close a parked connection (lock held)."""
-        self._idle.pop(sock, None)
+        self._parked.pop(sock, None)
         self._leftover.pop(sock, None)
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(sock)
@@ -199,8 +227,8 @@ class _Server(socketserver.TCPServer):
 
     def _watch(self) -> None:
         while not self._closed.is_set():
-            events = self._selector.select(timeout=1.0)
-            ready = []
+            events = self._selector.select(timeout=0.5)
+            ready: list[tuple[socket.socket, Any, bytes]] = []
             with self._lock:
                 for key, _ in events:
                     if key.fileobj is self._wake_r:
@@ -209,36 +237,62 @@ class _Server(socketserver.TCPServer):
                         continue
                     sock = key.fileobj
                     assert isinstance(sock, socket.socket)
-                    self._selector.unregister(sock)
-                    self._idle.pop(sock, None)
-                    ready.append((sock, key.data))
-                cutoff = time.monotonic() - IDLE_TIMEOUT_S
-                for sock in [s for s, since in self._idle.items() if since < cutoff]:
-                    self._drop(sock)
-            for sock, address in ready:
-                self._pool.submit(self._serve_one, sock, address)
+                    conn = self._parked.get(sock)
+                    if conn is not None and self._receive(sock, conn):
+                        self._selector.unregister(sock)
+                        del self._parked[sock]
+                        ready.append((sock, conn.address, bytes(conn.buffer)))
+                now = time.monotonic()
+                for sock in [s for s, c in self._parked.items()
+                             if now - c.idle_since > IDLE_TIMEOUT_S
+                             or (c.started is not None and now - c.started > REQUEST_TIMEOUT_S)]:
+                    self._drop(sock)  # idle too long, or too slow to send its request: cut off
+            for sock, address, head in ready:
+                self._dispatch(sock, address, head)
 
-    def _serve_one(self, sock: socket.socket, address: Any) -> None:
-        while True:
-            try:
-                handler = _Handler(sock, address, self)
-            except Exception:  # noqa: BLE001 - any failure of one request closes its connection, logged
-                self.handle_error(sock, address)
-                self.shutdown_request(sock)
-                return
-            if handler.close_connection:
-                self.shutdown_request(sock)
-                return
-            if not handler.leftover:
-                break
-            with self._lock:
-                self._leftover[sock] = handler.leftover  # a pipelined request: serve it now
+    def _receive(self, sock: socket.socket, conn: _Conn) -> bool:
+        """(Lock held.) Read what has arrived; True when the request is ready for a worker. A connection
+        that closed or failed is dropped here."""
         try:
-            sock.settimeout(None)
+            data = sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as err:  # a reset mid-request is routine
+            log.debug("http: client %s went away: %s", conn.address, err)
+            data = b""
+        if not data:
+            self._drop(sock)
+            return False
+        if conn.started is None:
+            conn.started = time.monotonic()
+        conn.buffer += data
+        # Over the limit: a worker answers 431 from what arrived (never waits for more).
+        return _complete(conn.buffer) or len(conn.buffer) > MAX_HEADER_BYTES
+
+    def _dispatch(self, sock: socket.socket, address: Any, head: bytes) -> None:
+        try:
+            sock.setblocking(True)
         except OSError:
             self.shutdown_request(sock)
             return
-        self._park(sock, address)
+        with self._lock:
+            self._leftover[sock] = head
+        try:
+            self._pool.submit(self._serve_one, sock, address)
+        except RuntimeError:  # the pool is shut down: the server is closing
+            self.shutdown_request(sock)
+
+    def _serve_one(self, sock: socket.socket, address: Any) -> None:
+        try:
+            handler = _Handler(sock, address, self)
+        except Exception:  # noqa: BLE001 - any failure of one request closes its connection, logged
+            self.handle_error(sock, address)
+            self.shutdown_request(sock)
+            return
+        if handler.close_connection:
+            self.shutdown_request(sock)
+            return
+        self._park(sock, address, handler.leftover)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hangs up or resets mid-request is routine (DEBUG); anything else is a bug (logged)."""
@@ -255,7 +309,7 @@ class _Server(socketserver.TCPServer):
         self._closed.set()
         super().server_close()
         with self._lock:
-            for sock in list(self._idle):
+            for sock in list(self._parked):
                 self._drop(sock)
         self._wake_w.send(b"\0")
         self._watcher.join(timeout=2.0)

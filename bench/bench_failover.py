@@ -75,9 +75,9 @@ def run() -> list[Row]:
         key = "crash" if crash else "clean"
         bound = TIMING.takeover_bound_s if crash else TIMING.retry_period_s
         rows += [
-            Row(f"failover_{key}_takeover", takeover, "s", f"leader {label}; bound {bound:g} s"),
+            Row(f"failover_{key}_takeover", takeover, "s", f"leader {label}", budget=bound),
             Row(f"failover_{key}_news_published", published, "s", "kill to the new leader's first write of news"),
-            Row(f"failover_{key}_publish_gap", gap, "s", "hub showed a withdrawn score (expected 0)"),
+            Row(f"failover_{key}_publish_gap", gap, "s", "hub showed a withdrawn score", budget=0.0),
         ]
     return rows
 

@@ -70,7 +70,7 @@ def serve(kubeconfig: str, mode: str) -> None:
     from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 
     stats = IngestStats()
-    table = NodeTable(cluster="bench", config=default_scoring_config())
+    table = bench_table(NodeTable, default_scoring_config())
     auth = TokenAuthenticator(api_client=config.new_client_from_config(config_file=kubeconfig),
                               audience="accelscore", agent_username=AGENT_SA)
     server, port = build_ingest_server(address="127.0.0.1:0", accept=table.accept, authenticator=auth,
@@ -82,6 +82,19 @@ def serve(kubeconfig: str, mode: str) -> None:
         snap = stats.snapshot()
         _counters(snap["accepted"], {k: v for k, v in snap.items() if v and k != "accepted"})
     server.stop(None).wait()
+
+
+def bench_table(node_table: type, config: object) -> object:
+    """A node table as the scorer holds it: every node's Node facts and bound-pod requests known, so each
+    report is also checked for plausibility and capped (the sample report's own amounts)."""
+    from accelscore.scorer.ingest.node_table import NodeFacts
+
+    amounts = {"nvidia.com/gpu": 8.0, "cpu": 191.5, "memory": 2000.0 * (1 << 30)}
+    table = node_table(cluster="bench", config=config)
+    table.set_nodes({f"gpu-node-{i}": NodeFacts(f"gpu-node-{i}", True, capacity=amounts, allocatable=amounts)
+                     for i in range(NODES)})
+    table.set_requested({f"gpu-node-{i}": {"nvidia.com/gpu": 5.0} for i in range(NODES)})
+    return table
 
 
 def _counters(accepted: int, refused: dict[str, int]) -> None:
@@ -214,7 +227,7 @@ def in_process() -> dict[str, float]:
 
     report = eight_gpu_report("gpu-node-0")
     request = pb.PushReportRequest(report=report).SerializeToString()
-    table = NodeTable(cluster="bench", config=default_scoring_config())
+    table = bench_table(NodeTable, default_scoring_config())
     now = time.time()
     n = 5000
 

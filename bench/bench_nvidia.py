@@ -88,7 +88,7 @@ def run() -> list[Row]:
         Row("nvidia: fake NVML CPU per cycle (same calls replayed)", fake_cpu * 1e3, "ms",
             f"{len(trace)} NVML calls per cycle"),
         Row("nvidia: collector CPU beyond NVML per cycle, 8 GPUs", beyond * 1e3, "ms",
-            f"budget <= 5 ms ({'ok' if beyond <= 5e-3 else 'OVER'})"),
+            "DESIGN §5: beyond NVML's own time", budget=5.0),
     ]
 
 

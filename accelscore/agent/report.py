@@ -35,6 +35,7 @@ from accelscore.agent.snapshots import (
 from accelscore.devices import (
     Accelerator,
     CollectorName,
+    ResourceRole,
     resource_info,
     vendor_named,
     vendor_of_kind,
@@ -109,10 +110,12 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
     by_device = _by_device(kubelet.assignments if kubelet is not None and rule is GpuAssignmentRule.KUBELET else (),
                            nvidia, tpu)
     if nvidia is not None:
+        profiles, shares = _plugin_layout(kubelet, nvidia, node)
         for gpu in nvidia.gpus:
             if rule is GpuAssignmentRule.NVML_PROCESSES:
                 by_device[gpu.uuid] = _process_assignments(gpu)
-            _add_gpu(report, gpu, by_device, assignment_known=rule is not GpuAssignmentRule.UNKNOWN)
+            _add_gpu(report, gpu, by_device, assignment_known=rule is not GpuAssignmentRule.UNKNOWN,
+                     profiles=profiles, share_count=shares.get(gpu.uuid, 0))
     if tpu is not None:  # NVML processes say nothing about TPUs
         _add_tpus(report, tpu, by_device, assignment_known=rule is GpuAssignmentRule.KUBELET)
     accelerators = [a for name in vendors for a in getattr(cycle.data(name), "accelerators", ())]
@@ -251,6 +254,35 @@ def _by_device(entries: Iterable[_Kubelet], nvidia: NvidiaSnapshot | None,
     return found
 
 
+def _plugin_layout(kubelet: KubeletSnapshot | None, nvidia: NvidiaSnapshot,
+                   node: NodeSnapshot | None) -> tuple[dict[str, str], dict[str, int]]:
+    """What the device plugin (and HAMi) advertise per device: ({MIG UUID: profile}, {GPU UUID: share count}).
+
+    A partition's profile is its resource's (`…/mig-3g.40gb` under mig.strategy=mixed: the vendor table's
+    `profile` group); a GPU's share count is how many slots the plugin lists for it (time-slicing `::N`
+    replicas, GKE `/vgpuN`), or HAMi's split count from the node annotation, whichever is larger (the
+    scheduler hands out that many).
+    """
+    profiles: dict[str, str] = {}
+    shares: dict[str, int] = {}
+    entries = kubelet.allocatable if kubelet is not None else ()
+    for key, listed in _by_device(entries, nvidia, None).items():
+        slots = set()
+        for device in listed:
+            info = resource_info(device.resource_name)
+            if info is None:
+                continue
+            if info.role is ResourceRole.PARTITION and info.profile:
+                profiles[key] = info.profile
+            else:
+                slots.add(device.device_id)
+        if len(slots) > 1 and key.startswith("GPU-"):  # a whole GPU's slots; a MIG instance's replicas are not
+            shares[key] = len(slots)
+    for uuid, count in (node.gpu_shares if node is not None else {}).items():
+        shares[uuid] = max(shares.get(uuid, 0), count)
+    return profiles, shares
+
+
 def _tpu_keys(tpu: TpuSnapshot | None) -> dict[str, str]:
     """TPU device plugins name chips by index or device path; map both to the chip's PCI address."""
     keys: dict[str, str] = {}
@@ -270,10 +302,13 @@ def _add_assignments(device: pb.Device, assignments: Iterable[DeviceAssignment])
 
 
 def _add_gpu(report: pb.NodeReport, gpu: GpuSnapshot, by_device: dict[str, list[DeviceAssignment]], *,
-             assignment_known: bool) -> None:
+             assignment_known: bool, profiles: dict[str, str], share_count: int) -> None:
+    """One physical GPU and its MIG instances; `profiles` (MIG UUID -> profile) and `share_count` as the device
+    plugin advertises them (`_plugin_layout`)."""
     device = report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id=_gpu_id(gpu), index=gpu.index, model=gpu.model,
                                 pci_bus_id=gpu.pci_bus_id, health=_HEALTH[gpu.health.value],
-                                health_reason=gpu.health_reason, assignment_known=assignment_known)
+                                health_reason=gpu.health_reason, assignment_known=assignment_known,
+                                share_count=share_count if share_count > 1 else 0)
     for name in _GPU_FIELDS:
         value = getattr(gpu, name)
         if value is not None:
@@ -290,7 +325,7 @@ def _add_gpu(report: pb.NodeReport, gpu: GpuSnapshot, by_device: dict[str, list[
             child.memory_total_bytes = mig.memory_total_bytes
         if mig.memory_used_bytes is not None:
             child.memory_used_bytes = mig.memory_used_bytes
-        child.profile = mig.profile
+        child.profile = profiles.get(mig.uuid) or mig.profile.lower()  # the plugin's name, else NVML's
         _add_assignments(child, by_device.get(mig.uuid, ()))
 
 

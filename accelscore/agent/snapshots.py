@@ -167,6 +167,8 @@ class NodeSnapshot:
     pod_count: int = 0
     # (namespace, name) -> phase, for pods bound here; lets the kubelet join ignore terminal pods.
     pod_phases: dict[tuple[str, str], str] = field(default_factory=dict)
+    # HAMi-shared GPUs: UUID -> split count (its `hami.io/node-nvidia-register` annotation; agent.collectors.hami).
+    gpu_shares: dict[str, int] = field(default_factory=dict)
     # Non-terminal pods holding DRA devices: a Running one the kubelet lists without DRA resources means the
     # kubelet does not report them (gate KubeletPodResourcesDynamicResources off), so DRA assignment is unknown.
     dra_pods: frozenset[tuple[str, str]] = frozenset()

@@ -93,7 +93,8 @@ class Vendor:
     partition_kind: int = 0  # wire DeviceKind of a partition (0: the vendor has none)
     dra: DraShape | None = None
     node_labels: tuple[str, ...] = ()  # regexes of the Node labels the agent reports (node view, simulator)
-    product_label: str = ""  # the Node label naming the product (simulator fleets)
+    product_label: str = ""  # the Node label naming the product (simulator fleets; per-product scores' names)
+    domain_label: str = ""  # the Node label naming the node's NVLink/fabric domain (GPU feature discovery's clique)
     collector_module: str = ""  # accelscore.agent.collectors.<module> with build_collector(); "" = wired in app
     patterns: tuple[tuple[re.Pattern[str], ResourceRole], ...] = field(init=False, repr=False, compare=False)
 
@@ -109,7 +110,7 @@ NVIDIA = Vendor(
     dra=DraShape(drivers=("gpu.nvidia.com",), identity_attribute="uuid", identity=DraIdentity.UUID,
                  parent_attribute="parentUUID", profile_attribute="profile", partition_attribute="uuid",
                  partition_types=("mig", "migdyn")),
-    node_labels=(r"nvidia\.com/.+",), product_label="nvidia.com/gpu.product",
+    node_labels=(r"nvidia\.com/.+",), product_label="nvidia.com/gpu.product", domain_label="nvidia.com/gpu.clique",
 )
 AMD = Vendor(
     name="amd", family=AcceleratorFamily.GPU, collector=CollectorName.AMD,

@@ -94,7 +94,7 @@ class ScorerMetrics(Collector):
                 value.add_metric(key, score.value)
                 if score.name in score_set.raw:
                     raw.add_metric(key, score_set.raw[score.name])
-                spec = score_table.BY_NAME.get(score.name)
+                spec = score_table.BY_NAME.get(score.name) or score_table.keyed_spec(score.name)
                 if spec is not None:
                     ref.add_metric(key, _reference(spec, self._config))
         weights = GaugeMetricFamily("accelscore_gpu_model_weight", "throughput weight per GPU model pattern",
@@ -149,7 +149,7 @@ class ScorerMetrics(Collector):
         yield from (published, withdrawn)
 
 
-def _reference(spec: score_table.ScoreSpec, config: ScoringConfig) -> float:
+def _reference(spec: score_table.ScoreSpec | score_table.KeyedSpec, config: ScoringConfig) -> float:
     """The configured raw value at which a score reaches 100."""
     if spec.scale is score_table.Scale.CEIL:
         return config.refs[spec.config_key]

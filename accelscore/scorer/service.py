@@ -27,6 +27,7 @@ from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.publish.publisher import Publisher
 from accelscore.scorer.publish.worker import PublishWorker
 from accelscore.scorer.sources.base import Required, Source
+from accelscore.scorer.sources.bulkhead import BulkheadMetrics, Bulkheads
 from accelscore.scorer.sources.custom_file import CustomScoresInput
 from accelscore.v1 import report_pb2
 
@@ -54,11 +55,14 @@ def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, 
     score_sets: tuple[ScoreSet, ...] = (score_set(RESOURCE_USAGE_APS, totals, config),
                                         score_set(ACCELSCORE_APS, totals, config))
     if custom is not None:
-        custom_set = custom.evaluate(snapshot, now=now, stale_after_s=config.stale_after_s, totals=totals)
-        if custom_set is not None:
-            score_sets = (*score_sets, custom_set)
+        extra = (lambda snap, tot, at: custom.evaluate(snap, now=at, stale_after_s=config.stale_after_s, totals=tot),
+                 *extra)
     for produce in extra:
-        produced = produce(snapshot, totals, now)
+        try:
+            produced = produce(snapshot, totals, now)
+        except Exception:  # an optional set's failure never costs the built-in sets (the scorer adds bulkheads)
+            log.exception("an optional score set failed; the built-in scores are published without it")
+            continue
         if produced is not None:
             score_sets = (*score_sets, produced)
     view.update(score_sets=score_sets, snapshot=snapshot, now=now, pass_seconds=time.perf_counter() - started)
@@ -105,6 +109,8 @@ class ScorerService:
         self._dra: DraInput | None = None  # set by _sources with a cluster API
         self.sources: list[Source] = self._sources(dict(watch_options or {}))
         self._applied: dict[str, bool] = {}
+        # The sources' own sets run behind bulkheads (made at the first pass, from the sources then).
+        self._bulkheads: Bulkheads | None = None
         self._stop = threading.Event()
         self.grpc_server: Any = None
         self.grpc_port = 0
@@ -221,8 +227,13 @@ class ScorerService:
         replica leads and its view is trustworthy."""
         now = self._clock() if now is None else now
         self._apply_sources()
+        if self._bulkheads is None:
+            self._bulkheads = Bulkheads([(source.name, source.score_set) for source in self.sources],
+                                        max_age_s=self.config.scoring.stale_after_s)
+            self.registry.register(ConstantLabels(BulkheadMetrics(self._bulkheads),
+                                                  {"cluster": self.config.cluster_name}))
         score_sets = scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=None,
-                                  now=now, extra=[source.score_set for source in self.sources])
+                                  now=now, extra=self._bulkheads.producers())
         self.passes += 1
         if self._may_publish(score_sets, now):
             self.worker.offer(score_sets)
@@ -296,6 +307,8 @@ class ScorerService:
             self.elector.stop(release=release_lease)
         for source in self.sources:
             source.stop()
+        if self._bulkheads is not None:
+            self._bulkheads.stop()
         if self.grpc_server is not None:
             self.grpc_server.stop(grace=2).wait()
         if self._authenticator is not None:

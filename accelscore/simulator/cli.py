@@ -2,6 +2,7 @@
 
   accelscore simulate FLEET [--placements DIR]                 scores per cluster + one ranking per Placement
   accelscore simulate FLEET --trace TRACE [--placement NAME]   replay; compare Placements side by side
+  accelscore simulate FLEETS --matrix --trace TRACES          every fleet x trace: each example beside the oracle
   accelscore simulate --generate-trace N --seed S > trace.yaml seeded trace of 1/2/4/8-GPU jobs
 Without --placements (and no Placement in FLEET) the repository's shipped deploy/examples are ranked.
 See docs/simulate.md for the file formats and what is (not) emulated.
@@ -34,13 +35,13 @@ from accelscore.scorer.custom.scores import CustomScores
 from accelscore.scorer.custom.source import CUSTOM_SCORES_OPTIONS, load_text
 from accelscore.scorer.publish import policy as pp
 from accelscore.scorer.publish.policy import PUBLISH_OPTIONS, publish_policy_from
-from accelscore.simulator import report, routing
+from accelscore.simulator import matrix, report, routing
 from accelscore.simulator.fleet import Fleet, FleetError, load_fleet, load_placements
 from accelscore.simulator.oneshot import run_oneshot
 from accelscore.simulator.plot import MISSING
-from accelscore.simulator.replay import Replay, ReplayOptions
+from accelscore.simulator.replay import TIE_BREAKS, Replay, ReplayOptions
 from accelscore.simulator.trace import load_trace
-from accelscore.simulator.tracegen import generate
+from accelscore.simulator.tracegen import MIXES
 
 
 def _arg(parse: Callable[[str], object]) -> Callable[[str], object]:
@@ -82,12 +83,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check-invariants", action="store_true", help="verify no device is held twice, every tick")
     parser.add_argument("--job-timeout", type=_arg(positive_float), default=3600.0,
                         help="a job waiting this many seconds without starting times out (default 3600)")
+    parser.add_argument("--tie-break", choices=TIE_BREAKS, action="append", default=None,
+                        help="order of clusters whose totals tie: name (OCM, the default), reverse (names reversed), "
+                             "dead-first (clusters with absent, expired or withdrawn accelscore scores first: the "
+                             "worst case); repeatable with --matrix (default there: name and dead-first)")
+    parser.add_argument("--matrix", action="store_true",
+                        help="FLEET is a directory of fleets and --trace a trace or a directory of them: replay "
+                             "every pair with auto routing once per tie-break order beside the oracle, and print "
+                             "each example's distance (docs/simulate.md)")
     parser.add_argument("--progress", action="store_true",
                         help="progress lines on stderr during a replay (default: only when stderr is a terminal)")
     parser.add_argument("--generate-trace", type=_arg(positive_int), metavar="N",
                         help="print a seeded trace of N jobs as YAML and exit")
     parser.add_argument("--mean-interarrival", type=_arg(positive_float), default=300.0,
                         help="with --generate-trace: mean seconds between arrivals (default 300)")
+    parser.add_argument("--trace-mix", choices=tuple(MIXES), default="whole",
+                        help="with --generate-trace: whole (1/2/4/8-GPU jobs), realistic (product pins, 8-GPU "
+                             "gangs, MIG instances, shares, NVLink-domain gangs) or gangs (single 8-GPU pods "
+                             "beside 4 x 8 gangs); docs/simulate.md")
     add_options(parser, SIMULATE_OPTIONS)
 
 
@@ -141,7 +154,7 @@ def _replay(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishP
     progress = _progress if args.progress or sys.stderr.isatty() else None
     opts = ReplayOptions(tick_s=args.tick, report_delay_s=args.report_delay, delay_jitter=args.delay_jitter,
                          seed=args.seed, horizon_s=args.horizon, check_invariants=args.check_invariants,
-                         job_timeout_s=args.job_timeout, progress=progress)
+                         job_timeout_s=args.job_timeout, progress=progress, tie_break=(args.tie_break or ["name"])[0])
     results = [Replay(fleet, jobs, e, config=config, policy=policy, opts=opts, custom=custom).run()
                for e in entries if e != routing.ORACLE]
     oracle = Replay(fleet, jobs, routing.ORACLE, config=config, policy=policy, opts=opts, custom=custom).run()
@@ -163,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     log_values = resolve(args, (LOG_LEVEL, LOG_FORMAT))
     setup_logging(log_values["log_level"], log_values["log_format"], component="simulate")
     if args.generate_trace:
-        jobs = generate(args.generate_trace, seed=args.seed, mean_interarrival_s=args.mean_interarrival)
+        jobs = MIXES[args.trace_mix](args.generate_trace, seed=args.seed, mean_interarrival_s=args.mean_interarrival)
         sys.stdout.write(yaml.safe_dump({"jobs": jobs}, sort_keys=False))
         return 0
     if args.fleet is None:
@@ -172,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
     config = scoring_config_from(values)
     policy = publish_policy_from(values, stale_after_s=config.stale_after_s)
     try:
+        if args.matrix:
+            return _matrix(args, config, policy)
         if args.trace:
             return _replay(args, config, policy, _custom_scores(values["custom_scores"]))
         fleet = _load(args)
@@ -187,6 +202,27 @@ def run(args: argparse.Namespace) -> int:
         return 0
     except FleetError as err:
         raise ConfigError(str(err)) from None
+
+
+def _matrix(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishPolicy) -> int:
+    """Every fleet x trace x tie-break order, auto routing beside the oracle (accelscore.simulator.matrix)."""
+    if args.trace is None:
+        raise ConfigError("--matrix needs --trace (a trace file or a directory of them)")
+    shipped = shipped_placements()
+    placements = args.placements or ([shipped] if shipped is not None else [])
+    if not placements:
+        raise ConfigError(NO_PLACEMENTS)
+    opts = ReplayOptions(tick_s=args.tick, report_delay_s=args.report_delay, delay_jitter=args.delay_jitter,
+                         seed=args.seed, horizon_s=args.horizon, check_invariants=args.check_invariants,
+                         job_timeout_s=args.job_timeout)
+    progress = _progress if args.progress or sys.stderr.isatty() else None
+    cells = matrix.run(args.fleet, args.trace, placements, config=config, policy=policy, opts=opts,
+                       tie_breaks=args.tie_break or ("name", "dead-first"), progress=progress)
+    if args.output == "table":
+        sys.stdout.write(matrix.table(cells))
+    else:
+        sys.stdout.write(report.dump(matrix.data(cells), args.output))
+    return 0
 
 
 def _custom_scores(path: str) -> CustomScores | None:

@@ -30,7 +30,7 @@ from accelscore.simulator.dra_fleet import ClusterDra, FleetDraError, parse_dra
 from accelscore.v1 import report_pb2
 
 _CLUSTER_KEYS = {"cluster", "labels", "claims", "reportAgeSeconds", "reports", "nodes", "unreportedNodes",
-                 "pendingPods", "hub", "available", "scorerStoppedSeconds", "kueue", "dra"}
+                 "pendingPods", "hub", "available", "scorerStoppedSeconds", "diesAtSeconds", "kueue", "dra"}
 _AVAILABLE = {True: "True", False: "False", "True": "True", "False": "False", "Unknown": "Unknown"}
 _NODE_KEYS = {"schedulable", "reportAgeSeconds", "labels", "taints"}
 _TAINT_KEYS = {"key", "value", "effect"}
@@ -83,6 +83,9 @@ class Cluster:
     hub: Mapping[str, HubOverride] = field(default_factory=dict)
     available: str = "True"  # ManagedClusterConditionAvailable; not True = tainted by OCM
     scorer_stopped_s: float | None = None  # the scorer died this long ago: the hub keeps what it wrote then
+    # Replay: this long after the start the cluster dies (scorer and agents stop; its nodes take no new work,
+    # running jobs finish); the hub keeps its last scores until they expire.
+    dies_at_s: float | None = None
     kueue: KueueState | None = None  # the cluster's Kueue objects; None = no Kueue (no accelscore-kueue set)
     dra: ClusterDra | None = None  # the cluster's DRA objects (slices, claims, classes); None = none recorded
 
@@ -339,7 +342,7 @@ def parse_cluster(doc: Mapping[str, Any], where: str) -> Cluster:
     available = doc.get("available", True)
     if not isinstance(available, bool | str) or available not in _AVAILABLE:
         raise FleetError(f"{where}: available must be true, false or Unknown, got {available!r}")
-    stopped = doc.get("scorerStoppedSeconds")
+    stopped, dies = doc.get("scorerStoppedSeconds"), doc.get("diesAtSeconds")
     nodes = _nodes(doc, where)
     try:
         dra = parse_dra(doc.get("dra"), where, (n.report for n in nodes))
@@ -349,6 +352,7 @@ def parse_cluster(doc: Mapping[str, Any], where: str) -> Cluster:
     if kueue is not None and dra is not None:
         kueue = dataclasses.replace(kueue, dra_physical=dra.kueue_physical())
     return Cluster(
+        dies_at_s=None if dies is None else _age(dies, f"{where}: diesAtSeconds"),
         available=_AVAILABLE[available],
         scorer_stopped_s=None if stopped is None else _age(stopped, f"{where}: scorerStoppedSeconds"),
         name=name, nodes=nodes, labels=_string_map(doc.get("labels"), f"{where}: labels"), dra=dra,

@@ -9,82 +9,14 @@ from __future__ import annotations
 
 import random
 import sys
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from google.protobuf import json_format
 
-from accelscore.devices import DeviceKind, Vendor, vendor_of_kind
-from accelscore.simulator.truth import GPU, TPU
-from accelscore.v1 import report_pb2
-
-FLEET_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z: the fleet's "now"
-_GIB = 1 << 30
-
-
-@dataclass(frozen=True)
-class Part:
-    """An accelerator part: NVML model name (or TPU generation), memory, devices per node, resource."""
-
-    model: str
-    memory_gib: int
-    per_node: int
-    tpu: bool = False
-
-
-def _vendor(part: Part) -> Vendor:
-    vendor = vendor_of_kind(DeviceKind.TPU_CHIP if part.tpu else DeviceKind.NVIDIA_GPU)
-    assert vendor is not None
-    return vendor
-
-
-H100 = Part("NVIDIA H100 80GB HBM3", 80, 8)
-A100 = Part("NVIDIA A100-SXM4-40GB", 40, 8)
-T4 = Part("Tesla T4", 16, 4)
-V5E = Part("TPU v5 lite", 16, 4, tpu=True)
-
-
-def node_report(name: str, part: Part, busy: list[int], *, age_s: float = 0, unhealthy: tuple[int, ...] = (),
-                seq: int = 1) -> dict[str, Any]:
-    """One NodeReport (canonical JSON dict) with the listed device indices held by pods."""
-    r = report_pb2.NodeReport(node_name=name, agent_version="0.1.0", sequence=seq, agent_instance=f"{name}-a1")
-    r.time.FromSeconds(int(FLEET_TIME - age_s))
-    states = {"nvidia": not part.tpu, "tpu": part.tpu, "kubelet": True, "node": True, "host": True}
-    for collector, present in states.items():
-        r.collectors.add(name=collector, duration_seconds=0.004,
-                         state=report_pb2.COLLECTOR_STATE_OK if present else report_pb2.COLLECTOR_STATE_ABSENT)
-    resource = TPU if part.tpu else GPU
-    held = len(busy)
-    r.resources.add(name="cpu", allocatable=94.0, requested=2.0 + 10 * held, free=92.0 - 10 * held)
-    mem = 700 * _GIB
-    r.resources.add(name="memory", allocatable=mem, requested=8 * _GIB + 60 * _GIB * held,
-                    free=mem - 8 * _GIB - 60 * _GIB * held)
-    r.resources.add(name=resource, allocatable=part.per_node, requested=held, free=part.per_node - held)
-    for i in range(part.per_node):
-        d = r.devices.add(index=i, model=part.model, assignment_known=True,
-                          pci_bus_id=f"0000:{0x10 + i:02x}:00.0", memory_total_bytes=part.memory_gib * _GIB)
-        d.health = report_pb2.HEALTH_UNHEALTHY if i in unhealthy else report_pb2.HEALTH_HEALTHY
-        if part.tpu:
-            d.kind, d.id, d.tpu_generation, d.tpu_cores = report_pb2.DEVICE_KIND_TPU_CHIP, d.pci_bus_id, "v5e", 1
-        else:
-            d.kind, d.id = report_pb2.DEVICE_KIND_NVIDIA_GPU, f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{name}.gpu{i}')}"
-            d.temperature_celsius, d.power_watts = 40.0, 90.0
-        if i in busy:
-            d.assignments.add(namespace="team", pod=f"{name}-w{i}", container="main", resource_name=resource,
-                              device_id=d.id)
-            d.memory_used_bytes, d.utilization_ratio = part.memory_gib * _GIB * 9 // 10, 0.85
-        else:
-            d.memory_used_bytes, d.utilization_ratio = 512 << 20, 0.0
-    label = _vendor(part).product_label
-    r.node.ready = True
-    r.node.labels[label] = "tpu-v5-lite-podslice" if part.tpu else part.model.replace(" ", "-")
-    r.node.pod_count = 4 + held
-    r.host.cpu_count, r.host.cpu_utilization_ratio = 96, 0.1 + 0.008 * held
-    r.host.memory_total_bytes, r.host.memory_available_bytes = 768 * _GIB, (768 - 8 - 60 * held) * _GIB
-    return json_format.MessageToDict(r)
+from accelscore.simulator import fleetgen_kinds
+from accelscore.simulator.nodegen import A100, H100, T4, V5E, Part, node_report
+from accelscore.simulator.truth import GPU
 
 
 def _cluster(name: str, labels: dict[str, str], nodes: list[tuple[str, Part, list[int]]], **extra: Any) -> dict:
@@ -227,7 +159,8 @@ def kueue(rng: random.Random) -> list[dict]:
     ]
 
 
-FLEETS = {"mixed": mixed, "tpu-v5e": tpu, "fragmented": fragmented, "stale": stale, "dead": dead, "kueue": kueue}
+FLEETS = {"mixed": mixed, "tpu-v5e": tpu, "fragmented": fragmented, "stale": stale, "dead": dead, "kueue": kueue,
+          **fleetgen_kinds.FLEETS}
 
 
 def write(out: Path) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,8 +278,12 @@ def balance_scores(clusters: Sequence[str], other_decisions: Sequence[Iterable[s
 
 
 def rank(placement: Placement, clusters: Sequence[ClusterInfo], hub: HubView, *, now: float,
-         previous: Iterable[str] = (), other_decisions: Sequence[Iterable[str]] = ()) -> Ranking:
-    """One scheduling round: filter, prioritize, sort (score desc, name asc), select numberOfClusters."""
+         previous: Iterable[str] = (), other_decisions: Sequence[Iterable[str]] = (),
+         tie_key: Callable[[str], Any] | None = None) -> Ranking:
+    """One scheduling round: filter, prioritize, sort (score desc, name asc), select numberOfClusters.
+
+    `tie_key` orders clusters whose totals tie (default: the name, as OCM does); the simulator's tie-break
+    orders use it to stand for other cluster names (a dead cluster whose name sorts first, ...)."""
     warnings: list[str] = []
     feasible: list[str] = []
     dropped: list[str] = []
@@ -309,7 +313,8 @@ def rank(placement: Placement, clusters: Sequence[ClusterInfo], hub: HubView, *,
         for c, value in scores.items():
             totals[c] += value * weight
             parts[c][coord.label()] = (weight, value)
-    order = sorted(feasible, key=lambda c: (-totals[c], c))
+    ties: Callable[[str], Any] = tie_key or (lambda c: c)
+    order = sorted(feasible, key=lambda c: (-totals[c], ties(c)))
     count = len(order) if placement.number_of_clusters is None else placement.number_of_clusters
     return Ranking(
         placement=placement.name,

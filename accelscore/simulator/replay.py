@@ -16,26 +16,43 @@ start; only the free devices on each flavor's nodes follow the replay (docs/simu
 
 from __future__ import annotations
 
-import dataclasses
-import heapq
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from accelscore.scorer.core.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry, NodeSummary, ScoreSet
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.custom.scores import CustomScores
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.scorer.publish import policy as pp
+from accelscore.simulator import packing, routing, truth
 from accelscore.simulator import placement as pl
-from accelscore.simulator import routing, truth
 from accelscore.simulator.fleet import Fleet
 from accelscore.simulator.oneshot import cluster_infos, hub_object, score_fleet, score_sets
 from accelscore.simulator.replay_result import Outcome, ReplayResult, summarize_outcome
 from accelscore.simulator.trace import Job, common_shape
 
 RESYNC_S = 600.0  # the placement controller's periodic resync (what notices a merely expired score)
+# Orders for clusters whose totals tie. OCM orders them by name; the others stand for other names: `reverse`
+# (every name order reversed) and `dead-first` (clusters whose accelscore object is absent, expired or
+# withdrawn at that moment sort before live ones: the worst case for sending a job to a dead cluster).
+TIE_BREAKS = ("name", "reverse", "dead-first")
+
+
+_SUMMARY_FIELDS = NodeSummary.__slots__
+
+
+def _retimed(summary: NodeSummary, *, report_time: float, received_at: float) -> NodeSummary:
+    """`dataclasses.replace(summary, report_time=..., received_at=...)` without re-deriving what the times do not
+    change (the scan): an unchanged node's report costs the replay ~2 µs instead of ~7."""
+    new = object.__new__(NodeSummary)
+    for name in _SUMMARY_FIELDS:
+        object.__setattr__(new, name, getattr(summary, name))
+    object.__setattr__(new, "report_time", report_time)
+    object.__setattr__(new, "received_at", received_at)
+    return new
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +68,13 @@ class ReplayOptions:
     job_timeout_s: float = 3600.0  # a job waiting longer than this without starting leaves the queue
     progress: Callable[[str], None] | None = None  # called every few seconds of wall time with a status line
     progress_every_s: float = 5.0
+    tie_break: str = "name"  # how clusters whose totals tie are ordered: TIE_BREAKS
 
 
 @dataclass(slots=True)
 class _Running:
     job: Job
-    plan: list[tuple[truth.NodeState, list[int]]]
+    plan: packing.Plan
     ends_at: float
 
 
@@ -75,18 +93,25 @@ class _Universe:
         self.pending_static = {c.name: c.pending_gpus for c in fleet.clusters}
         self.infos = cluster_infos(fleet)
         start = fleet.now
+        # The scorer's node table: each node's newest summary (re-made only when its report changed: its content
+        # version goes up) and when its newest report was sent and received. Every report a tick sends arrives
+        # before that tick's dispatch (the delay is far below a tick and the stale-after), so none is overtaken
+        # and only the reception time of an unchanged report moves; freshness is read from it.
         self.table: dict[tuple[str, str], NodeSummary] = {}
-        self.last_sent: dict[tuple[str, str], NodeSummary] = {}
+        self.heard: dict[tuple[str, str], tuple[float, float]] = {}
+        self.version: dict[tuple[str, str], int] = {}
         for c in fleet.clusters:
             for n in c.nodes:
-                s = summarize(n.report, config, received_at=start - n.report_age_s)
-                self.table[(c.name, n.report.node_name)] = self.last_sent[(c.name, n.report.node_name)] = s
+                key = (c.name, n.report.node_name)
+                self.table[key] = summarize(n.report, config, received_at=start - n.report_age_s)
+                self.heard[key] = (self.table[key].report_time, start - n.report_age_s)
         self.unreported = {c.name: c.unreported for c in fleet.clusters}
         self.schedulable = {(c.name, n.report.node_name): n.schedulable for c in fleet.clusters for n in c.nodes}
-        self.inflight: list[tuple[float, int, str, str, NodeSummary]] = []
-        self.seq = 0
+        self.last_scored: dict[str, tuple[tuple[object, ...], tuple[ScoreSet, ...]]] = {}
+        self.decided: dict[tuple[str, str], tuple[ScoreSet, pp.PublishedState | None, pp.Decision]] = {}
         initial = score_fleet(fleet, config, policy, self.custom)
         self.frozen = {c.cluster for c in initial if c.frozen}  # a dead scorer writes nothing
+        self.dies = {c.name: c.dies_at_s for c in fleet.clusters if c.dies_at_s is not None}
         self.absent = {(c.name, aps) for c in fleet.clusters for aps, o in c.hub.items() if o.absent}
         self.hub: dict[str, dict[str, pl.PublishedScores]] = {c.cluster: dict(c.hub) for c in initial}
         self.published: dict[tuple[str, str], pp.PublishedState] = {}
@@ -97,7 +122,8 @@ class _Universe:
         self.hub_writes = 0
 
     def agents_send(self, now: float) -> None:
-        """Every live node's agent reports the true state; unchanged reports only refresh their times."""
+        """Every live node's agent reports the true state (received `report_delay_s` later, ± jitter); a changed
+        report is summarized again, an unchanged one only refreshes the node's times."""
         delay = self.opts.report_delay_s
         for cluster, states in self.nodes.items():
             for node in states:
@@ -108,37 +134,32 @@ class _Universe:
                 if node.dirty:
                     node.report.time.FromNanoseconds(int(now * 1e9))
                     node.report.sequence += 1
-                    summary = summarize(node.report, self.config, received_at=arrive)
+                    self.table[key] = summarize(node.report, self.config, received_at=arrive)
+                    self.version[key] = self.version.get(key, 0) + 1
                     node.dirty = False
-                else:
-                    summary = dataclasses.replace(self.last_sent[key], report_time=now, received_at=arrive)
-                self.last_sent[key] = summary
-                self.seq += 1
-                heapq.heappush(self.inflight, (arrive, self.seq, cluster, node.name, summary))
+                self.heard[key] = (now, arrive)
 
-    def scorer_ingest(self, now: float) -> None:
-        """Deliver reports that have arrived; an older report arriving late is dropped (sequence order)."""
-        while self.inflight and self.inflight[0][0] <= now:
-            _, _, cluster, name, summary = heapq.heappop(self.inflight)
-            old = self.table.get((cluster, name))
-            if old is None or summary.report_time >= old.report_time:
-                self.table[(cluster, name)] = summary
+    def kill(self, t: float) -> bool:
+        """Clusters due to die by `t` (seconds from the start) die: nodes dark, scorer frozen. True if any did."""
+        due = [c for c, at in self.dies.items() if t >= at]
+        for cluster in due:
+            del self.dies[cluster]
+            self.frozen.add(cluster)
+            for node in self.nodes[cluster]:
+                node.dark = True
+        return bool(due)
 
-    def scorer_publish(self, now: float, pending: Mapping[str, float]) -> bool:
-        """Score each cluster and apply the publish policy; True when any hub object changed."""
-        changed = False
-        for cluster, states in self.nodes.items():
+    def scorer_publish(self, now: float, pending: Mapping[str, float]) -> tuple[bool, bool]:
+        """Score each cluster and apply the publish policy: (any hub object written, any score on the hub moved)."""
+        wrote = moved = False
+        for cluster in self.nodes:
             if cluster in self.frozen:
-                continue
-            entries = [NodeEntry(n.name, self.schedulable[(cluster, n.name)], self.table.get((cluster, n.name)),
-                                 *self.node_meta.get((cluster, n.name), ({}, ()))) for n in states]
-            entries += [NodeEntry(name, True, None) for name in self.unreported[cluster]]
-            snap = ClusterSnapshot(cluster, tuple(entries), self.pending_static[cluster] + pending.get(cluster, 0.0))
-            for score_set in self.score_sets(cluster, snap, now):
+                continue  # its scorer is dead: the hub keeps what it wrote last
+            for score_set in self.score_sets(cluster, self.pending_static[cluster] + pending.get(cluster, 0.0), now):
                 key = (cluster, score_set.aps_name)
                 if key in self.absent:
                     continue  # that APS's producer is not installed on this cluster
-                decision = pp.decide(self.published.get(key), score_set, now=now, policy=self.policy)
+                decision = self._decide(key, score_set, now)
                 if decision.action not in pp.WRITES:
                     continue
                 withdrawn = decision.action is pp.Action.WITHDRAW
@@ -147,13 +168,57 @@ class _Universe:
                 self.hub[cluster][score_set.aps_name] = hub_object(decision, self.policy, now=now)
                 self.published[key] = pp.PublishedState(scores, withdrawn, now)
                 self.hub_writes += 1
-                changed = changed or old is None or dict(old.scores) != scores
-        return changed
+                wrote = True  # any add or update of an APS requeues the Placements (REFERENCE §1), a refresh too
+                moved = moved or old is None or dict(old.scores) != scores
+        return wrote, moved
 
-    def score_sets(self, cluster: str, snap: ClusterSnapshot, now: float) -> tuple[ScoreSet, ...]:
+    def _decide(self, key: tuple[str, str], score_set: ScoreSet, now: float) -> pp.Decision:
+        """`publish_policy.decide`; a wait or no-op decided for these very scores and hub state holds until its
+        `at` (the same inputs give the same answer until then)."""
+        held = self.published.get(key)
+        memo = self.decided.get(key)
+        if memo is not None and memo[0] is score_set and memo[1] is held:
+            decision = memo[2]
+            if decision.action in (pp.Action.NONE, pp.Action.WAIT) and (decision.at is None or now < decision.at):
+                return decision
+        decision = pp.decide(held, score_set, now=now, policy=self.policy)
+        self.decided[key] = (score_set, held, decision)
+        return decision
+
+    def validity(self, now: float) -> frozenset[tuple[str, str]]:
+        """The hub objects that count 0 in the prioritizer now (expired); with the scores, all a ranking reads."""
+        return frozenset((c, aps) for c, objs in self.hub.items() for aps, o in objs.items()
+                         if o.expired(now))
+
+    def snapshot(self, cluster: str, pending: float) -> ClusterSnapshot:
+        """The scorer's snapshot of the cluster: each node's summary with its newest report's times."""
+        entries = []
+        for n in self.nodes[cluster]:
+            key = (cluster, n.name)
+            summary, (sent, received) = self.table[key], self.heard[key]
+            if summary.received_at != received:
+                summary = _retimed(summary, report_time=sent, received_at=received)
+            entries.append(NodeEntry(n.name, self.schedulable[key], summary, *self.node_meta.get(key, ({}, ()))))
+        entries += [NodeEntry(name, True, None) for name in self.unreported[cluster]]
+        return ClusterSnapshot(cluster, tuple(entries), pending)
+
+    def score_sets(self, cluster: str, pending: float, now: float) -> tuple[ScoreSet, ...]:
         """The built-in sets, then accelscore-custom (when defined), then accelscore-kueue (when the cluster has
-        Kueue objects): what `oneshot.score_fleet` scores, as the scorer would at `now`."""
-        return score_sets(snap, self.config, now=now, custom=self.custom, kueue=self.kueue.get(cluster))
+        Kueue objects): what `oneshot.score_fleet` scores, as the scorer would at `now`.
+
+        Scored again only when something they read changed: a node's report content, its freshness or
+        schedulability, or the pending demand (most clusters, most ticks, change nothing)."""
+        limit = self.config.stale_after_s
+        key = (pending, tuple((self.schedulable[(cluster, n.name)], self.version.get((cluster, n.name), 0),
+                               now - self.heard[(cluster, n.name)][1] <= limit) for n in self.nodes[cluster]))
+        last = self.last_scored.get(cluster)
+        if last is not None and last[0] == key:
+            return last[1]
+        # User-defined scores and Kueue headroom read the same snapshot (their other inputs stay as recorded).
+        sets = score_sets(self.snapshot(cluster, pending), self.config, now=now, custom=self.custom,
+                          kueue=self.kueue.get(cluster))
+        self.last_scored[cluster] = (key, sets)
+        return sets
 
     def stale(self, cluster: str, now: float) -> bool:
         """The hub holds no usable accelscore scores for the cluster: absent, expired or withdrawn."""
@@ -170,10 +235,11 @@ class Replay:
 
     def __init__(self, fleet: Fleet, jobs: Sequence[Job], entry: str, *, config: ScoringConfig,
                  policy: pp.PublishPolicy, opts: ReplayOptions, custom: CustomScores | None = None) -> None:
+        if opts.tie_break not in TIE_BREAKS:
+            raise ValueError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {opts.tie_break!r}")
         self.fleet, self.jobs, self.entry, self.opts = fleet, tuple(jobs), entry, opts
-        self.by_name = {p.name: p for p in fleet.placements}
         self.oracle = entry == routing.ORACLE
-        self.route = routing.route(entry, self.jobs, self.by_name)
+        self.route, self.by_name = routing.resolve(entry, self.jobs, {p.name: p for p in fleet.placements})
         self.u = _Universe(fleet, config, policy, opts, custom)
         self.decisions: dict[str, tuple[str, ...]] = {}
         self.frag_shape = common_shape(self.jobs)
@@ -183,7 +249,7 @@ class Replay:
         """Whether all of the job's pods fit in the cluster now (memoised until the truth changes)."""
         key = (cluster, job.shape, job.pods)
         if key not in self._fits:
-            self._fits[key] = truth.best_fit(self.u.nodes[cluster], job.shape, job.pods) is not None
+            self._fits[key] = packing.best_fit(self.u.nodes[cluster], job.shape, job.pods) is not None
         return self._fits[key]
 
     def _rerank(self, now: float) -> None:
@@ -191,14 +257,26 @@ class Replay:
         for name in sorted(set(self.route.values())):
             others = [d for n, d in self.decisions.items() if n != name]
             ranking = pl.rank(self.by_name[name], self.u.infos, self.u.hub, now=now,
-                              previous=self.decisions.get(name, ()), other_decisions=others)
+                              previous=self.decisions.get(name, ()), other_decisions=others,
+                              tie_key=self._tie_key(now))
             self.decisions[name] = ranking.selected
+
+    def _tie_key(self, now: float) -> Callable[[str], Any]:
+        """How tied clusters are ordered (ReplayOptions.tie_break)."""
+        if self.opts.tie_break == "reverse":
+            position = {c: i for i, c in enumerate(sorted(self.u.nodes, reverse=True))}
+            return lambda c: position.get(c, len(position))
+        if self.opts.tie_break == "dead-first":
+            return lambda c: (not self.u.stale(c, now), c)
+        return lambda c: c
 
     def _ever_fits(self, job: Job) -> bool:
         """Could the job run in some cluster if that cluster were empty (live nodes only)?"""
         for states in self.u.nodes.values():
-            caps = sorted(truth.capacity(states, job.shape), reverse=True)
-            if sum(c // job.shape.count for c in caps) >= job.pods:
+            groups = [states]
+            if job.shape.nvlink_domain:  # one domain must hold every pod
+                groups = [[n for n in states if n.clique == c] for c in sorted({n.clique for n in states} - {""})]
+            if packing.fits_if_empty([truth.capacity(g, job.shape) for g in groups], job.shape, job.pods):
                 return True
         return False
 
@@ -215,6 +293,7 @@ class Replay:
         running: list[_Running] = []
         missent_to: dict[str, str] = {}  # job -> cluster where its pods sit pending
         next_resync, t, i, last_change = 0.0, 0.0, 0, 0.0
+        ranked_validity: frozenset[tuple[str, str]] = frozenset()
         next_note = time.monotonic() + opts.progress_every_s
         while True:
             if opts.progress is not None and time.monotonic() >= next_note:
@@ -223,7 +302,7 @@ class Replay:
                               f"{len(running)} running, {len(queue)} waiting")
             now = start + t
             for r in [r for r in running if r.ends_at <= now]:
-                truth.release(r.plan, r.job.shape)
+                truth.release(r.plan, r.job.name, r.job.shape)
                 running.remove(r)
                 self._fits.clear()
                 last_change = t
@@ -235,18 +314,23 @@ class Replay:
                 else:
                     out.unplaceable.append(job.name)
             queue = self._time_out(queue, t, missent_to, out)
+            if u.kill(t):
+                self._fits.clear()
             if not self.oracle:  # the oracle reads the truth, not the hub
-                u.agents_send(now)
                 # The hub sees this tick's changes before its dispatch: a real hub reacts within the report
                 # delay (~2 s), well inside a 15 s tick, so a job is not sent astray by the tick itself.
-                u.scorer_ingest(now + opts.report_delay_s * (1 + opts.delay_jitter))
+                u.agents_send(now)
                 pending: dict[str, float] = {}
                 for job in queue:
-                    if job.name in missent_to and job.shape.resource == truth.GPU:
+                    if job.name in missent_to and job.shape.pool == truth.GPU:
                         pending[missent_to[job.name]] = (pending.get(missent_to[job.name], 0.0)
                                                          + job.pods * job.shape.count)
-                if u.scorer_publish(now, pending) or t >= next_resync:
+                wrote, moved = u.scorer_publish(now, pending)
+                # OCM requeues the Placements on any write; a ranking reads only the scores and whether each
+                # object has expired, so with neither changed it would decide as before and is skipped.
+                if t >= next_resync or moved or (wrote and u.validity(now) != ranked_validity):
                     self._rerank(now)
+                    ranked_validity = u.validity(now)
                     next_resync = t + RESYNC_S if t >= next_resync else next_resync
             before = len(running)
             queue = self._dispatch(queue, t, now, running, missent_to, out)
@@ -262,7 +346,8 @@ class Replay:
         out.waiting = [j.name for j in queue]
         out.timed_out.update(out.waiting)  # never started: the replay ended before they could
         out.running_at_end = len(running)
-        return summarize_outcome(self.entry, out, hub_writes=u.hub_writes, end_s=t, route=self.route)
+        examples = {job: routing.example_of(self.by_name[name]) for job, name in self.route.items()}
+        return summarize_outcome(self.entry, out, hub_writes=u.hub_writes, end_s=t, route=examples)
 
     def _time_out(self, queue: list[Job], t: float, missent_to: dict[str, str], out: Outcome) -> list[Job]:
         """Jobs that have waited longer than the timeout leave the queue, counted as timed out."""
@@ -282,7 +367,7 @@ class Replay:
         for cluster, nodes in self.u.nodes.items():
             if not self._fits_in(cluster, job):
                 continue
-            plan = truth.best_fit(nodes, job.shape, job.pods)
+            plan = packing.best_fit(nodes, job.shape, job.pods)
             if plan is None:
                 continue
             used = {id(n): n for n, _ in plan}
@@ -298,7 +383,7 @@ class Replay:
         for job in queue:
             chosen = self._oracle_choice(job) if self.oracle else self.decisions.get(self.route[job.name], ())
             for cluster in chosen:
-                plan = truth.best_fit(self.u.nodes[cluster], job.shape, job.pods) if self._fits_in(cluster, job) \
+                plan = packing.best_fit(self.u.nodes[cluster], job.shape, job.pods) if self._fits_in(cluster, job) \
                     else None
                 if plan is not None:
                     truth.bind(plan, job.name, job.shape)

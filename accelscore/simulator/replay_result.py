@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelscore.simulator.trace import Job
-from accelscore.simulator.truth import NodeState
+from accelscore.simulator.truth import GPU, TPU, NodeState
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +29,7 @@ class Outcome:
     frag_shape: int
     waits: list[float] = field(default_factory=list)
     per_cluster: dict[str, int] = field(default_factory=dict)
+    started_on: dict[str, str] = field(default_factory=dict)  # job -> the cluster it started on
     unplaceable: list[str] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
     started: set[str] = field(default_factory=set)
@@ -40,9 +41,11 @@ class Outcome:
     missent_by_cluster: dict[str, int] = field(default_factory=dict)
     running_at_end: int = 0
     series: list[Sample] = field(default_factory=list)
+    per_node: dict[int, tuple[tuple[int, bool], tuple[int, int, int, int]]] = field(default_factory=dict)
 
     def placed(self, job: Job, cluster: str, *, wait_s: float) -> None:
         self.started.add(job.name)
+        self.started_on[job.name] = cluster
         self.waits.append(wait_s)
         self.per_cluster[cluster] = self.per_cluster.get(cluster, 0) + 1
 
@@ -58,21 +61,27 @@ class Outcome:
             self.stale_by_cluster[cluster] = self.stale_by_cluster.get(cluster, 0) + 1
 
     def record(self, t: float, nodes: Mapping[str, Iterable[NodeState]], waiting: int) -> None:
-        """Allocation over live nodes, and free devices on nodes with fewer free than the common shape."""
+        """Allocation over live nodes (slots: a device, a MIG instance, a share), and free whole devices on nodes
+        with fewer free than the common shape."""
         held = usable = frag = free_total = 0
+        cache = self.per_node
         for states in nodes.values():
             for node in states:
-                if node.dark:
-                    continue
-                free = sum(len(v) for v in node.free.values())
-                busy = sum(1 for d in node.report.devices if d.assignments)
-                held += busy
-                usable += free + busy
-                if node.usable():
-                    free_total += free
-                    if 0 < free < self.frag_shape:
-                        frag += free
+                seen = cache.get(id(node))
+                if seen is None or seen[0] != (node.version, node.dark):  # a node's figures move only when it does
+                    seen = cache[id(node)] = ((node.version, node.dark), _node_figures(node, self.frag_shape))
+                h, u, f, w = seen[1]
+                held, usable, frag, free_total = held + h, usable + u, frag + f, free_total + w
         self.series.append(Sample(t, 100.0 * held / usable if usable else 0.0, waiting, frag, free_total))
+
+
+def _node_figures(node: NodeState, frag_shape: int) -> tuple[int, int, int, int]:
+    """(slots held, slots usable, stranded free whole devices, free whole devices) of one node; 0s when dark."""
+    if node.dark:
+        return 0, 0, 0, 0
+    free = sum(len(v) for v in node.free.values())
+    whole = len(node.free.get(GPU, ())) + len(node.free.get(TPU, ())) if node.usable() else 0
+    return node.held, free + node.held, whole if 0 < whole < frag_shape else 0, whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +112,11 @@ class ReplayResult:
     stale_per_cluster: Mapping[str, int] = field(default_factory=dict)
     route: Mapping[str, str] = field(default_factory=dict)  # job -> Placement (empty for the oracle)
     job_sets: Mapping[str, frozenset[str]] = field(default_factory=dict)  # started/timed_out/misplaced/stale
+    started_on: Mapping[str, str] = field(default_factory=dict)  # job -> the cluster it started on
 
     def as_dict(self, *, with_series: bool = False) -> dict[str, Any]:
         """Plain data for JSON/YAML output."""
-        out = {k: getattr(self, k) for k in self.__slots__ if k not in ("series", "route", "job_sets")}
+        out = {k: getattr(self, k) for k in self.__slots__ if k not in ("series", "route", "job_sets", "started_on")}
         out["placed_per_cluster"] = dict(self.placed_per_cluster)
         out["missent_per_cluster"] = dict(self.missent_per_cluster)
         out["stale_per_cluster"] = dict(self.stale_per_cluster)
@@ -155,4 +165,5 @@ def summarize_outcome(entry: str, out: Outcome, *, hub_writes: int, end_s: float
         route=dict(route or {}),
         job_sets={"started": frozenset(out.started), "timed_out": frozenset(out.timed_out),
                   "misplaced": frozenset(out.missent_jobs), "stale": frozenset(out.stale_jobs)},
+        started_on=dict(out.started_on),
     )

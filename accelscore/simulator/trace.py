@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,10 @@ from accelscore.simulator.fleet import FleetError, parse_problem, read_input
 from accelscore.simulator.truth import GPU, TPU, Shape
 
 _KEYS = {"name", "arrivalSeconds", "pods", "gpusPerPod", "tpusPerPod", "gpuMemoryGiB", "durationSeconds",
-         "gpuModel", "placement"}
+         "gpuModel", "placement", "gpuProduct", "migProfile", "gpuSharesPerPod", "nvlinkDomain"}
+# What a pod asks for: exactly one of these (migProfile: one MIG instance of that profile per pod).
+_ASKS = ("gpusPerPod", "tpusPerPod", "migProfile", "gpuSharesPerPod")
+_PROFILE = re.compile(r"[1-9][0-9]*g\.[0-9]+gb(\+me)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,13 @@ def _count(doc: Mapping[str, Any], key: str, where: str, default: int | None) ->
     return value
 
 
+def _text(doc: Mapping[str, Any], key: str, where: str) -> str:
+    value = doc.get(key, "")
+    if not isinstance(value, str):
+        raise FleetError(f"{where}: {key} must be a string")
+    return value.strip()
+
+
 def parse_job(doc: Any, index: int) -> Job:
     """One trace entry -> Job, or FleetError naming the entry and field."""
     where = f"jobs[{index}]"
@@ -55,17 +66,22 @@ def parse_job(doc: Any, index: int) -> Job:
     extra = sorted(set(doc) - _KEYS)
     if extra:
         raise FleetError(f"{where}: unknown field(s) {', '.join(extra)}")
-    if ("gpusPerPod" in doc) == ("tpusPerPod" in doc):
-        raise FleetError(f"{where}: give exactly one of gpusPerPod, tpusPerPod")
-    resource = GPU if "gpusPerPod" in doc else TPU
-    count = _count(doc, "gpusPerPod" if resource == GPU else "tpusPerPod", where, None)
-    model = doc.get("gpuModel", "")
-    if not isinstance(model, str):
-        raise FleetError(f"{where}: gpuModel must be a string")
-    placement = doc.get("placement", "")
-    if not isinstance(placement, str):
-        raise FleetError(f"{where}: placement must be a Placement name")
-    shape = Shape(resource, count, model, _number(doc, "gpuMemoryGiB", where, default=0.0))
+    asks = [k for k in _ASKS if k in doc]
+    if len(asks) != 1:
+        raise FleetError(f"{where}: give exactly one of {', '.join(_ASKS)}")
+    resource = TPU if asks[0] == "tpusPerPod" else GPU
+    count = 1 if asks[0] == "migProfile" else _count(doc, asks[0], where, None)
+    model, product, placement = (_text(doc, k, where) for k in ("gpuModel", "gpuProduct", "placement"))
+    profile = _text(doc, "migProfile", where).lower()
+    if asks[0] == "migProfile" and not _PROFILE.fullmatch(profile):
+        raise FleetError(f"{where}: migProfile must be a MIG profile like 3g.40gb, got {doc['migProfile']!r}")
+    domain = doc.get("nvlinkDomain", False)
+    if not isinstance(domain, bool) or (domain and asks[0] != "gpusPerPod"):
+        raise FleetError(f"{where}: nvlinkDomain must be true or false, and only with gpusPerPod")
+    if product and asks[0] != "gpusPerPod":
+        raise FleetError(f"{where}: gpuProduct goes with gpusPerPod (whole GPUs of that product)")
+    shape = Shape(resource, count, model, _number(doc, "gpuMemoryGiB", where, default=0.0), product=product,
+                  mig_profile=profile, shares=asks[0] == "gpuSharesPerPod", nvlink_domain=domain)
     return Job(
         name=str(doc.get("name") or f"job-{index:05d}"),
         arrival_s=_number(doc, "arrivalSeconds", where),

@@ -47,3 +47,83 @@ def generate(count: int, *, seed: int, mean_interarrival_s: float = 60.0,
             job["gpuMemoryGiB"] = 40  # does not fit a 16 GiB T4
         jobs.append(job)
     return jobs
+
+
+# The issue-23 mix, by job count: whole-GPU jobs (30 % of them pinned to a GPU product by nodeSelector, as
+# GPU feature discovery names it), gangs of 8-GPU pods, MIG-instance jobs, shares of time-sliced GPUs and
+# gangs that must share one NVLink domain. Products and profiles are those the shipped fleets have.
+PINNED_SHARE = 0.30
+PRODUCTS: tuple[tuple[str, float], ...] = (
+    ("NVIDIA-H100-80GB-HBM3", 0.40), ("NVIDIA-A100-SXM4-80GB", 0.20), ("NVIDIA-A100-SXM4-40GB", 0.15),
+    ("NVIDIA-L40S", 0.15), ("Tesla-T4", 0.10))
+MIG_PROFILES: tuple[tuple[str, float], ...] = (("1g.10gb", 0.5), ("2g.20gb", 0.2), ("3g.40gb", 0.3))
+# (kind, weight): whole-GPU pods of 1/2/4/8, 4-8 pod gangs of 8-GPU pods, MIG, shares, NVLink-domain gangs.
+REALISTIC_KINDS: tuple[tuple[str, float], ...] = (
+    ("gpus", 0.66), ("gang8", 0.06), ("mig", 0.12), ("shares", 0.10), ("domain", 0.06))
+
+
+def _lognormal_s(rng: random.Random) -> float:
+    return round(min(3 * 3600.0, max(60.0, rng.lognormvariate(math.log(_MEDIAN_DURATION_S), _SIGMA))))
+
+
+def _pick(rng: random.Random, table: tuple[tuple[str, float], ...]) -> str:
+    return rng.choices([k for k, _ in table], [w for _, w in table])[0]
+
+
+def _realistic_job(rng: random.Random) -> dict[str, Any]:
+    """One job of the issue-23 mix (without name and arrival)."""
+    kind = _pick(rng, REALISTIC_KINDS)
+    if kind == "mig":
+        return {"pods": rng.choice((1, 1, 1, 2)), "migProfile": _pick(rng, MIG_PROFILES)}
+    if kind == "shares":
+        return {"pods": rng.choice((1, 1, 2, 3)), "gpuSharesPerPod": 1}
+    if kind == "domain":  # e.g. a 16-32 GPU training run on GB200 trays (4 GPUs each) inside one NVL72 rack
+        return {"pods": rng.choice((4, 6, 8)), "gpusPerPod": 4, "nvlinkDomain": True}
+    if kind == "gang8":
+        job: dict[str, Any] = {"pods": rng.choice((4, 4, 6, 8)), "gpusPerPod": 8}
+    else:
+        k = rng.choices([m[0] for m in DEFAULT_MIX], [m[1] for m in DEFAULT_MIX])[0]
+        job = {"pods": rng.choice(dict((m[0], m[2]) for m in DEFAULT_MIX)[k]), "gpusPerPod": k}
+    if rng.random() < PINNED_SHARE:
+        job["gpuProduct"] = _pick(rng, PRODUCTS)
+    return job
+
+
+def generate_realistic(count: int, *, seed: int, mean_interarrival_s: float = 60.0) -> list[dict[str, Any]]:
+    """`count` jobs of the issue-23 mix as trace entries; the same seed gives the same trace."""
+    if count < 0 or mean_interarrival_s <= 0:
+        raise ValueError("count must be >= 0 and mean_interarrival_s > 0")
+    rng = random.Random(seed)
+    t = 0.0
+    jobs = []
+    for i in range(count):
+        t += rng.expovariate(1.0 / mean_interarrival_s)
+        job = {"name": f"job-{i:05d}", "arrivalSeconds": round(t, 1), **_realistic_job(rng),
+               "durationSeconds": _lognormal_s(rng)}
+        jobs.append(job)
+    return jobs
+
+
+def generate_gangs(count: int, *, seed: int, mean_interarrival_s: float = 200.0) -> list[dict[str, Any]]:
+    """Single 8-GPU pods beside gangs of 4 such pods (and a quarter small jobs): the mix in which single pods
+    ranked by the most room used up the whole nodes the gangs needed (issue 23)."""
+    if count < 0 or mean_interarrival_s <= 0:
+        raise ValueError("count must be >= 0 and mean_interarrival_s > 0")
+    rng = random.Random(seed)
+    t = 0.0
+    jobs = []
+    for i in range(count):
+        t += rng.expovariate(1.0 / mean_interarrival_s)
+        roll = rng.random()
+        if roll < 0.55:
+            shape = {"pods": 1, "gpusPerPod": 8}
+        elif roll < 0.75:
+            shape = {"pods": 4, "gpusPerPod": 8}
+        else:
+            shape = {"pods": 1, "gpusPerPod": rng.choice((1, 2, 4))}
+        jobs.append({"name": f"job-{i:05d}", "arrivalSeconds": round(t, 1), **shape,
+                     "durationSeconds": _lognormal_s(rng)})
+    return jobs
+
+
+MIXES = {"whole": generate, "realistic": generate_realistic, "gangs": generate_gangs}

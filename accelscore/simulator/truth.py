@@ -1,9 +1,11 @@
 """The true state of a simulated fleet: which accelerator each pod holds, kept in each node's NodeReport.
 
-Binding is best fit by whole devices: each pod goes to the node left with the fewest free devices that
-still holds it (ties by node name), the lowest-index free devices first (`first_fit` is kept for tests). Every
-change is written into the node's NodeReport (device assignments, `resources` requested/free, pod
-count), which the simulated agent then sends; nothing else carries the state.
+A pod asks for slots of one pool (`Shape.pool`): whole GPUs (the GPU resource on a GPU that is neither
+MIG-enabled nor shared), TPU chips, MIG instances of one profile (`mig:<profile>`: the `…/mig-<profile>` resource
+under the mixed strategy, the GPU resource under single), or shares of a time-sliced or HAMi-split GPU
+(`share`: one slot per replica). Where pods go is `accelscore.simulator.packing`; every change is written into
+the node's NodeReport (device assignments, `resources` requested/free, pod count), which the simulated agent
+then sends; nothing else carries the state.
 """
 
 from __future__ import annotations
@@ -16,9 +18,15 @@ from accelscore.simulator.fleet import Cluster
 from accelscore.v1 import report_pb2
 
 _GIB = 1 << 30
-# The device-plugin resources a trace's jobs request (accelscore.devices vendor table) and their device kinds.
-_KIND = {vendor_of_kind(k).resource: int(k) for k in (DeviceKind.NVIDIA_GPU, DeviceKind.TPU_CHIP)}  # type: ignore[union-attr]
-GPU, TPU = _KIND
+# The device-plugin resources a trace's jobs request (accelscore.devices vendor table).
+GPU, TPU = (vendor_of_kind(k).resource for k in (DeviceKind.NVIDIA_GPU, DeviceKind.TPU_CHIP))  # type: ignore[union-attr]
+SHARE = "share"  # a time-slicing replica or HAMi share of a GPU
+MIG_POOL = "mig:"  # + profile: a MIG instance of that profile
+MIG_RESOURCE = GPU.rpartition("/")[0] + "/mig-"  # + profile: mig.strategy=mixed (the vendor table's partition regex)
+_NVIDIA = vendor_of_kind(DeviceKind.NVIDIA_GPU)
+assert _NVIDIA is not None
+CLIQUE_LABEL = _NVIDIA.domain_label  # GPU feature discovery: <clusterUUID>.<cliqueId> of the node's NVLink domain
+MIG_STRATEGY_LABEL = _NVIDIA.product_label.rpartition("/")[0] + "/mig.strategy"  # GPU feature discovery
 _USABLE = (report_pb2.HEALTH_HEALTHY, report_pb2.HEALTH_DEGRADED)
 
 
@@ -28,24 +36,45 @@ class InvariantError(AssertionError):
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """What one pod of a job needs: `count` whole devices of `resource`, optionally model and memory."""
+    """What one pod of a job needs: `count` slots of one pool, optionally of one GPU model, product or memory."""
 
-    resource: str = GPU
+    resource: str = GPU  # GPU or TPU: the family the job's pods ask from
     count: int = 1
     model: str = ""  # case-insensitive substring of the device model; empty = any
     memory_gib: float = 0.0
+    product: str = ""  # exact GPU product as GPU feature discovery's product label has it; empty = any
+    mig_profile: str = ""  # MIG instances of this profile instead of whole GPUs
+    shares: bool = False  # shares of a time-sliced or HAMi GPU instead of whole GPUs
+    nvlink_domain: bool = False  # every pod of the job in one NVLink domain (nodes with one clique label value)
+
+    @property
+    def pool(self) -> str:
+        """The pool the pod's slots come from."""
+        if self.resource == TPU:
+            return TPU
+        if self.mig_profile:
+            return MIG_POOL + self.mig_profile
+        return SHARE if self.shares else GPU
+
+
+def product_of(model: str) -> str:
+    """A GPU model as GPU feature discovery labels it: NVML's name with spaces as dashes."""
+    return model.strip().replace(" ", "-")
 
 
 @dataclass(slots=True)
 class NodeState:
-    """One node: its report (the truth the agent reads) and which usable device indices are free."""
+    """One node: its report (the truth the agent reads) and which usable device indices are free, per pool."""
 
     cluster: str
     report: report_pb2.NodeReport
     schedulable: bool
     dark: bool  # its agent has stopped reporting and it takes no work (stale at the start of a replay)
     dirty: bool = False
-    free: dict[str, list[int]] = field(default_factory=dict)  # resource -> free usable device indices
+    free: dict[str, list[int]] = field(default_factory=dict)  # pool -> free device indices (a share pool: per slot)
+    clique: str = ""  # its NVLink domain (the clique label's value); empty = none
+    held: int = 0  # slots assigned (Σ assignments over its devices), kept as pods bind and finish
+    version: int = 0  # goes up whenever a pod binds or finishes here
 
     @property
     def name(self) -> str:
@@ -56,18 +85,59 @@ class NodeState:
         return self.schedulable and not self.dark and not self.report.node.unschedulable
 
     def matching_free(self, shape: Shape) -> list[int]:
-        """Free device indices that satisfy the shape's model and memory constraints."""
-        if not shape.model and not shape.memory_gib:
-            return self.free.get(shape.resource, [])
+        """Free slots (device indices) of the shape's pool that satisfy its model, product and memory."""
+        slots = self.free.get(shape.pool, [])
+        if not shape.model and not shape.memory_gib and not shape.product:
+            return slots
+        return [i for i in slots if _matches(self.report.devices[i], shape)]
+
+
+def _matches(dev: report_pb2.Device, shape: Shape) -> bool:
+    if shape.model and shape.model.lower() not in dev.model.lower():
+        return False
+    if shape.product and product_of(dev.model) != shape.product:
+        return False
+    return not shape.memory_gib or dev.memory_total_bytes >= shape.memory_gib * _GIB
+
+
+def _mig_parents(report: report_pb2.NodeReport) -> set[str]:
+    """GPUs that are MIG-enabled: they take MIG-profile requests only, never a whole-GPU one."""
+    parents = {d.parent_id for d in report.devices if d.kind == report_pb2.DEVICE_KIND_NVIDIA_MIG}
+    return parents | {d.id for d in report.devices if d.kind == report_pb2.DEVICE_KIND_NVIDIA_GPU and d.mig_enabled}
+
+
+def _capacity_slots(report: report_pb2.NodeReport) -> dict[str, list[int]]:
+    """Per pool, every usable slot of the node as if nothing were assigned (a shared GPU: one per share)."""
+    pools: dict[str, list[int]] = {GPU: [], TPU: [], SHARE: []}
+    parents = _mig_parents(report)
+    for i, d in enumerate(report.devices):
+        if d.health not in _USABLE:
+            continue
+        if d.kind == report_pb2.DEVICE_KIND_TPU_CHIP:
+            pools[TPU].append(i)
+        elif d.kind == report_pb2.DEVICE_KIND_NVIDIA_MIG and d.profile:
+            pools.setdefault(MIG_POOL + d.profile, []).append(i)
+        elif d.kind == report_pb2.DEVICE_KIND_NVIDIA_GPU and d.id not in parents:
+            if d.share_count > 1:
+                pools[SHARE].extend([i] * d.share_count)
+            else:
+                pools[GPU].append(i)
+    return pools
+
+
+def _free_slots(report: report_pb2.NodeReport) -> dict[str, list[int]]:
+    """The capacity less what is assigned (a shared GPU: less one slot per assignment)."""
+    free: dict[str, list[int]] = {}
+    for pool, slots in _capacity_slots(report).items():
+        held: dict[int, int] = {}
         out = []
-        for i in self.free.get(shape.resource, ()):
-            dev = self.report.devices[i]
-            if shape.model and shape.model.lower() not in dev.model.lower():
-                continue
-            if shape.memory_gib and dev.memory_total_bytes < shape.memory_gib * _GIB:
-                continue
-            out.append(i)
-        return out
+        for i in slots:
+            taken = len(report.devices[i].assignments)
+            held[i] = held.get(i, 0) + 1
+            if held[i] > taken:
+                out.append(i)
+        free[pool] = out
+    return free
 
 
 def node_states(cluster: Cluster, *, stale_after_s: float) -> list[NodeState]:
@@ -76,127 +146,112 @@ def node_states(cluster: Cluster, *, stale_after_s: float) -> list[NodeState]:
     for node in sorted(cluster.nodes, key=lambda n: n.report.node_name):
         report = report_pb2.NodeReport()
         report.CopyFrom(node.report)
-        state = NodeState(cluster.name, report, node.schedulable, dark=node.report_age_s > stale_after_s)
-        for resource, kind in _KIND.items():
-            state.free[resource] = [i for i, d in enumerate(report.devices)
-                                    if d.kind == kind and d.health in _USABLE and not d.assignments]
-        states.append(state)
+        clique = dict(node.labels).get(CLIQUE_LABEL) or report.node.labels.get(CLIQUE_LABEL, "")
+        states.append(NodeState(cluster.name, report, node.schedulable, dark=node.report_age_s > stale_after_s,
+                                free=_free_slots(report), clique=clique,
+                                held=sum(len(d.assignments) for d in report.devices)))
     return states
 
 
 def capacity(nodes: Iterable[NodeState], shape: Shape) -> list[int]:
-    """Per usable node, how many devices of this shape it could offer if it were empty."""
-    out = []
-    for n in nodes:
-        if not n.usable():
-            continue
-        kind = _KIND[shape.resource]
-        count = sum(1 for d in n.report.devices
-                    if d.kind == kind and d.health in _USABLE
-                    and (not shape.model or shape.model.lower() in d.model.lower())
-                    and (not shape.memory_gib or d.memory_total_bytes >= shape.memory_gib * _GIB))
-        out.append(count)
-    return out
-
-
-def first_fit(nodes: list[NodeState], shape: Shape, pods: int) -> list[tuple[NodeState, list[int]]] | None:
-    """Devices for all `pods` pods in these nodes (first fit), or None when they do not all fit."""
-    taken: dict[int, int] = {}  # id(node) -> devices already promised to earlier pods of this job
-    plan: list[tuple[NodeState, list[int]]] = []
-    for _ in range(pods):
-        for node in nodes:
-            if not node.usable():
-                continue
-            free = node.matching_free(shape)
-            used = taken.get(id(node), 0)
-            if len(free) - used >= shape.count:
-                plan.append((node, free[used:used + shape.count]))
-                taken[id(node)] = used + shape.count
-                break
-        else:
-            return None
-    return plan
-
-
-def best_fit(nodes: list[NodeState], shape: Shape, pods: int) -> list[tuple[NodeState, list[int]]] | None:
-    """Devices for all `pods` pods, each on the usable node left with the fewest free matching devices that
-    still holds it (bin packing, as the kube-scheduler's MostAllocated scoring; ties by node name), or None."""
-    taken: dict[int, int] = {}
-    plan: list[tuple[NodeState, list[int]]] = []
-    for _ in range(pods):
-        best: tuple[int, int] | None = None  # (free left after this pod, index in nodes)
-        for i, node in enumerate(nodes):
-            if not node.usable():
-                continue
-            left = len(node.matching_free(shape)) - taken.get(id(node), 0) - shape.count
-            if left >= 0 and (best is None or left < best[0]):
-                best = (left, i)
-        if best is None:
-            return None
-        node = nodes[best[1]]
-        used = taken.get(id(node), 0)
-        plan.append((node, node.matching_free(shape)[used:used + shape.count]))
-        taken[id(node)] = used + shape.count
-    return plan
+    """Per usable node, how many slots of this shape it could offer if it were empty."""
+    return [sum(1 for i in _capacity_slots(n.report).get(shape.pool, ()) if _matches(n.report.devices[i], shape))
+            for n in nodes if n.usable()]
 
 
 def _resource(report: report_pb2.NodeReport, name: str) -> report_pb2.ResourceAmount | None:
     return next((r for r in report.resources if r.name == name), None)
 
 
+def _resource_name(node: NodeState, dev: report_pb2.Device, pool: str) -> str:
+    """The extended resource a pod asks for these slots under."""
+    if pool.startswith(MIG_POOL) and node.report.node.labels.get(MIG_STRATEGY_LABEL) != "single":
+        return MIG_RESOURCE + dev.profile
+    return TPU if pool == TPU else GPU
+
+
+def _add_request(node: NodeState, name: str, count: int) -> None:
+    amount = _resource(node.report, name)
+    if amount is not None:
+        amount.requested += count
+        amount.free = amount.allocatable - amount.requested
+
+
 def bind(plan: list[tuple[NodeState, list[int]]], job: str, shape: Shape) -> None:
-    """Assign the planned devices to the job's pods and write it into each node's report."""
+    """Assign the planned slots to the job's pods and write it into each node's report."""
+    pool = shape.pool
     for pod_index, (node, devices) in enumerate(plan):
         pod = f"{job}-{pod_index}"
+        name = ""
         for i in devices:
             dev = node.report.devices[i]
-            if dev.assignments:
+            limit = dev.share_count if pool == SHARE else 1
+            if len(dev.assignments) >= limit:
                 raise InvariantError(f"{node.name}: device {dev.id} is already held by {dev.assignments[0].pod}")
-            dev.assignments.add(namespace="sim", pod=pod, container="main", resource_name=shape.resource,
-                                device_id=dev.id)
+            name = _resource_name(node, dev, pool)
+            device_id = f"{dev.id}::{_free_replica(dev)}" if pool == SHARE else dev.id
+            dev.assignments.add(namespace="sim", pod=pod, container="main", resource_name=name, device_id=device_id)
             if dev.HasField("memory_total_bytes"):
-                dev.memory_used_bytes = dev.memory_total_bytes * 9 // 10
+                dev.memory_used_bytes = dev.memory_total_bytes * 9 * len(dev.assignments) // (10 * limit)
             dev.utilization_ratio = 0.9
-            node.free[shape.resource].remove(i)
-        amount = _resource(node.report, shape.resource)
-        if amount is not None:
-            amount.requested += len(devices)
-            amount.free = amount.allocatable - amount.requested
+            node.free[pool].remove(i)
+        _add_request(node, name, len(devices))
+        node.held += len(devices)
+        node.version += 1
         node.report.node.pod_count += 1
         node.dirty = True
 
 
-def release(plan: list[tuple[NodeState, list[int]]], shape: Shape) -> None:
-    """Free the devices a finished job held, in each node's report."""
-    for node, devices in plan:
-        for i in devices:
+def _free_replica(dev: report_pb2.Device) -> int:
+    """The lowest replica number (`::N`) of a shared GPU not held yet."""
+    held = {a.device_id.rpartition("::")[2] for a in dev.assignments}
+    return next(k for k in range(dev.share_count) if str(k) not in held)
+
+
+def release(plan: list[tuple[NodeState, list[int]]], job: str, shape: Shape) -> None:
+    """Free the slots a finished job held, in each node's report."""
+    pool = shape.pool
+    for pod_index, (node, devices) in enumerate(plan):
+        pod = f"{job}-{pod_index}"
+        name = ""
+        for i in set(devices):
             dev = node.report.devices[i]
+            kept = [a for a in dev.assignments if a.pod != pod]
+            name = next(a.resource_name for a in dev.assignments if a.pod == pod)
             del dev.assignments[:]
+            dev.assignments.extend(kept)
+            limit = dev.share_count if pool == SHARE else 1
             if dev.HasField("memory_total_bytes"):
-                dev.memory_used_bytes = 512 << 20
-            dev.utilization_ratio = 0.0
-            node.free[shape.resource].append(i)
-        node.free[shape.resource].sort()
-        amount = _resource(node.report, shape.resource)
-        if amount is not None:
-            amount.requested -= len(devices)
-            amount.free = amount.allocatable - amount.requested
+                dev.memory_used_bytes = (dev.memory_total_bytes * 9 * len(kept) // (10 * limit)) if kept else 512 << 20
+            dev.utilization_ratio = 0.9 if kept else 0.0
+        node.free[pool].extend(devices)
+        node.free[pool].sort()
+        _add_request(node, name, -len(devices))
+        node.held -= len(devices)
+        node.version += 1
         node.report.node.pod_count -= 1
         node.dirty = True
 
 
 def check_invariants(nodes: Iterable[NodeState]) -> None:
-    """No device held twice or while unusable, no node's requested devices above its allocatable."""
+    """No device held beyond its slots or while unusable, none of a MIG-enabled GPU held whole, no node's
+    requested devices above its allocatable."""
     for node in nodes:
         held: dict[str, int] = {}
+        parents = _mig_parents(node.report)
         for dev in node.report.devices:
-            if len(dev.assignments) > 1:
+            limit = dev.share_count if dev.share_count > 1 else 1
+            if len(dev.assignments) > limit:
                 raise InvariantError(f"{node.cluster}/{node.name}: device {dev.id} held by {len(dev.assignments)} pods")
-            if dev.assignments:
-                if dev.health not in _USABLE:
-                    raise InvariantError(f"{node.cluster}/{node.name}: unhealthy device {dev.id} was assigned")
-                name = dev.assignments[0].resource_name
-                held[name] = held.get(name, 0) + 1
+            if dev.assignments and dev.id in parents:
+                raise InvariantError(f"{node.cluster}/{node.name}: MIG-enabled GPU {dev.id} was assigned whole")
+            if dev.assignments and dev.health not in _USABLE:
+                raise InvariantError(f"{node.cluster}/{node.name}: unhealthy device {dev.id} was assigned")
+            for a in dev.assignments:
+                held[a.resource_name] = held.get(a.resource_name, 0) + 1
+        if node.held != sum(held.values()):
+            raise InvariantError(f"{node.cluster}/{node.name}: {node.held} slots counted held, "
+                                 f"{sum(held.values())} are")
         for name, count in held.items():
             amount = _resource(node.report, name)
             if amount is not None and (amount.requested > amount.allocatable or count > amount.allocatable):

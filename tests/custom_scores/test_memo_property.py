@@ -53,6 +53,6 @@ def test_memoized_selection_equals_direct_evaluation(first: list[NodeEntry], sec
     for fleet in (first, second, first):  # the memo persists across passes: later passes reuse it
         snap = ClusterSnapshot("c", tuple(fleet))
         for compiled in custom.scores:
-            kept = cs._select(compiled.node_filter, cs._Columns(snap.nodes), [0], 10**9)
+            kept = cs._select(compiled.node_filter, cs._Columns(snap.nodes), cs._Spending(10**9, 1.0, None))
             expected = tuple(e for e in fleet if _direct(compiled.node_filter.source, e))
             assert kept == expected, compiled.node_filter.source

@@ -154,3 +154,14 @@ def test_counts_above_100_are_clamped_and_queues_without_accelerators_are_left_o
 @pytest.mark.parametrize(("value", "expected"), [(0, 0), (1, 13), (4, 50), (7, 88), (8, 100), (50, 100)])
 def test_ceil_map(value: int, expected: int) -> None:
     assert ceil_map(value, 8) == expected
+
+
+def test_a_cohort_chain_5000_deep_is_folded_without_recursion_and_lends_its_roots_quota() -> None:
+    # Issue 21: a chain of ~1,000 cohorts raised RecursionError in every pass (no offers, built-in ones too).
+    depth = 5000
+    fr = ("a100", GPU)
+    cohorts = tuple(CohortInfo(f"c{i}", parent=f"c{i - 1}" if i else "", quotas={fr: Quota(12.0 if i == 0 else 0.0)})
+                    for i in range(depth))
+    queues = (cq("team-a", 0.0, 0.0, cohort=f"c{depth - 1}"), cq("team-b", 0.0, 0.0, cohort="c2"))
+    assert headroom(queues, IDLE, cohorts=cohorts)[0] == 12  # 16 idle GPUs, 12 the quota lends down the chain
+    assert headroom(queues, IDLE, cohorts=cohorts, queue="team-b")[0] == 12

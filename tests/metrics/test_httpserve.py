@@ -147,3 +147,24 @@ def test_a_client_that_sends_its_request_too_slowly_is_cut_off(monkeypatch: pyte
             assert time.monotonic() - began < 4
     finally:
         server.stop()
+
+
+def test_the_liveness_probe_is_answered_at_once_while_eight_clients_trickle_their_requests() -> None:
+    # Issue 21: eight connections sending a byte every 2 s held all four workers; /healthz timed out 6/6.
+    server = _server()
+    tricklers = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(8)]
+    try:
+        for conn in tricklers:
+            conn.sendall(b"G")
+        time.sleep(0.3)  # every trickler has started its request
+        for conn in tricklers:
+            conn.sendall(b"E")
+        answers = []
+        for _ in range(6):
+            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=5) as reply:
+                answers.append(reply.status)
+        assert answers == [200] * 6
+    finally:
+        for conn in tricklers:
+            conn.close()
+        server.stop()

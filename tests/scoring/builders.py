@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary
+from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeExtras, NodeSummary
 from accelscore.v1 import report_pb2 as pb
 
 GIB = 1 << 30
@@ -77,7 +77,8 @@ def summary(node: str = "node-a", *, received_at: float = 1000.0, unschedulable:
             cpu: float | None = None, memory: float | None = None, gpu_api: float | None = None,
             tpu_api: float | None = None, gpu_total: int = 0, gpu_healthy: int | None = None, gpu_free: int = 0,
             gpu_known: bool = True, mem_free: float = 0.0, compute: float | None = None, tpu_total: int = 0,
-            tpu_free: int = 0, tpu_known: bool = True) -> NodeSummary:
+            tpu_free: int = 0, tpu_known: bool = True, product: str = "",
+            extras: NodeExtras | None = None) -> NodeSummary:
     """A NodeSummary directly (scoring tests); healthy defaults to total, compute to one per free GPU."""
     return NodeSummary(
         node=node, report_time=received_at, received_at=received_at, unschedulable=unschedulable,
@@ -85,7 +86,7 @@ def summary(node: str = "node-a", *, received_at: float = 1000.0, unschedulable:
         gpu_total=gpu_total, gpu_healthy=gpu_total if gpu_healthy is None else gpu_healthy,
         gpu_free=gpu_free, gpu_free_known=gpu_known, gpu_mem_free_max_bytes=mem_free,
         gpu_compute_free=float(gpu_free) if compute is None else compute,
-        tpu_total=tpu_total, tpu_free=tpu_free, tpu_free_known=tpu_known)
+        tpu_total=tpu_total, tpu_free=tpu_free, tpu_free_known=tpu_known, gpu_product=product, extras=extras)
 
 
 def snapshot(*entries: NodeEntry | NodeSummary, pending_gpu: float = 0.0) -> ClusterSnapshot:

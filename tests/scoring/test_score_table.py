@@ -8,7 +8,7 @@ import pytest
 
 from accelscore.scorer.core import score_doc
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
-from accelscore.scorer.core.score_table import APS, BY_NAME, SCORES, Scale, published_score_names
+from accelscore.scorer.core.score_table import APS, BY_NAME, KEYED, SCORES, Scale, published_score_names
 from accelscore.scorer.core.scoring import accel_map, score_cluster
 from accelscore.scorer.core.scoring_config import DEFAULT_COMPAT_BOUNDS, DEFAULT_SCORE_REFS, default_scoring_config
 from accelscore.scorer.ingest.summarize import summarize
@@ -25,7 +25,9 @@ def test_the_table_publishes_the_design_names_in_order() -> None:
         ACCELSCORE_APS: ("gpuNodeFree", "gpuClusterFree", "gpuClusterFit1", "gpuClusterFit2", "gpuClusterFit4",
                          "gpuClusterFit8", "gpuNodeMemFree", "gpuClusterComputeFree", "gpuClusterHeadroom",
                          "gpuClusterHealthy", "tpuNodeFree", "tpuClusterFree", "clusterFreshness",
-                         "gpuClusterBestFit1", "gpuClusterBestFit2", "gpuClusterBestFit4", "gpuClusterBestFit8"),
+                         "gpuClusterBestFit1", "gpuClusterBestFit2", "gpuClusterBestFit4", "gpuClusterBestFit8",
+                         "clusterLive", "gpuClusterPack1", "gpuClusterPack2", "gpuClusterPack4", "gpuClusterPack8",
+                         "gpuClusterSharesFree", "gpuClusterDomainsFree", "gpuClusterDomainFreeMax"),
     }
 
 
@@ -39,7 +41,9 @@ def test_names_are_unique_and_each_entry_belongs_to_a_known_aps_with_its_scale()
 
 def test_config_defaults_are_the_table_defaults() -> None:
     ceil = [s for s in SCORES if s.scale is Scale.CEIL]
-    assert dict(DEFAULT_SCORE_REFS) == {s.name: s.default for s in ceil}
+    # Per-product scores take the ref of the score they restrict; per-profile MIG scores share one.
+    assert dict(DEFAULT_SCORE_REFS) == {s.name: s.default for s in ceil} | {"gpuClusterFitMig": 64.0}
+    assert all(DEFAULT_SCORE_REFS[k.config_key] == k.default for k in KEYED)
     for spec in SCORES:
         if spec.scale is Scale.LINEAR:  # entries sharing a resource agree on its bounds
             assert DEFAULT_COMPAT_BOUNDS[spec.config_key] == spec.default
@@ -91,7 +95,7 @@ def test_a_new_entry_reaches_the_pass_the_config_metrics_and_docs(monkeypatch: p
     monkeypatch.setattr(score_table, "SCORES", table)
     monkeypatch.setattr(score_table, "BY_NAME", {s.name: s for s in table})
     monkeypatch.setattr(scoring_config, "DEFAULT_SCORE_REFS",
-                        {s.config_key: s.default for s in table if s.scale is Scale.CEIL})
+                        {s.config_key: s.default for s in (*table, *score_table.KEYED) if s.scale is Scale.CEIL})
     config = scoring_config.ScoringConfig(refs={"gpuClusterFit3": 7.0})
     snapshot = b.snapshot(b.summary("a", gpu_total=8, gpu_free=8))
     sets = score_cluster(snapshot, config, now=1000.0)

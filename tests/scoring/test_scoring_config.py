@@ -23,7 +23,7 @@ from accelscore.scorer.core.scoring_config import (
 
 def test_defaults_match_the_documented_values() -> None:
     config = default_scoring_config()
-    assert set(config.refs) == set(published_score_names()[ACCELSCORE_APS])
+    assert set(config.refs) == set(published_score_names()[ACCELSCORE_APS]) | {"gpuClusterFitMig"}
     assert config.refs["gpuNodeFree"] == 8 and config.refs["gpuClusterFit8"] == 8
     assert config.refs["gpuClusterFit2"] == 32 and config.refs["gpuNodeMemFree"] == 80
     assert dict(config.compat_bounds) == {"cpu": (0, 100), "memory": (0, 1048576), "gpu": (0, 20), "tpu": (0, 20)}

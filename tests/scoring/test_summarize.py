@@ -91,9 +91,11 @@ def test_mig_parent_is_busy_when_any_instance_is_assigned() -> None:
     assert s.gpu_compute_free == 0.0
 
 
-def test_mig_parent_with_idle_instances_is_one_free_gpu() -> None:
+def test_mig_parent_with_idle_instances_is_no_free_whole_gpu_but_two_free_instances() -> None:
+    # Issue 23: a MIG-enabled GPU takes MIG-profile requests only; it was counted as one free whole GPU.
     s = _summary(b.report(devices=[b.gpu("GPU-m", mig_enabled=True), b.mig("MIG-1", "GPU-m"), b.mig("MIG-2", "GPU-m")]))
-    assert (s.gpu_total, s.gpu_free) == (1, 1)
+    assert (s.gpu_total, s.gpu_healthy, s.gpu_free) == (1, 1, 0)
+    assert s.extras is not None and s.extras.mig == (("1g.10gb", 2, 2),)
 
 
 def test_mig_memory_free_comes_from_the_instances_not_the_parent() -> None:

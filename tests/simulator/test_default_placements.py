@@ -9,6 +9,7 @@ import pytest
 
 from accelscore.cli import main
 from accelscore.simulator import cli as simulate_cli
+from accelscore.simulator import routing
 from accelscore.simulator.fleet import load_placements
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FLEETS = sorted(p.name for p in (ROOT / "fixtures" / "fleets").iterdir() if not load_placements([p])[0])
 TRACE = str(ROOT / "fixtures" / "traces" / "small-40.yaml")
 EXAMPLES = ROOT / "deploy" / "examples"
+_NONE = routing.Serves("none", (0, 0), (0, 0))
 
 
 def _shipped_names() -> list[str]:
@@ -26,7 +28,9 @@ def test_shipped_examples_are_found_beside_the_package_and_load() -> None:
     assert simulate_cli.shipped_placements() == EXAMPLES
     # clustersetbinding.yaml and kustomization.yaml are not Placements: skipped, not errors
     assert _shipped_names() == ["best-fit-1gpu", "best-fit-2gpu", "best-fit-4gpu", "gang-1gpu", "gang-2gpu",
-                                "gang-4gpu", "inference-shared-gpu", "training-8gpu"]
+                                "gang-4gpu", "gang-8gpu", "inference-shared-gpu", "mig-3g-40gb", "model-h100-1gpu",
+                                "model-h100-2gpu", "model-h100-4gpu", "model-h100-8gpu", "nvlink-gang", "shared-gpu",
+                                "training-8gpu"]
 
 
 @pytest.mark.parametrize("fleet", FLEETS)
@@ -35,7 +39,9 @@ def test_replay_without_placements_sends_each_job_through_the_shipped_one_for_it
     assert main(["simulate", str(ROOT / "fixtures" / "fleets" / fleet), "--trace", TRACE, "--output", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["entry"] for r in data["results"]] == ["auto"]
-    assert {row["placement"] for row in data["placements"]} == set(_shipped_names()) - {"inference-shared-gpu"}
+    # small-40 asks whole GPUs of any model: exactly the examples for plain whole-GPU jobs take them
+    plain = {p.name for p in load_placements([EXAMPLES])[0] if (routing.declares(p) or _NONE).kind == "gpus"}
+    assert {row["placement"] for row in data["placements"]} == plain
 
 
 def test_oneshot_without_placements_ranks_the_shipped_ones(capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,7 +22,10 @@ from accelscore.simulator.oneshot import first_publish
 from tests.scoring.builders import GIB, summary
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
-PLACEMENTS, _ = load_placements([EXAMPLES])
+ALL_PLACEMENTS, _ = load_placements([EXAMPLES])
+# Whole-GPU examples (and inference-shared-gpu, which declares nothing); the product, MIG, shares and NVLink-domain
+# examples are checked on built clusters in test_example_kinds.py.
+PLACEMENTS = [p for p in ALL_PLACEMENTS if routing.declares(p) is None or routing.declares(p).kind == "gpus"]
 NOW = 1_000_000.0
 CONFIG = default_scoring_config()
 POLICY = pp.PublishPolicy()
@@ -126,8 +129,8 @@ def test_a_dead_absent_or_unable_cluster_never_outranks_one_that_can_start_the_j
 
 
 def test_every_shipped_example_is_checked() -> None:
-    assert {p.name for p in PLACEMENTS} >= {"best-fit-1gpu", "best-fit-2gpu", "best-fit-4gpu", "training-8gpu",
-                                          "gang-1gpu", "gang-2gpu", "gang-4gpu", "inference-shared-gpu"}
+    assert {p.name for p in PLACEMENTS} == {"best-fit-1gpu", "best-fit-2gpu", "best-fit-4gpu", "training-8gpu",
+                                           "gang-1gpu", "gang-2gpu", "gang-4gpu", "gang-8gpu", "inference-shared-gpu"}
 
 
 def test_the_check_catches_the_negative_weight_best_fit_that_was_shipped_before() -> None:

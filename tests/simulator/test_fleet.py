@@ -13,6 +13,7 @@ import yaml
 from accelscore.scorer.core.scoring_config import default_scoring_config
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.simulator import fleet as fl
+from accelscore.simulator.replay import _retimed
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEETS = ROOT / "fixtures" / "fleets"
@@ -95,13 +96,18 @@ def test_report_age_and_schedulable_overrides_apply_per_node_over_the_cluster_de
     assert (by_name["h100-e-1"].report_age_s, by_name["h100-e-1"].schedulable) == (500, False)
 
 
-def test_a_heartbeat_summary_equals_summarizing_the_same_report_with_new_times() -> None:
-    """The replay refreshes unchanged nodes with dataclasses.replace instead of summarize: they must agree."""
+@pytest.mark.parametrize("fleet", ["mixed", "realistic", "nvlink"])
+def test_a_heartbeat_summary_equals_summarizing_the_same_report_with_new_times(fleet: str) -> None:
+    """The replay gives unchanged nodes new times instead of summarizing again (replay._retimed): they must agree,
+    derived scan (MIG profiles, shares, NVLink domain) included."""
     config = default_scoring_config()
-    for node in fl.load_fleet(FLEETS / "mixed").clusters[0].nodes:
-        first = summarize(node.report, config, received_at=100.0)
-        later = type(node.report)()
-        later.CopyFrom(node.report)
-        later.time.FromSeconds(node.report.time.seconds + 60)
-        assert summarize(later, config, received_at=160.0) == dataclasses.replace(
-            first, report_time=float(node.report.time.seconds + 60), received_at=160.0)
+    for cluster in fl.load_fleet(FLEETS / fleet).clusters:
+        for node in cluster.nodes:
+            first = summarize(node.report, config, received_at=100.0)
+            later = type(node.report)()
+            later.CopyFrom(node.report)
+            later.time.FromSeconds(node.report.time.seconds + 60)
+            again = summarize(later, config, received_at=160.0)
+            retimed = _retimed(first, report_time=float(node.report.time.seconds + 60), received_at=160.0)
+            assert again == retimed and again.scan == retimed.scan
+            assert retimed == dataclasses.replace(first, report_time=retimed.report_time, received_at=160.0)

@@ -9,7 +9,7 @@ import pytest
 from accelscore.scorer.core.scoring_config import default_scoring_config
 from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import fleet as fl
-from accelscore.simulator import truth
+from accelscore.simulator import packing, truth
 from accelscore.simulator.replay import Replay, ReplayOptions
 from accelscore.simulator.trace import load_trace, parse_trace
 from accelscore.simulator.tracegen import generate
@@ -53,7 +53,7 @@ def test_binding_a_device_twice_is_caught() -> None:
     cluster = fl.load_fleet(FLEETS / "mixed").clusters[0]
     nodes = truth.node_states(cluster, stale_after_s=60)
     shape = truth.Shape(count=2)
-    plan = truth.first_fit(nodes, shape, 1)
+    plan = packing.first_fit(nodes, shape, 1)
     assert plan is not None
     truth.bind(plan, "a", shape)
     with pytest.raises(truth.InvariantError, match="already held"):

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from accelscore.agent.collectors import hami
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
 from accelscore.agent.snapshots import NodeSnapshot
 from accelscore.devices import CollectorName, node_label_wanted
@@ -54,6 +55,8 @@ class NodeInfo:
     taints: tuple[tuple[str, str, str], ...]
     labels: tuple[tuple[str, str], ...]
     errors: tuple[str, ...] = ()
+    gpu_shares: tuple[tuple[str, int], ...] = ()  # HAMi: (GPU UUID, split count), from its node annotation
+    notes: tuple[str, ...] = ()
 
 
 def pod_usage(pod: Mapping[str, Any]) -> PodUsage:
@@ -86,6 +89,8 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
     """Reduce a Node (API JSON) to what the snapshot needs; GPU/TPU labels only."""
     spec, status = node.get("spec") or {}, node.get("status") or {}
     labels = (node.get("metadata") or {}).get("labels") or {}
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    shares, note = hami.parse_register(str(annotations.get(hami.NVIDIA_REGISTER) or ""))
     conditions = tuple((c.get("type", ""), c.get("status", ""), c.get("reason", "") or "")
                        for c in status.get("conditions") or ())
     errors: list[str] = []
@@ -100,6 +105,8 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
         labels=tuple(sorted((k, v) for k, v in labels.items()
                             if node_label_wanted(k))),
         errors=tuple(errors),
+        gpu_shares=tuple(sorted(shares.items())),
+        notes=(note,) if note else (),
     )
 
 
@@ -175,6 +182,7 @@ class NodeCollector:
                          f"{shown}")
         if info.errors:
             notes.append("node quantities left out: " + "; ".join(info.errors))
+        notes.extend(info.notes)
         return NodeSnapshot(
             name=self.node_name,
             allocatable=dict(info.allocatable),
@@ -187,5 +195,6 @@ class NodeCollector:
             labels=dict(info.labels),
             pod_count=len(pods),
             pod_phases={k: p.phase for k, p in pods.items()},
+            gpu_shares=dict(info.gpu_shares),
             dra_pods=frozenset(k for k, p in pods.items() if p.dra),
         )

@@ -40,6 +40,24 @@ GPU_RESOURCES_DOC = " + ".join(f"`{r}`" for r in family_resources(AcceleratorFam
 TPU_RESOURCES_DOC = " + ".join(f"`{r}`" for r in family_resources(AcceleratorFamily.TPU))
 
 
+@dataclass(frozen=True, slots=True)
+class NodeExtras:
+    """What a node has beyond whole GPUs of one product (most nodes have nothing here: `NodeSummary.extras` None).
+
+    Partitions count per profile, shares apart from GPUs (docs/scores.md: MIG, shares, NVLink domains);
+    free counts are 0 when the assignment is unknown, as `gpu_free` is.
+    """
+
+    mig: tuple[tuple[str, int, int], ...] = ()  # (profile, free, total): MIG instances + DRA partitions available
+    shares_free: int = 0  # time-slicing replicas / HAMi shares not assigned, on healthy shared GPUs
+    shares_total: int = 0
+    clique: str = ""  # NVLink domain: the vendor's domain label (GPU feature discovery: <clusterUUID>.<cliqueId>)
+    products: tuple[tuple[str, int, int], ...] = ()  # (product, free whole GPUs, GPUs): only with several products
+
+
+_NO_KEYS: Mapping[str, int] = MappingProxyType({})
+
+
 def _number(name: str, cel_type: str, unit: str, doc: str) -> Any:
     """A `NodeScan` field that is also a catalogued per-node number (`NODE_NUMBERS`)."""
     return field(metadata={"number": (name, cel_type, unit, doc)})
@@ -75,13 +93,24 @@ class NodeScan:
     gpu_compute_free: float = _number("gpuComputeFree", "double", "newest-part equivalents",
                                       "Σ model weight over the node's free GPUs (`--gpu-model-weights`; B200 = 1.0)")
     tpu_total: int = _number("tpuTotal", "int", "chips", "TPU chips seen by the TPU collector")
+    # Issue 23: per product and per partition profile, shares, NVLink domain (docs/scores.md).
+    gpu_free_by_product: Mapping[str, int] = _number(
+        "gpuFreeByProduct", "map(string, int)", "GPUs", "free whole GPUs per product, named as GPU feature "
+        "discovery labels it (`NVIDIA-H100-80GB-HBM3`); MIG-enabled and shared GPUs are not whole")
+    mig_free: Mapping[str, int] = _number(
+        "migFree", "map(string, int)", "instances", "free MIG instances per profile (`3g.40gb`), plus the "
+        "partitions DRA partitionable GPUs still allow")
+    gpu_shares_free: int = _number("gpuSharesFree", "int", "shares",
+                                   "free time-slicing replicas or HAMi shares on healthy shared GPUs")
+    gpu_product: str = ""  # the product of the node's GPUs when they are of one ("" none or several): pass runs
+    extras: NodeExtras | None = None  # what the node has beyond whole GPUs of one product (None: nothing)
 
 
 # What the scoring pass (accelscore.scorer.core.totals) reads per node, in the order it unpacks them from
 # `NodeSummary.row`: unpacking one plain tuple costs ~20 ns/node less than eight named reads (1 ms of a
 # 50,000-node pass, bench/bench_scoring.py), so the row is built once at ingest from the scan, by these names.
 PASS_ROW = ("cpu_free_cores", "memory_free_bytes", "gpu_api_free", "tpu_api_free", "gpu_mem_free_max_bytes",
-            "gpu_free_bit", "tpu_free_bit", "counts")
+            "gpu_free_bit", "tpu_free_bit", "counts", "gpu_product", "extras")
 _pass_row = attrgetter(*PASS_ROW)
 
 
@@ -139,9 +168,13 @@ class NodeSummary:
     tpu_total: int
     tpu_free: int
     tpu_free_known: bool
+    # The GPU product (as GPU feature discovery labels it) of the node's GPUs when they are of one; "" none or several.
+    gpu_product: str = ""
+    extras: NodeExtras | None = None  # MIG profiles, shares, NVLink domain, several products; None = none of those
     # Derived once here: every per-node number by name, and the scoring pass's row (PASS_ROW) of them.
     scan: NodeScan = field(init=False, repr=False, compare=False)
-    row: tuple[float, float, float, float, float, int, int, int] = field(init=False, repr=False, compare=False)
+    row: tuple[float, float, float, float, float, int, int, int, str, NodeExtras | None] = field(
+        init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         gpu_free = max(0, self.gpu_free) if self.gpu_free_known else 0
@@ -158,9 +191,22 @@ class NodeSummary:
             gpu_mem_free_max_bytes=self.gpu_mem_free_max_bytes + 0.0, gpu_free=gpu_free, tpu_free=tpu_free,
             counts=packed, gpu_free_bit=_free_bit(gpu_free), tpu_free_bit=_free_bit(tpu_free),
             gpu_healthy=gpu_healthy, gpu_total=gpu_total,
-            gpu_compute_free=units / COMPUTE_SCALE, tpu_total=tpu_total)
+            gpu_compute_free=units / COMPUTE_SCALE, tpu_total=tpu_total, **_keyed_numbers(self, gpu_free))
         object.__setattr__(self, "scan", scan)
         object.__setattr__(self, "row", _pass_row(scan))
+
+
+def _keyed_numbers(summary: NodeSummary, gpu_free: int) -> dict[str, Any]:
+    """The scan's per-product, per-profile and share numbers (empty maps for a node of whole GPUs of no product)."""
+    extras, product = summary.extras, summary.gpu_product
+    by_product = MappingProxyType({product: gpu_free}) if product else _NO_KEYS
+    if extras is None:
+        return {"gpu_free_by_product": by_product, "mig_free": _NO_KEYS, "gpu_shares_free": 0,
+                "gpu_product": product, "extras": None}
+    if extras.products:
+        by_product = MappingProxyType({name: free for name, free, _ in extras.products})
+    return {"gpu_free_by_product": by_product, "mig_free": MappingProxyType({p: f for p, f, _ in extras.mig}),
+            "gpu_shares_free": max(0, extras.shares_free), "gpu_product": product, "extras": extras}
 
 
 @dataclass(frozen=True, slots=True)

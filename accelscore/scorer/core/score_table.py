@@ -16,9 +16,9 @@ from fractions import Fraction
 from types import MappingProxyType
 
 from accelscore.devices import AcceleratorFamily, family_resources
-from accelscore.scorer.core import best_fit
-from accelscore.scorer.core.model import ACCELSCORE_APS, FIT_SIZES, RESOURCE_USAGE_APS
-from accelscore.scorer.core.totals import ClusterTotals
+from accelscore.scorer.core import best_fit, keyed
+from accelscore.scorer.core.model import ACCELSCORE_APS, FIT_SIZES, RESOURCE_USAGE_APS, SUMMARY_LANES
+from accelscore.scorer.core.totals import DOMAIN_LABELS_DOC, PRODUCT_LABELS_DOC, ClusterTotals
 
 Raw = int | float | Fraction
 _MIB = 1 << 20
@@ -109,6 +109,15 @@ def _best_fit(k: int) -> ScoreSpec:
                  "ceil(100 / (1 + idle)) at the ref of 1", lambda t: best_fit.tightness(t.gpu_free_seen, k))
 
 
+def _pack(k: int) -> ScoreSpec:
+    """gpuClusterPack<k>: 100 / (k-GPU pods that fit), so a single pod goes where it uses up the least room."""
+    return _ceil(f"gpuClusterPack{k}", 1.0, "1 / pods that fit",
+                 f"how little of the cluster's room for {k}-GPU pods one more takes (0 = none fits; 100 = it takes "
+                 "the last place): best fit by cluster, keeping the roomiest clusters for gangs",
+                 f"1 / gpuClusterFit{k} raw; 0 when nothing fits: ceil(100 / pods that fit) at the ref of 1",
+                 lambda t: Fraction(1, t.gpu_fit(k)) if t.gpu_fit(k) else Fraction(0))
+
+
 _CPU, _MEM, _GPU, _TPU = (0.0, 100.0), (0.0, 1048576.0), (0.0, 20.0), (0.0, 20.0)  # upstream (memory in MiB)
 # The API-level units: every vendor's physical-device resource of the family (accelscore.devices vendor table).
 _GPU_UNIT = " + ".join(family_resources(AcceleratorFamily.GPU))
@@ -156,9 +165,101 @@ SCORES: tuple[ScoreSpec, ...] = (
           "100 · fresh nodes / schedulable nodes (accelscore.scorer.core.node_state; 0 with none)",
           lambda t: _percent(t.fresh_nodes, t.schedulable_nodes)),
     *(_best_fit(k) for k in FIT_SIZES),  # added for issue 10: after the first set, whose order stays
+    # Added for issue 23, after the others (docs/placement.md says which example uses which).
+    _ceil("clusterLive", 100.0, "1 while published",
+          "1 while this cluster's scores are published: at weight 1 it puts any live cluster above a dead one "
+          "(expired or missing: 0) and never outweighs one more pod of any capacity score at weight 10",
+          "1 when any counted node is fresh (else the scores are withdrawn); at the ref of 100 it scores 1",
+          lambda t: 1 if t.fresh_nodes else 0),
+    *(_pack(k) for k in FIT_SIZES),
+    _ceil("gpuClusterSharesFree", 64.0, "shares",
+          "free shares of time-sliced or HAMi-shared GPUs (a share is not a GPU: never in the whole-GPU scores)",
+          "Σ over healthy shared GPUs on counted nodes of share count - shares assigned",
+          lambda t: t.shares_free),
+    _ceil("gpuClusterDomainsFree", 8.0, "NVLink domains",
+          f"NVLink domains (nodes labelled with one {DOMAIN_LABELS_DOC}) whose every GPU is free",
+          "domains whose every member node is counted and every GPU on them healthy and unassigned",
+          lambda t: keyed.whole_domains_free(t.domains)),
+    _ceil("gpuClusterDomainFreeMax", 72.0, "GPUs",
+          "most free GPUs inside one NVLink domain (what one gang that must share a domain can get)",
+          f"max over {DOMAIN_LABELS_DOC} domains of Σ free whole GPUs on their counted nodes",
+          lambda t: keyed.domain_free_max(t.domains)),
 )
 
 BY_NAME: Mapping[str, ScoreSpec] = MappingProxyType({spec.name: spec for spec in SCORES})
+
+# Keyed scores: one per GPU product or MIG profile the cluster has (at most MAX_KEYS of each, the ones with
+# the most GPUs or instances, ties by name), named `<prefix><key>`.
+MAX_KEYS = 16
+PRODUCT_KEY = "<product>"  # as GPU feature discovery labels it: NVIDIA-H100-80GB-HBM3
+PROFILE_KEY = "<profile>"  # as the device plugin names it: 3g.40gb
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedSpec:
+    """A family of accelscore scores, one per key the cluster has: `prefix + key`, mapped like its `base` entry."""
+
+    prefix: str
+    key_doc: str  # PRODUCT_KEY or PROFILE_KEY
+    keys: Callable[[ClusterTotals], list[str]]  # this cluster's keys, bounded and sorted
+    raw: Callable[[ClusterTotals, str], Raw]
+    config_key: str  # the --score-refs name its ref comes from
+    default: float
+    unit: str
+    meaning: str
+    formula: str
+    aps: str = ACCELSCORE_APS
+    scale: Scale = Scale.CEIL
+
+    @property
+    def name(self) -> str:
+        """The family as the docs show it: `gpuClusterFit8.<product>`."""
+        return self.prefix + self.key_doc
+
+    def matches(self, name: str) -> bool:
+        """Whether a score name is one of this family's."""
+        return name.startswith(self.prefix) and len(name) > len(self.prefix)
+
+
+def _bounded(counts: Mapping[str, int]) -> list[str]:
+    """The MAX_KEYS keys with the largest counts (ties by name), in name order."""
+    chosen = sorted(counts, key=lambda k: (-counts[k], k))[:MAX_KEYS]
+    return sorted(chosen)
+
+
+def _products(t: ClusterTotals) -> list[str]:
+    return _bounded({name: lanes[SUMMARY_LANES.index("gpu_total")] for name, lanes in t.gpu_by_product.items()})
+
+
+def _product_lane(k: int) -> Callable[[ClusterTotals, str], Raw]:
+    lane = SUMMARY_LANES.index(f"gpu_fit{k}")
+    return lambda t, product: t.gpu_by_product[product][lane]
+
+
+def _product_fit(k: int) -> KeyedSpec:
+    return KeyedSpec(f"gpuClusterFit{k}.", PRODUCT_KEY, _products, _product_lane(k), f"gpuClusterFit{k}", 64.0 / k,
+                     "pods", f"gpuClusterFit{k} counting only GPUs of one product (for pods pinned to it by "
+                     f"nodeSelector {PRODUCT_LABELS_DOC})",
+                     f"Σ over counted nodes ⌊free GPUs of the product / {k}⌋")
+
+
+KEYED: tuple[KeyedSpec, ...] = (
+    KeyedSpec("gpuClusterFree.", PRODUCT_KEY, _products, _product_lane(1), "gpuClusterFree", 64.0, "GPUs",
+              "gpuClusterFree counting only GPUs of one product (one score per product in the cluster)",
+              "Σ over counted nodes of free whole GPUs of the product"),
+    *(_product_fit(k) for k in FIT_SIZES),
+    KeyedSpec("gpuClusterFitMig", PROFILE_KEY, lambda t: _bounded({p: v[1] for p, v in t.mig.items()}),
+              lambda t, profile: t.mig[profile][0], "gpuClusterFitMig", 64.0, "pods",
+              "how many pods asking one MIG instance of the profile fit (the profile's MIG resource, or the GPU "
+              "resource on a mig.strategy=single node)",
+              "Σ over healthy MIG-enabled GPUs on counted nodes of unassigned instances of the profile, plus the "
+              "partitions of the profile DRA partitionable GPUs still allow"),
+)
+
+
+def keyed_spec(name: str) -> KeyedSpec | None:
+    """The keyed family a published name belongs to, if any."""
+    return next((spec for spec in KEYED if spec.matches(name)), None)
 
 
 def specs_of(aps: str) -> tuple[ScoreSpec, ...]:
@@ -167,5 +268,10 @@ def specs_of(aps: str) -> tuple[ScoreSpec, ...]:
 
 
 def published_score_names() -> dict[str, tuple[str, ...]]:
-    """Every score name the scorer publishes, per AddOnPlacementScore name (the one list to check against)."""
+    """Every fixed score name the scorer publishes, per AddOnPlacementScore name (keyed ones: `is_published`)."""
     return {aps: tuple(spec.name for spec in specs_of(aps)) for aps in APS}
+
+
+def is_published(aps: str, name: str) -> bool:
+    """Whether the scorer publishes (or may publish, for a cluster with that product or profile) this name."""
+    return name in published_score_names().get(aps, ()) or any(s.aps == aps and s.matches(name) for s in KEYED)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, Score, ScoreSet
-from accelscore.scorer.core.score_table import Raw, Scale, ScoreSpec, specs_of
+from accelscore.scorer.core.score_table import KEYED, Raw, Scale, ScoreSpec, specs_of
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.core.totals import ClusterTotals, cluster_totals
 
@@ -38,6 +38,8 @@ def accel_map(value: Raw, ref: Raw) -> int:
         return 0
     if value >= ref:
         return 100
+    if type(value) is int and (type(ref) is int or (type(ref) is float and ref.is_integer())):
+        return max(1, -((-100 * value) // int(ref)))  # whole numbers (counts against the usual refs): ints suffice
     # Rational arithmetic: 7.04 GPUs of a 64 ref is 11, where floats made 100 * 7.040000000000001 / 64 -> 12.
     return max(1, -((-100 * _exact(value)) // _exact(ref)))
 
@@ -58,6 +60,14 @@ def score_set(aps: str, totals: ClusterTotals, config: ScoringConfig) -> ScoreSe
         raw = spec.raw(totals)
         scores.append(Score(spec.name, map_score(spec, raw, config)))
         raws[spec.name] = float(raw)
+    for family in KEYED:  # one score per product or profile the cluster has (bounded: score_table.MAX_KEYS)
+        if family.aps != aps:
+            continue
+        ref = config.refs[family.config_key]
+        for key in family.keys(totals):
+            raw = family.raw(totals, key)
+            scores.append(Score(family.prefix + key, accel_map(raw, ref)))
+            raws[family.prefix + key] = float(raw)
     return ScoreSet(aps, tuple(scores), raws, fresh_nodes=totals.fresh_nodes, total_nodes=totals.schedulable_nodes)
 
 

@@ -15,12 +15,12 @@ from typing import Any
 
 from accelscore.options import Option, positive_float
 from accelscore.scorer.core.model import COMPUTE_SCALE
-from accelscore.scorer.core.score_table import SCORES, Scale
+from accelscore.scorer.core.score_table import KEYED, SCORES, Scale
 
 # Raw value at which each accelscore score saturates at 100, and upstream's min:max per resource for
 # resource-usage-score: both are the defaults of the score table's entries.
 DEFAULT_SCORE_REFS: Mapping[str, float] = MappingProxyType(
-    {spec.config_key: spec.default for spec in SCORES if spec.scale is Scale.CEIL})
+    {spec.config_key: spec.default for spec in (*SCORES, *KEYED) if spec.scale is Scale.CEIL})
 DEFAULT_COMPAT_BOUNDS: Mapping[str, tuple[float, float]] = MappingProxyType(
     {spec.config_key: spec.default for spec in SCORES if spec.scale is Scale.LINEAR})
 COMPAT_RESOURCES = tuple(DEFAULT_COMPAT_BOUNDS)

@@ -10,13 +10,14 @@ the exact compute units (`accelscore.scorer.core.lanes`). That keeps a pass over
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from operator import attrgetter
 from typing import Any
 
-from accelscore.scorer.core import lanes
+from accelscore.devices import VENDORS, AcceleratorFamily
+from accelscore.scorer.core import keyed, lanes
 from accelscore.scorer.core.best_fit import FREE_CAP
 from accelscore.scorer.core.model import (
     COMPUTE_SCALE,
@@ -25,6 +26,7 @@ from accelscore.scorer.core.model import (
     SUMMARY_LANES,
     TPU_RESOURCES_DOC,
     ClusterSnapshot,
+    NodeExtras,
     NodeSummary,
 )
 from accelscore.scorer.core.node_state import NodeCensus, census
@@ -36,6 +38,9 @@ def _total(name: str, cel_type: str, unit: str, doc: str) -> Any:
 
 
 _NODE_MAX = "most on one counted node"
+DOMAIN_LABELS_DOC = " / ".join(f"`{v.domain_label}`" for v in VENDORS if v.domain_label)  # NVLink domain labels
+PRODUCT_LABELS_DOC = " / ".join(f"`{v.product_label}`" for v in VENDORS
+                                if v.product_label and v.family is AcceleratorFamily.GPU)
 _GPU, _TPU = GPU_RESOURCES_DOC, TPU_RESOURCES_DOC
 
 
@@ -80,6 +85,13 @@ class ClusterTotals:
                                          "with no node (whole cluster, never filtered)")
     # Bit f set: some counted node has exactly f free GPUs (f capped; accelscore.scorer.core.best_fit reads it).
     gpu_free_seen: int = 0
+    # Keyed (accelscore.scorer.core.keyed): per GPU product its SUMMARY_LANES sums; per MIG profile (free, total);
+    # shares; per NVLink domain (clique, free GPUs, GPUs, every member counted).
+    gpu_by_product: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    mig: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    shares_free: int = 0
+    shares_total: int = 0
+    domains: tuple[tuple[str, int, int, bool], ...] = ()
 
     @property
     def gpu_free_sum(self) -> int:
@@ -122,6 +134,16 @@ CLUSTER_NUMBERS: tuple[ClusterNumber, ...] = (
     *(ClusterNumber(*f.metadata["number"], get=attrgetter(f.name)) for f in fields(ClusterTotals)
       if "number" in f.metadata),
     *(_fit_number(k) for k in FIT_SIZES),
+    ClusterNumber("gpuFreeByProduct", "map(string, int)", "GPUs", "free whole GPUs per product (as GPU feature "
+                  "discovery labels it), summed", lambda t: {p: v[0] for p, v in t.gpu_by_product.items()}),
+    ClusterNumber("migFree", "map(string, int)", "instances", "free MIG instances per profile (+ DRA partitions "
+                  "available), summed", lambda t: {p: v[0] for p, v in t.mig.items()}),
+    ClusterNumber("gpuSharesFree", "int", "shares", "free time-slicing replicas or HAMi shares on healthy shared "
+                  "GPUs, summed", attrgetter("shares_free")),
+    ClusterNumber("nvlinkDomainsFree", "int", "domains", f"NVLink domains ({DOMAIN_LABELS_DOC}) whose every GPU is "
+                  "free", lambda t: keyed.whole_domains_free(t.domains)),
+    ClusterNumber("nvlinkDomainFreeMax", "int", "GPUs", "most free GPUs inside one NVLink domain",
+                  lambda t: keyed.domain_free_max(t.domains)),
     ClusterNumber("nodes", "int", "nodes", "schedulable nodes that pass the filter", attrgetter("schedulable_nodes")),
     ClusterNumber("freshNodes", "int", "nodes", "of which with a fresh report", attrgetter("fresh_nodes")),
 )
@@ -140,11 +162,14 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
     nodes = census(snapshot.nodes, now=now, stale_after_s=stale_after_s)
     cpu_max = cpu_sum = mem_max = mem_sum = gpu_api_max = gpu_api_sum = tpu_api_max = tpu_api_sum = 0.0
     gpu_mem_max = 0.0
-    packed = seen = tpu_seen = 0
+    seen = tpu_seen = run = 0
+    by_product: dict[str, int] = {}
+    product_now = ""  # the product of the current run of nodes; its packed sums wait in `run`
+    extras: list[NodeExtras] = []
     # Locals only; the float sums run in snapshot order, as they always have (the same values to the last bit).
     # Free GPU and TPU counts enter as one bit each (NodeScan.*_free_bit): their node maxima are the highest bit.
     for s in nodes.counted:
-        cpu, mem, gpu_api, tpu_api, gpu_mem, gpu_bit, tpu_bit, counts = s.row  # model.PASS_ROW, in its order
+        cpu, mem, gpu_api, tpu_api, gpu_mem, gpu_bit, tpu_bit, counts, product, extra = s.row  # model.PASS_ROW
         cpu_sum += cpu
         if cpu > cpu_max:
             cpu_max = cpu
@@ -161,8 +186,20 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
             gpu_mem_max = gpu_mem
         seen |= gpu_bit
         tpu_seen |= tpu_bit
-        packed += counts  # every device count and the compute units in one addition
+        # Every device count and the compute units in one addition, per product: nodes of one product come
+        # in runs (a node pool), so most nodes cost one identity test (products are interned at ingest).
+        if product is product_now:
+            run += counts
+        else:
+            by_product[product_now] = by_product.get(product_now, 0) + run
+            product_now, run = product, counts
+        if extra is not None:
+            extras.append(extra)
+    by_product[product_now] = by_product.get(product_now, 0) + run
+    packed = sum(by_product.values())
+    by_product.pop("", None)  # nodes without GPUs, or with several products (their extras carry each)
     sums = dict(zip(SUMMARY_LANES, lanes.unpack(packed, len(SUMMARY_LANES)), strict=True))
+    keyed_sums = keyed.sums(by_product, extras, snapshot, nodes) if by_product or extras else keyed.NONE
     return ClusterTotals(
         census=nodes,
         cpu_free_node_max=cpu_max, cpu_free_sum=cpu_sum,
@@ -179,4 +216,6 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
         pending_gpu_requests=snapshot.pending_gpu_requests,
         pending_tpu_requests=snapshot.pending_tpu_requests,
         gpu_free_seen=seen,
+        gpu_by_product=keyed_sums.products, mig=keyed_sums.mig, shares_free=keyed_sums.shares_free,
+        shares_total=keyed_sums.shares_total, domains=keyed_sums.domains,
     )

@@ -1,13 +1,18 @@
 """PromQL inputs for user-defined scores: instant queries against a Prometheus in the managed cluster.
 
-An adapter (plain HTTP, stdlib urllib): each `PromQuery` is one named instant query. `query_instant` runs it once
-and returns a `PromValue` that is either a number or unknown with a one-line reason; it never raises for network,
-HTTP or JSON problems. `PromqlPoller` runs every query at its own interval on one background thread and re-applies
-staleness when the values are read, so a value fetched long ago is unknown, never a guess. docs/promql.md.
+An adapter (plain HTTP, stdlib http.client): each `PromQuery` is one named instant query. `query_instant` runs it
+once and returns a `PromValue` that is either a number or unknown with a one-line reason; it never raises for
+network, HTTP or JSON problems. The whole exchange (connect, headers, body) has one deadline, the query's
+timeout: a server trickling its headers is cut off then (issue 21: one held a 2 s query for 48 s), and a
+redirect is followed only to the same scheme, host and port. `PromqlPoller` runs every query at its own interval
+on a thread of its own (one hung Prometheus cannot starve the other queries), `stop()` cuts off queries in flight
+and ends every thread, and staleness is re-applied when the values are read, so a value fetched long ago is
+unknown, never a guess. docs/promql.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import logging
@@ -16,16 +21,14 @@ import re
 import socket
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from accelscore.errors import ConfigError
 
-__all__ = ["RESULTS", "PromQuery", "PromValue", "PromqlPoller", "apply_staleness", "parse_prom_query",
+__all__ = ["MAX_QUERIES", "RESULTS", "PromQuery", "PromValue", "PromqlPoller", "apply_staleness", "parse_prom_query",
            "query_instant"]
 
 log = logging.getLogger(__name__)
@@ -41,6 +44,8 @@ _MAX_TIMEOUT_S = 60.0
 _MIN_EVERY_S = 1.0
 _MAX_BODY = 1 << 20  # one scalar or one sample is a few hundred bytes; a reply past 1 MiB is not a usable result
 _REASON_CHARS = 200
+_MAX_REDIRECTS = 3
+MAX_QUERIES = 64  # per file: one thread each
 
 
 @dataclass(frozen=True)
@@ -132,9 +137,112 @@ def apply_staleness(value: PromValue, stale_after_s: float, *, now: float) -> tu
     return value, False
 
 
+class _Cut:
+    """Shuts down the sockets of queries past their deadline (or all of them, on stop), so no query can hold
+    its thread past its timeout: a blocked read wakes when its socket is shut down. One thread per watcher,
+    asleep until the earliest deadline."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._watched: dict[int, tuple[float, http.client.HTTPConnection]] = {}
+        self._next = 0
+        self._thread: threading.Thread | None = None
+
+    def watch(self, conn: http.client.HTTPConnection, deadline: float) -> int:
+        with self._lock:
+            self._next += 1
+            self._watched[self._next] = (deadline, conn)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="accelscore-promql-deadline", daemon=True)
+                self._thread.start()
+            self._lock.notify()
+            return self._next
+
+    def release(self, handle: int) -> None:
+        with self._lock:
+            self._watched.pop(handle, None)
+
+    def cut_all(self) -> None:
+        with self._lock:
+            due, self._watched = list(self._watched.values()), {}
+        for _, conn in due:
+            _shut(conn)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                due = [h for h, (deadline, _) in self._watched.items() if deadline <= now]
+                cut = [self._watched.pop(h)[1] for h in due]
+                if not cut:
+                    wait = min((d for d, _ in self._watched.values()), default=now + 60.0) - now
+                    self._lock.wait(max(0.01, wait))
+                    continue
+            for conn in cut:
+                _shut(conn)
+
+
+def _shut(conn: http.client.HTTPConnection) -> None:
+    sock = conn.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+_DEADLINES = _Cut()  # for query_instant called on its own; each poller has one of its own
+
+
+class _Refused(Exception):
+    """A reply the query will not use (a redirect to another host); the message is the reason."""
+
+
+def _fetch(url: str, timeout_s: float, cut: _Cut) -> tuple[int, bytes]:
+    """(status, body) of GET `url`, the whole exchange (connect, headers, body, same-host redirects) within
+    `timeout_s`: a server trickling its headers or its body is cut off at the deadline, not after it."""
+    deadline = time.monotonic() + timeout_s
+    for _ in range(_MAX_REDIRECTS + 1):
+        parts = urllib.parse.urlsplit(url)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        conn = cls(parts.hostname or "", parts.port, timeout=remaining)
+        handle = cut.watch(conn, deadline)
+        try:
+            path = parts.path or "/"
+            conn.request("GET", f"{path}?{parts.query}" if parts.query else path,
+                         headers={"Accept": "application/json", "Connection": "close"})
+            reply = conn.getresponse()
+            if reply.status in (301, 302, 303, 307, 308):
+                url = _same_origin(url, reply.getheader("Location") or "")
+                continue
+            body = _read_body(reply, deadline)
+            if body is None:
+                raise TimeoutError
+            return reply.status, body
+        except (OSError, http.client.HTTPException):
+            if time.monotonic() >= deadline:
+                raise TimeoutError from None  # our deadline shut the socket mid-reply: a timeout, not a bad reply
+            raise
+        finally:
+            cut.release(handle)
+            conn.close()
+    raise _Refused(f"more than {_MAX_REDIRECTS} redirects")
+
+
+def _same_origin(url: str, location: str) -> str:
+    """The redirect target when it stays on the same scheme, host and port; else _Refused (a redirect must not
+    send the query, or take the value, from another host)."""
+    target = urllib.parse.urljoin(url, location)
+    here, there = urllib.parse.urlsplit(url), urllib.parse.urlsplit(target)
+    if (here.scheme, here.hostname, here.port) != (there.scheme, there.hostname, there.port):
+        raise _Refused(f"redirect to another host refused ({_short(there.netloc)})")
+    return target
+
+
 def _read_body(reply: http.client.HTTPResponse, deadline: float) -> bytes | None:
-    """The body, or None past the deadline: each read takes what has arrived (read1, bounded by the socket
-    timeout), so a server that trickles its reply is cut off at the deadline too."""
+    """The body, or None past the deadline: each read takes what has arrived (read1), so a server that
+    trickles its reply is cut off at the deadline too."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -157,29 +265,20 @@ def _error_text(body: bytes) -> str:
         return ""
 
 
-def _run(q: PromQuery, *, now: float) -> tuple[PromValue, str]:
+def _run(q: PromQuery, *, now: float, cut: _Cut | None = None) -> tuple[PromValue, str]:
     """One instant query → (value, result class from RESULTS)."""
     # Prometheus's own `timeout` too, in plain seconds ("0.5s" is no PromQL duration; "0.5" is accepted).
     url = (q.url.rstrip("/") + "/api/v1/query?"
            + urllib.parse.urlencode({"query": q.query, "timeout": f"{q.timeout_s:g}"}))
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    deadline = time.monotonic() + q.timeout_s
     timed_out = PromValue(None, None, f"timeout after {q.timeout_s:g}s")
     try:
-        with urllib.request.urlopen(request, timeout=q.timeout_s) as reply:
-            body = _read_body(reply, deadline)
-    except urllib.error.HTTPError as err:
-        try:
-            detail = _error_text(err.read(4096))
-        except (OSError, http.client.HTTPException):
-            detail = ""
-        return PromValue(None, None, _short(f"http {err.code}{detail}")), "http_error"
-    except urllib.error.URLError as err:
-        return _network_failure(err.reason, timed_out)
+        status, body = _fetch(url, q.timeout_s, cut or _DEADLINES)
+    except _Refused as refused:
+        return PromValue(None, None, _short(str(refused))), "http_error"
     except (OSError, http.client.HTTPException, ValueError) as err:
         return _network_failure(err, timed_out)
-    if body is None:
-        return timed_out, "timeout"
+    if status != 200:
+        return PromValue(None, None, _short(f"http {status}{_error_text(body[:4096])}")), "http_error"
     return _decode(body, q, now=now)
 
 
@@ -238,43 +337,60 @@ def query_instant(q: PromQuery, *, now: float) -> PromValue:
 
 
 class PromqlPoller:
-    """Runs each query every `every_s` on one background thread; `values(now)` re-applies staleness."""
+    """Runs each query every `every_s` on a thread of its own (one hung Prometheus holds only its own queries,
+    and never longer than their timeout); `values(now)` re-applies staleness; `stop()` ends every thread."""
 
     def __init__(self, queries: Sequence[PromQuery], *, clock: Callable[[], float] = time.time) -> None:
         names = [q.name for q in queries]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ConfigError(f"promql: query name {duplicates[0]!r} is used twice")
+        if len(queries) > MAX_QUERIES:
+            raise ConfigError(f"promql: {len(queries)} queries, at most {MAX_QUERIES}")
         self._queries = tuple(queries)
         self._clock = clock
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._cut = _Cut()
         self._latest: dict[str, PromValue] = {}
         self._counts = dict.fromkeys(RESULTS, 0)
-        self._thread = threading.Thread(target=self._loop, name="accelscore-promql", daemon=True)
+        self._threads = [threading.Thread(target=self._loop, args=(q,), name=f"accelscore-promql-{i}", daemon=True)
+                         for i, q in enumerate(self._queries)]
 
     @property
     def queries(self) -> tuple[PromQuery, ...]:
         return self._queries
 
     def start(self) -> PromqlPoller:
-        if self._queries and not self._thread.is_alive() and not self._stop.is_set():
-            self._thread.start()
+        if not self._stop.is_set():
+            for thread in self._threads:
+                if not thread.is_alive():
+                    thread.start()
         return self
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop querying; a query in flight ends within its own timeout."""
+        """Stop querying: queries in flight are cut off at once, and every thread has ended when this returns
+        (within `timeout_s`)."""
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
+        self._cut.cut_all()
+        until = time.monotonic() + timeout_s
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(max(0.0, until - time.monotonic()))
+
+    def alive(self) -> int:
+        """Query threads still running (0 after `stop`)."""
+        return sum(t.is_alive() for t in self._threads)
 
     def poll_once(self, q: PromQuery) -> PromValue:
-        """Run one query now and keep its result (the thread calls this; tests may too)."""
+        """Run one query now and keep its result (the threads call this; tests may too)."""
         try:
-            value, result = _run(q, now=self._clock())
+            value, result = _run(q, now=self._clock(), cut=self._cut)
         except Exception as err:
             log.exception("promql query %s failed", q.name)
             value, result = PromValue(None, None, _short(f"internal error: {type(err).__name__}: {err}")), "error"
+        if self._stop.is_set():
+            return value  # cut off by stop(): not a result
         with self._lock:
             self._latest[q.name] = value
             self._counts[result] += 1
@@ -299,14 +415,8 @@ class PromqlPoller:
         with self._lock:
             return {"queries_total": dict(self._counts)}
 
-    def _loop(self) -> None:
-        due = dict.fromkeys((q.name for q in self._queries), time.monotonic())
+    def _loop(self, q: PromQuery) -> None:
         while not self._stop.is_set():
-            start = time.monotonic()
-            for q in self._queries:
-                if self._stop.is_set():
-                    return
-                if due[q.name] <= start:
-                    due[q.name] = start + q.every_s
-                    self.poll_once(q)
-            self._stop.wait(max(0.0, min(due.values()) - time.monotonic()))
+            started = time.monotonic()
+            self.poll_once(q)
+            self._stop.wait(max(0.0, started + q.every_s - time.monotonic()))

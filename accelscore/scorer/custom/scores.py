@@ -23,9 +23,11 @@ No I/O, no clock, no kube/grpc/yaml (CEL and the AST reader aside): the file sou
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import reprlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
@@ -51,7 +53,11 @@ from accelscore.scorer.custom.fields import (
 from accelscore.scorer.custom.promql import PromQuery, parse_prom_query
 
 DEFAULT_BUDGET = 100_000  # CEL evaluations per pass (memo hits are free)
+DEFAULT_TIME_BUDGET_S = 0.5  # CPU seconds per pass for all definitions together; the rest are unknown that pass
 MEMO_LIMIT = 200_000  # a filter's memo is cleared when it holds more keys than this
+MAX_DEFINITIONS = 100  # the first 100 definitions compile; more are one error line (memory is per definition)
+MAX_EXPRESSION_CHARS = 2048  # an expression or node filter; with cel-cpp's iteration budget this bounds an
+# evaluation's memory (issue 21: one comprehension over long literals reached 590 MiB)
 NAME = re.compile(r"^[a-z][A-Za-z0-9]{0,62}$")
 PROM_NAME = re.compile(r"^[a-z][A-Za-z0-9_]{0,62}$")
 MAPPINGS = ("ceil", "signed")
@@ -130,12 +136,24 @@ def _checker_message(error: Exception) -> str:
     line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     for prefix in ("INVALID_ARGUMENT: ", "ERROR: "):
         line = line.removeprefix(prefix)
-    return line
+    return line[:200]
+
+
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel, _SHOW.maxstring, _SHOW.maxother = 2, 60, 60
+_SHOW.maxlist = _SHOW.maxdict = _SHOW.maxset = _SHOW.maxtuple = 4
+
+
+def show(value: Any) -> str:
+    """A bounded repr for error lines: a file's value may be megabytes (or a structure nested to the limit), and
+    an error line must stay one short line (issue 21: formatting one with !r wrote a 39 MB log line)."""
+    text = _SHOW.repr(value)
+    return text if len(text) <= 120 else text[:119] + "…"
 
 
 def _number(raw: Any, what: str) -> float:
     if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
-        raise DefinitionError(f"{what}: expected a finite number, got {raw!r}")
+        raise DefinitionError(f"{what}: expected a finite number, got {show(raw)}")
     return float(raw)
 
 
@@ -172,12 +190,12 @@ def parse_definition(index: int, item: Any, prometheus_url: str = "") -> Definit
         raise DefinitionError(f"{label}: expected a mapping, got {type(item).__name__}")
     name = item.get("name")
     if isinstance(name, str):
-        label = f"{label} ({name})"
-    unknown = sorted(set(map(str, item)) - set(KEYS))
+        label = f"{label} ({name[:64]}{'…' if len(name) > 64 else ''})"
+    unknown = [key for key in item if key not in KEYS]
     if unknown:
-        raise DefinitionError(f"{label}: unknown field {unknown[0]!r} (known: {', '.join(KEYS)})")
+        raise DefinitionError(f"{label}: unknown field {show(unknown[0])} (known: {', '.join(KEYS)})")
     if not isinstance(name, str) or not NAME.match(name):
-        raise DefinitionError(f"{label}: name: expected ^[a-z][A-Za-z0-9]{{0,62}}$, got {name!r}")
+        raise DefinitionError(f"{label}: name: expected ^[a-z][A-Za-z0-9]{{0,62}}$, got {show(name)}")
     if name in BY_NAME:
         raise DefinitionError(f"{label}: name: {name!r} is a built-in score")
     expression = item.get("expression")
@@ -186,6 +204,9 @@ def parse_definition(index: int, item: Any, prometheus_url: str = "") -> Definit
     node_filter = item.get("nodeFilter", "")
     if not isinstance(node_filter, str):
         raise DefinitionError(f"{label}: nodeFilter: expected a CEL expression (a string)")
+    for what, text in (("expression", expression), ("nodeFilter", node_filter)):
+        if len(text) > MAX_EXPRESSION_CHARS:
+            raise DefinitionError(f"{label}: {what}: {len(text)} characters, at most {MAX_EXPRESSION_CHARS}")
     if "reference" not in item:
         raise DefinitionError(f"{label}: reference: required (the raw value that maps to 100)")
     try:
@@ -193,13 +214,13 @@ def parse_definition(index: int, item: Any, prometheus_url: str = "") -> Definit
     except DefinitionError as error:
         raise DefinitionError(f"{label}: {error}") from None
     if not reference > 0:
-        raise DefinitionError(f"{label}: reference: must be > 0, got {item['reference']!r}")
+        raise DefinitionError(f"{label}: reference: must be > 0, got {show(item['reference'])}")
     mapping = item.get("mapping", "ceil")
-    if mapping not in MAPPINGS:
-        raise DefinitionError(f"{label}: mapping: expected one of {', '.join(MAPPINGS)}, got {mapping!r}")
+    if not isinstance(mapping, str) or mapping not in MAPPINGS:
+        raise DefinitionError(f"{label}: mapping: expected one of {', '.join(MAPPINGS)}, got {show(mapping)}")
     aps = item.get("aps", CUSTOM_APS)
     if aps != CUSTOM_APS:
-        raise DefinitionError(f"{label}: aps: only {CUSTOM_APS!r} is accepted, got {aps!r}")
+        raise DefinitionError(f"{label}: aps: only {CUSTOM_APS!r} is accepted, got {show(aps)}")
     queries = _prom_queries(label, item.get("promql", {}) or {}, prometheus_url)
     return Definition(index, name, expression.strip(), reference, mapping, node_filter.strip(), aps,
                       {k: q.query for k, q in queries.items()}, tuple(queries.values()))
@@ -228,12 +249,19 @@ class CustomScores:
     errors: tuple[str, ...] = ()
 
 
+@functools.lru_cache(maxsize=MAX_DEFINITIONS)
+def _expression_env(prom_names: tuple[str, ...]) -> Any:
+    """One CEL environment per set of `prom.<name>` variables, shared by every definition declaring that set:
+    an environment with a compiled program costs ~120 KiB, a program on a shared one ~4 KiB."""
+    variables = {f"cluster.{k}": v[0] for k, v in CLUSTER_FIELDS.items()}
+    variables.update({f"prom.{k}": _T.DOUBLE for k in prom_names})
+    return cel.NewEnv(variables=variables)
+
+
 def compile_definition(definition: Definition, filters: dict[str, CompiledFilter]) -> CompiledScore:
     label = f"scores[{definition.index}] ({definition.name})"
-    variables = {f"cluster.{k}": v[0] for k, v in CLUSTER_FIELDS.items()}
-    variables.update({f"prom.{k}": _T.DOUBLE for k in definition.promql})
     try:
-        program = cel.NewEnv(variables=variables).compile(definition.expression)
+        program = _expression_env(tuple(sorted(definition.promql))).compile(definition.expression)
     except RuntimeError as error:  # cel-cpp raises RuntimeError with the checker's message
         raise DefinitionError(f"{label}: expression: {_checker_message(error)}") from None
     result = program.return_type().name()
@@ -260,18 +288,23 @@ def compile_scores(document: Any) -> CustomScores:
         return CustomScores()
     if not isinstance(document, Mapping):
         return CustomScores(errors=(f"expected a mapping with a 'scores' list, got {type(document).__name__}",))
-    extra = sorted(set(map(str, document)) - {"scores", "prometheus"})
+    extra = [key for key in document if key not in ("scores", "prometheus")]
     if extra:
-        return CustomScores(errors=(f"unknown top-level field {extra[0]!r} (expected 'scores' and 'prometheus')",))
+        return CustomScores(errors=(f"unknown top-level field {show(extra[0])} (expected 'scores' and "
+                                    "'prometheus')",))
     prometheus = document.get("prometheus") or {}
     url = prometheus.get("url", "") if isinstance(prometheus, Mapping) else None
-    if not isinstance(url, str) or set(prometheus) - {"url"}:
+    if not isinstance(url, str) or any(key != "url" for key in prometheus):
         return CustomScores(errors=("prometheus: expected {url: <base URL of the cluster's Prometheus>}",))
     items = document.get("scores") or []
     if not isinstance(items, Sequence) or isinstance(items, str):
         return CustomScores(errors=("scores: expected a list of definitions",))
     compiled: list[CompiledScore] = []
     errors: list[str] = []
+    if len(items) > MAX_DEFINITIONS:
+        errors.append(f"scores: {len(items)} definitions, at most {MAX_DEFINITIONS}: scores[{MAX_DEFINITIONS}] and "
+                      "later are ignored")
+        items = items[:MAX_DEFINITIONS]
     seen: set[str] = set()
     filters: dict[str, CompiledFilter] = {}
     for index, item in enumerate(items):
@@ -306,6 +339,38 @@ class CustomResult:
 
 class _Budget(Exception):
     pass
+
+
+class _Spending:
+    """What this pass has spent: CEL evaluations against `budget`, and CPU time against `time_budget_s` when a
+    clock is given (the caller's: this module reads none). `charge()` before each evaluation."""
+
+    def __init__(self, budget: int, time_budget_s: float, clock: Callable[[], float] | None) -> None:
+        self.evaluations = 0
+        self._budget = budget
+        self._clock = clock
+        self._until = clock() + time_budget_s if clock is not None else math.inf
+        self.reason = ""
+
+    def charge(self) -> None:
+        if self.evaluations >= self._budget:
+            self.reason = "evaluation budget exhausted"
+            raise _Budget
+        if self._clock is not None and self._clock() > self._until:
+            self.reason = "evaluation time budget exhausted"
+            raise _Budget
+        self.evaluations += 1
+
+
+class _EvalFailed(Exception):
+    """A CEL evaluation raised (cel-cpp: e.g. `INTERNAL: Iteration budget exceeded`): that definition is unknown."""
+
+
+def _eval(program: Any, data: Mapping[str, Any]) -> Any:
+    try:
+        return program.eval(data=data)
+    except RuntimeError as error:
+        raise _EvalFailed(_checker_message(error)) from None
 
 
 class _Columns:
@@ -355,8 +420,9 @@ class _Columns:
         return zip(*columns, strict=True)
 
 
-def _select(node_filter: CompiledFilter, columns: _Columns, spent: list[int], budget: int) -> tuple[NodeEntry, ...]:
-    """The nodes a filter keeps; a node whose evaluation fails (e.g. a missing label) is not kept."""
+def _select(node_filter: CompiledFilter, columns: _Columns, spending: _Spending) -> tuple[NodeEntry, ...]:
+    """The nodes a filter keeps; a node whose evaluation gives an error value (e.g. a missing label) is not kept;
+    one that raises makes the whole filter fail (_EvalFailed)."""
     memo, projection, program = node_filter.memo, node_filter.projection, node_filter.program
     if len(memo) > MEMO_LIMIT:
         memo.clear()
@@ -369,10 +435,8 @@ def _select(node_filter: CompiledFilter, columns: _Columns, spent: list[int], bu
                 key = keys[i]
                 hit = memo.get(key)
                 if hit is None:
-                    if spent[0] >= budget:
-                        raise _Budget
-                    spent[0] += 1
-                    result = program.eval(data=projection.activation(key if width != 1 else (key,))).value()
+                    spending.charge()
+                    result = _eval(program, projection.activation(key if width != 1 else (key,))).value()
                     hit = memo[key] = result is True
                 hits[i] = hit
     return tuple(compress(columns.nodes, hits))
@@ -395,13 +459,15 @@ def map_custom(definition: Definition, raw: float) -> int:
 
 def evaluate(custom: CustomScores, snapshot: ClusterSnapshot, *, now: float, stale_after_s: float,
              totals: ClusterTotals | None = None, prom: Mapping[str, Mapping[str, float | None]] | None = None,
-             budget: int = DEFAULT_BUDGET) -> CustomResult:
+             budget: int = DEFAULT_BUDGET, time_budget_s: float = DEFAULT_TIME_BUDGET_S,
+             clock: Callable[[], float] | None = None) -> CustomResult:
     """The `accelscore-custom` ScoreSet of one pass. `totals`: the whole cluster's, when the caller has them.
-    `prom`: score name -> query name -> value (None = unknown); a missing query is unknown too."""
+    `prom`: score name -> query name -> value (None = unknown); a missing query is unknown too. Each definition
+    fails alone: an error value, a raising evaluation or a spent budget makes that score unknown, never the set."""
     whole = totals if totals is not None else cluster_totals(snapshot, now=now, stale_after_s=stale_after_s)
-    by_filter: dict[str, ClusterTotals | None] = {"": whole}
+    by_filter: dict[str, ClusterTotals | str] = {"": whole}  # a str: why the filter's nodes are unknown
     data_of: dict[int, dict[str, Any]] = {}
-    spent = [0]
+    spending = _Spending(budget, time_budget_s, clock)
     columns = _Columns(snapshot.nodes)
     scores: list[Score] = []
     raws: dict[str, float] = {}
@@ -409,43 +475,15 @@ def evaluate(custom: CustomScores, snapshot: ClusterSnapshot, *, now: float, sta
     exhausted = 0
     for compiled in custom.scores:
         d = compiled.definition
-        reason = ""
-        raw = math.nan
         try:
-            key = d.node_filter
-            if key not in by_filter:
-                try:
-                    kept = _select(compiled.node_filter, columns, spent, budget)  # type: ignore[arg-type]
-                    by_filter[key] = cluster_totals(
-                        ClusterSnapshot(snapshot.cluster, kept, snapshot.pending_gpu_requests,
-                                        snapshot.pending_tpu_requests), now=now, stale_after_s=stale_after_s)
-                except _Budget:
-                    by_filter[key] = None
-            subset = by_filter[key]
-            if subset is None or spent[0] >= budget:
-                raise _Budget
-            data = data_of.get(id(subset))
-            if data is None:
-                data = data_of[id(subset)] = _cluster_data(subset)
-            values = (prom or {}).get(d.name, {})
-            if d.promql:
-                data = dict(data)
-                data.update({f"prom.{q}": float(v) for q in d.promql if (v := values.get(q)) is not None})
-            spent[0] += 1
-            result = compiled.program.eval(data=data)
-            value = result.value()
-            if result.type().name() == "ERROR":
-                missing = [q for q in d.promql if values.get(q) is None and f'"prom.{q}"' in str(value)]
-                reason = f"unknown PromQL value prom.{missing[0]}" if missing else f"evaluation error: {value}"
-            elif isinstance(value, bool) or not isinstance(value, int | float):
-                reason = f"result is not a number: {value!r}"
-            elif not math.isfinite(value):
-                reason = f"result is not finite: {value!r}"
-            else:
-                raw = float(value)
+            raw = _one(compiled, snapshot, columns, by_filter, data_of, spending, (prom or {}).get(d.name, {}),
+                       now=now, stale_after_s=stale_after_s)
+            reason = ""
         except _Budget:
-            reason = "evaluation budget exhausted"
+            raw, reason = math.nan, spending.reason
             exhausted += 1
+        except _Unknown as unknown:
+            raw, reason = math.nan, str(unknown)
         if reason:
             scores.append(Score(d.name, d.low))
             states.append(ScoreState(d.name, False, reason))
@@ -455,4 +493,49 @@ def evaluate(custom: CustomScores, snapshot: ClusterSnapshot, *, now: float, sta
             states.append(ScoreState(d.name, True))
     score_set = ScoreSet(CUSTOM_APS, tuple(scores), raws, fresh_nodes=whole.fresh_nodes,
                          total_nodes=whole.schedulable_nodes)
-    return CustomResult(score_set, tuple(states), spent[0], exhausted)
+    return CustomResult(score_set, tuple(states), spending.evaluations, exhausted)
+
+
+class _Unknown(Exception):
+    """This definition's value is unknown this pass; the message is the reason."""
+
+
+def _one(compiled: CompiledScore, snapshot: ClusterSnapshot, columns: _Columns,
+         by_filter: dict[str, ClusterTotals | str], data_of: dict[int, dict[str, Any]], spending: _Spending,
+         values: Mapping[str, float | None], *, now: float, stale_after_s: float) -> float:
+    """One definition's raw value; _Budget or _Unknown (with the reason) when it has none this pass."""
+    d = compiled.definition
+    key = d.node_filter
+    if key not in by_filter:
+        try:
+            kept = _select(compiled.node_filter, columns, spending)  # type: ignore[arg-type]
+        except _EvalFailed as failed:
+            by_filter[key] = f"node filter evaluation failed: {failed}"
+        else:
+            by_filter[key] = cluster_totals(ClusterSnapshot(snapshot.cluster, kept, snapshot.pending_gpu_requests,
+                                                            snapshot.pending_tpu_requests),
+                                            now=now, stale_after_s=stale_after_s)
+    subset = by_filter[key]
+    if isinstance(subset, str):
+        raise _Unknown(subset)
+    data = data_of.get(id(subset))
+    if data is None:
+        data = data_of[id(subset)] = _cluster_data(subset)
+    if d.promql:
+        data = dict(data)
+        data.update({f"prom.{q}": float(v) for q in d.promql if (v := values.get(q)) is not None})
+    spending.charge()
+    try:
+        result = _eval(compiled.program, data)
+    except _EvalFailed as failed:
+        raise _Unknown(f"evaluation failed: {failed}") from None
+    value = result.value()
+    if result.type().name() == "ERROR":
+        missing = [q for q in d.promql if values.get(q) is None and f'"prom.{q}"' in str(value)]
+        raise _Unknown(f"unknown PromQL value prom.{missing[0]}" if missing
+                       else f"evaluation error: {str(value)[:200]}")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Unknown(f"result is not a number: {show(value)}")
+    if not math.isfinite(value):
+        raise _Unknown(f"result is not finite: {value!r}")
+    return float(value)

@@ -18,8 +18,9 @@ from accelscore.devices import (
     family_resources,
     resource_info,
 )
-from accelscore.scorer.core.model import COMPUTE_SCALE, NodeSummary
+from accelscore.scorer.core.model import COMPUTE_SCALE, NodeExtras, NodeSummary
 from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.ingest import gpu_layout
 from accelscore.v1 import report_pb2
 
 _OK = report_pb2.COLLECTOR_STATE_OK
@@ -35,7 +36,6 @@ _VOUCHER = {k: i.collector for k, i in KINDS.items()}
 _GPU_COLLECTORS = frozenset(v.collector for v in VENDORS if v.family is AcceleratorFamily.GPU)
 _TPU_COLLECTORS = frozenset(v.collector for v in VENDORS if v.family is AcceleratorFamily.TPU)
 _USABLE = frozenset((report_pb2.HEALTH_HEALTHY, report_pb2.HEALTH_DEGRADED))
-_UNHEALTHY = report_pb2.HEALTH_UNHEALTHY
 
 # API level: cpu, memory, and per family the sum over its vendors' physical-device resources.
 _GPU_RESOURCES = family_resources(AcceleratorFamily.GPU)
@@ -100,8 +100,9 @@ def _shared(resource: str) -> bool:
 
 def _gpu_part(
     report: report_pb2.NodeReport, config: ScoringConfig, states: Mapping[str, int], kubelet_ok: bool,
-) -> tuple[int, int, int, bool, float, float]:
-    """(total, healthy, free, free_known, mem_free_max_bytes, compute_free) over physical GPUs.
+) -> tuple[int, int, int, bool, float, float, str, NodeExtras | None]:
+    """(total, healthy, free, free_known, mem_free_max_bytes, compute_free, product, extras) over physical GPUs;
+    free counts whole GPUs only (gpu_layout: MIG-enabled and shared GPUs are not whole).
 
     Each device is vouched for by its own vendor's collector (`KINDS[kind].collector`), so one vendor's
     collector being ABSENT or UNKNOWN never hides another vendor's GPUs on the same node.
@@ -121,12 +122,15 @@ def _gpu_part(
     free_known = _family_read(_GPU_COLLECTORS, states, gpus) and assignment_known
     healthy = free = units = 0
     mem_max = 0.0
+    usable_gpus: list[report_pb2.Device] = []
+    free_gpus: list[report_pb2.Device] = []
     for gpu in gpus:
         instances = migs.get(gpu.id, ())
         usable = gpu.health in _USABLE and _vouched(gpu, states)
         if not usable:
             continue  # unhealthy or unknown health: neither healthy, nor free, nor memory
         healthy += 1
+        usable_gpus.append(gpu)
         if instances or gpu.mig_enabled:  # unset reads False
             # A MIG-enabled GPU offers its instances' memory; an instance of unknown health offers nothing.
             for mig in instances:
@@ -134,13 +138,15 @@ def _gpu_part(
                     mem_max = max(mem_max, _mem_free(mig))
         elif _takes_more_work(gpu):
             mem_max = max(mem_max, _mem_free(gpu))
-        if (free_known and not gpu.assignments
-                and not any(mig.assignments or mig.health == _UNHEALTHY for mig in instances)):
+        if free_known and not gpu.assignments and gpu_layout.is_whole(gpu, instances):
             free += 1
+            free_gpus.append(gpu)
             units += config.gpu_weight_units(gpu.model)  # whole units: the sum is exact
     if not free_known:
         free, units, mem_max = 0, 0, 0.0  # which memory can take work is unknown, so none counts
-    return len(gpus), healthy, free, free_known, mem_max, units / COMPUTE_SCALE
+    product, extras = gpu_layout.extras(gpus, migs, report, usable=usable_gpus, free_whole=free_gpus,
+                                        free_known=free_known)
+    return len(gpus), healthy, free, free_known, mem_max, units / COMPUTE_SCALE, product, extras
 
 
 def _tpu_part(report: report_pb2.NodeReport, states: Mapping[str, int], kubelet_ok: bool) -> tuple[int, int, bool]:
@@ -188,7 +194,8 @@ def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_
     states = {c.name: c.state for c in report.collectors}
     api = _api_free(report, states.get(CollectorName.NODE.value, 0))
     kubelet_ok = _assignments_vouched(report)
-    gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute = _gpu_part(report, config, states, kubelet_ok)
+    gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute, product, extras = _gpu_part(
+        report, config, states, kubelet_ok)
     tpu_total, tpu_free, tpu_known = _tpu_part(report, states, kubelet_ok)
     stamp = report.time
     report_time = stamp.seconds + stamp.nanos / 1e9 if report.HasField("time") else 0.0
@@ -210,4 +217,6 @@ def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_
         tpu_total=tpu_total,
         tpu_free=tpu_free,
         tpu_free_known=tpu_known,
+        gpu_product=product,
+        extras=extras,
     )

@@ -148,6 +148,7 @@ class _Tree:
                 self.children.setdefault(c.parent, []).append(c.name)
         self._subtree: dict[str, dict[FlavorResource, float]] = {}
         self._usage: dict[str, dict[FlavorResource, float]] = {}
+        self._available: dict[tuple[str, FlavorResource], float] = {}
 
     def parent_of_cohort(self, name: str) -> str:
         cohort = self.cohorts.get(name)
@@ -161,11 +162,6 @@ class _Tree:
             seen.add(name)
             name = self.parent_of_cohort(name)
         return False
-
-    def root(self, name: str) -> str:
-        while self.parent_of_cohort(name):
-            name = self.parent_of_cohort(name)
-        return name
 
     # CQ nodes
     @staticmethod
@@ -183,19 +179,42 @@ class _Tree:
         return max(0.0, subtree - quota.lending_limit)
 
     def cohort_nodes(self, name: str) -> tuple[dict[FlavorResource, float], dict[FlavorResource, float]]:
-        """(SubtreeQuota, Usage) of a cohort: own nominal + children's lendable; children's usage past local."""
-        if name in self._subtree:
-            return self._subtree[name], self._usage[name]
+        """(SubtreeQuota, Usage) of a cohort: own nominal + children's lendable; children's usage past local.
+
+        Bottom-up with an explicit stack, not recursion: a cohort chain thousands deep (issue 21: ~1,000 gave a
+        RecursionError every pass, and no offers at all) costs memory linear in its depth, never the stack."""
+        if name not in self._subtree:
+            self._fold_subtree(name)
+        return self._subtree[name], self._usage[name]
+
+    def _fold_subtree(self, top: str) -> None:
+        pending = [(top, False)]
+        open_nodes: set[str] = set()  # on the stack below their children: a child among them is a cycle
+        while pending:
+            name, children_done = pending.pop()
+            if name in self._subtree:
+                continue
+            if not children_done:
+                open_nodes.add(name)
+                pending.append((name, True))
+                pending.extend((child, False) for child in self.children.get(name, ())
+                               if child not in self._subtree and child not in open_nodes)
+                continue
+            open_nodes.discard(name)
+            self._subtree[name], self._usage[name] = self._own_nodes(name)
+
+    def _own_nodes(self, name: str) -> tuple[dict[FlavorResource, float], dict[FlavorResource, float]]:
+        """(SubtreeQuota, Usage) of one cohort from its own quota, its member CQs and its children's (folded)."""
         subtree: dict[FlavorResource, float] = {}
         usage: dict[FlavorResource, float] = {}
-        self._subtree[name], self._usage[name] = subtree, usage  # guards a cycle (callers reject those first)
         cohort = self.cohorts.get(name)
         for fr, quota in (cohort.quotas if cohort is not None else {}).items():
             subtree[fr] = subtree.get(fr, 0.0) + quota.nominal
         for child in self.children.get(name, ()):
-            c_sub, c_use = self.cohort_nodes(child)
+            if child not in self._subtree:
+                continue  # a cycle (callers reject those first): contributes nothing
             c_quotas = self.cohorts[child].quotas
-            self._accumulate(subtree, usage, c_sub, c_use, c_quotas)
+            self._accumulate(subtree, usage, self._subtree[child], self._usage[child], c_quotas)
         for q in self.members.get(name, ()):
             q_sub = {fr: quota.nominal for fr, quota in q.quotas.items()}
             q_use = {fr: self.cq_usage(q, fr) for fr in set(q.quotas) | set(q.usage or {})}
@@ -212,14 +231,25 @@ class _Tree:
             usage[fr] = usage.get(fr, 0.0) + max(0.0, amount - local)
 
     def cohort_available(self, name: str, fr: FlavorResource) -> float:
-        """Kueue's `available` for a cohort node."""
-        subtree, usage = self.cohort_nodes(name)
-        parent = self.parent_of_cohort(name)
-        if not parent:
-            return subtree.get(fr, 0.0) - usage.get(fr, 0.0)
-        quota = (self.cohorts[name].quotas if name in self.cohorts else {}).get(fr)
-        return self._node_available(subtree.get(fr, 0.0), usage.get(fr, 0.0), quota,
-                                    self.cohort_available(parent, fr))
+        """Kueue's `available` for a cohort node: from the root down the chain to `name` (a loop, not recursion;
+        each cohort's answer kept for the pass)."""
+        chain: list[str] = []
+        seen: set[str] = set()
+        node = name
+        while node and (node, fr) not in self._available and node not in seen:
+            seen.add(node)
+            chain.append(node)
+            node = self.parent_of_cohort(node)
+        above = self._available.get((node, fr)) if node else None
+        for cohort in reversed(chain):
+            subtree, usage = self.cohort_nodes(cohort)
+            if above is None:  # a root (or a cycle, which callers reject first)
+                value = subtree.get(fr, 0.0) - usage.get(fr, 0.0)
+            else:
+                quota = (self.cohorts[cohort].quotas if cohort in self.cohorts else {}).get(fr)
+                value = self._node_available(subtree.get(fr, 0.0), usage.get(fr, 0.0), quota, above)
+            self._available[cohort, fr] = above = value
+        return self._available[name, fr]
 
     def cq_available(self, q: ClusterQueueInfo, fr: FlavorResource) -> float:
         """Kueue's `available` for a ClusterQueue: local headroom plus what its cohort can give it."""

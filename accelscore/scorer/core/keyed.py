@@ -1,0 +1,100 @@
+"""Keyed sums of one pass: per GPU product, per MIG profile, shares, per NVLink domain. Pure.
+
+The scoring pass (`accelscore.scorer.core.totals`) adds up each product's packed lanes as it goes and keeps
+the few nodes that have anything more (`NodeSummary.extras`: MIG or DRA partitions, shares, an NVLink
+domain, several products); this module folds those into the keyed totals that the keyed scores read
+(`accelscore.scorer.core.score_table.KEYED`). Nodes without extras cost the pass nothing here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from accelscore.scorer.core import lanes
+from accelscore.scorer.core.model import FIT_SIZES, SUMMARY_LANES, ClusterSnapshot, NodeExtras
+from accelscore.scorer.core.node_state import NodeCensus
+
+_WIDTH = len(SUMMARY_LANES)
+_FIT = tuple(SUMMARY_LANES.index(f"gpu_fit{k}") for k in FIT_SIZES)
+_TOTAL = SUMMARY_LANES.index("gpu_total")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedSums:
+    """What the keyed scores are functions of."""
+
+    products: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # product -> SUMMARY_LANES sums
+    mig: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # profile -> (free, total)
+    shares_free: int = 0
+    shares_total: int = 0
+    # (clique, free GPUs, GPUs, complete): complete = every node of the domain the cluster knows is counted
+    domains: tuple[tuple[str, int, int, bool], ...] = ()
+
+
+NONE = KeyedSums()
+
+
+def _product_lanes(free: int, total: int) -> list[int]:
+    """The lanes one product of a several-product node adds: its fits and its GPU count."""
+    out = [0] * _WIDTH
+    for i, k in zip(_FIT, FIT_SIZES, strict=True):
+        out[i] = free // k
+    out[_TOTAL] = total
+    return out
+
+
+def sums(by_product: Mapping[str, int], extras: Sequence[NodeExtras], snapshot: ClusterSnapshot,
+         census: NodeCensus) -> KeyedSums:
+    """Fold the pass's per-product packs and the counted nodes' extras into keyed sums."""
+    products = {name: list(lanes.unpack(p, _WIDTH)) for name, p in by_product.items()}
+    mig: dict[str, list[int]] = {}
+    shares_free = shares_total = 0
+    domains: dict[str, list[int]] = {}
+    for extra in extras:
+        for name, free, total in extra.products:
+            acc = products.setdefault(name, [0] * _WIDTH)
+            for i, value in enumerate(_product_lanes(free, total)):
+                acc[i] += value
+        for profile, free, total in extra.mig:
+            counts = mig.setdefault(profile, [0, 0])
+            counts[0] += free
+            counts[1] += total
+        shares_free += extra.shares_free
+        shares_total += extra.shares_total
+    if any(extra.clique for extra in extras):
+        domains = _domains(snapshot, census)
+    return KeyedSums(
+        products={name: tuple(v) for name, v in products.items()},
+        mig={name: (v[0], v[1]) for name, v in mig.items()},
+        shares_free=shares_free, shares_total=shares_total,
+        domains=tuple((c, v[0], v[1], bool(v[2])) for c, v in sorted(domains.items())))
+
+
+def _domains(snapshot: ClusterSnapshot, census: NodeCensus) -> dict[str, list[int]]:
+    """clique -> [free GPUs, GPUs, complete] over the counted nodes; a domain with a member the cluster lists
+    but does not count (stale, cordoned, unknown) is incomplete: it is never wholly free."""
+    counted = {id(s) for s in census.counted}
+    out: dict[str, list[int]] = {}
+    for entry in snapshot.nodes:
+        s = entry.summary
+        clique = s.extras.clique if s is not None and s.extras is not None else ""
+        if not clique:
+            continue
+        acc = out.setdefault(clique, [0, 0, 1])
+        if id(s) in counted:
+            acc[0] += s.scan.gpu_free  # free whole GPUs (0 when unknown)
+            acc[1] += max(0, s.gpu_total)
+        else:
+            acc[2] = 0  # a member that reported but is not counted now (stale or cordoned)
+    return out
+
+
+def whole_domains_free(domains: Iterable[tuple[str, int, int, bool]]) -> int:
+    """NVLink domains whose every GPU is free (and every member counted)."""
+    return sum(1 for _, free, total, complete in domains if complete and total and free == total)
+
+
+def domain_free_max(domains: Iterable[tuple[str, int, int, bool]]) -> int:
+    """Most free GPUs inside one NVLink domain."""
+    return max((free for _, free, _, _ in domains), default=0)

@@ -1,0 +1,116 @@
+"""Every fleet x every trace x tie-break orders in one run: each example's distance to the oracle (docs/simulate.md).
+
+`accelscore simulate FLEETS_DIR --matrix --trace TRACES_DIR` replays each trace on each fleet with `auto`
+routing (every job through the example that declares it serves it) once per tie-break order, beside one
+oracle per fleet and trace, and prints one row per fleet, trace and order: per example, timed out or
+misplaced / the oracle's timed out over that example's jobs, and the jobs sent to a stale cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from accelscore.scorer.core.model import ACCELSCORE_APS
+from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.publish import policy as pp
+from accelscore.simulator import routing
+from accelscore.simulator.fleet import Fleet, FleetError, load_fleet
+from accelscore.simulator.oneshot import score_fleet
+from accelscore.simulator.replay import Replay, ReplayOptions
+from accelscore.simulator.report import distance_rows
+from accelscore.simulator.trace import load_trace
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One fleet, trace and tie-break order: the distance rows of every example that took a job."""
+
+    fleet: str
+    trace: str
+    tie_break: str
+    rows: tuple[dict[str, Any], ...]
+
+    @property
+    def stale(self) -> int:
+        return sum(r["sentToStale"] for r in self.rows)
+
+    @property
+    def worst(self) -> int:
+        """The largest distance of any example here (0 with no jobs)."""
+        return max((r["distance"] for r in self.rows), default=0)
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+    if not path.is_file():
+        raise FleetError(f"{path}: no such file or directory")
+    return [path]
+
+
+def run(fleets: Path, traces: Path, placements: Sequence[Path], *, config: ScoringConfig, policy: pp.PublishPolicy,
+        opts: ReplayOptions, tie_breaks: Sequence[str] = ("name", "dead-first"),
+        progress: Callable[[str], None] | None = None, only: Sequence[str] = ()) -> list[Cell]:
+    """Every fleet under `fleets` (one directory each; `only` these names when given) x every trace file, once
+    per tie-break order."""
+    cells = []
+    fleet_dirs = sorted(p for p in fleets.iterdir() if p.is_dir() and (not only or p.name in only)) \
+        if fleets.is_dir() else []
+    if not fleet_dirs:
+        raise FleetError(f"{fleets}: expected a directory of fleet directories")
+    for fleet_dir in fleet_dirs:
+        fleet = load_fleet(fleet_dir, placements)
+        for trace_path in _files(traces):
+            jobs = load_trace(trace_path)
+            oracle = Replay(fleet, jobs, routing.ORACLE, config=config, policy=policy, opts=opts).run()
+            done: dict[str, tuple[dict[str, Any], ...]] = {}
+            for tie in tie_breaks:
+                if progress is not None:
+                    progress(f"{fleet_dir.name} x {trace_path.stem} ({tie})")
+                if tie == "dead-first" and "name" in done and all_live(fleet, config, policy):
+                    done[tie] = done["name"]  # no cluster is ever dead here: every tie falls to the name
+                else:
+                    result = Replay(fleet, jobs, routing.AUTO, config=config, policy=policy,
+                                    opts=replace(opts, tie_break=tie)).run()
+                    done[tie] = tuple(distance_rows(result, oracle))
+                cells.append(Cell(fleet_dir.name, trace_path.stem, tie, done[tie]))
+    return cells
+
+
+def all_live(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy) -> bool:
+    """No cluster's accelscore object is absent, withdrawn or frozen at the start, and none dies in a replay: then
+    no cluster is ever dead, and dead-first orders every tie by name."""
+    if any(c.dies_at_s is not None for c in fleet.clusters):
+        return False
+    return all(not c.frozen and ACCELSCORE_APS in c.hub and ACCELSCORE_APS not in c.withdrawn
+               for c in score_fleet(fleet, config, policy))
+
+
+def examples(cells: Iterable[Cell]) -> list[str]:
+    """Every example that took a job anywhere, in name order."""
+    return sorted({r["placement"] for c in cells for r in c.rows})
+
+
+def table(cells: Sequence[Cell]) -> str:
+    """Markdown: one row per fleet, trace and order; per example `t/o|mis / oracle t/o` (blank: no such jobs)."""
+    names = examples(cells)
+    lines = ["| fleet | trace | tie-break | " + " | ".join(names) + " | sent to stale | worst distance |",
+             "|---|---|---|" + "---:|" * (len(names) + 2)]
+    for cell in cells:
+        by = {r["placement"]: r for r in cell.rows}
+        parts = [f"{by[n]['timedOutOrMisplaced']}/{by[n]['oracleTimedOut']}" if n in by else "" for n in names]
+        lines.append(f"| {cell.fleet} | {cell.trace} | {cell.tie_break} | " + " | ".join(parts)
+                     + f" | {cell.stale} | {cell.worst} |")
+    worst = max((c.worst for c in cells), default=0)
+    lines += ["", f"Cells: timed out or misplaced / the oracle's timed out, over the jobs routed to that example "
+                  f"(distance = the difference). Worst distance anywhere: {worst}; jobs sent to a stale cluster: "
+                  f"{sum(c.stale for c in cells)}."]
+    return "\n".join(lines) + "\n"
+
+
+def data(cells: Sequence[Cell]) -> list[dict[str, Any]]:
+    """Plain data for --output json|yaml."""
+    return [{"fleet": c.fleet, "trace": c.trace, "tieBreak": c.tie_break, "placements": list(c.rows)} for c in cells]

@@ -1,0 +1,104 @@
+"""Claims of issue 21 about PromQL inputs: one deadline for the whole query, one query cannot starve the others,
+no redirect to another host is followed."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
+
+from accelscore.scorer.custom.promql import PromqlPoller, PromQuery, PromValue, query_instant
+from tests.promql.fake_http import LoopbackServer, reply
+
+SCALAR = b'{"status":"success","data":{"resultType":"scalar","result":[%f,"7"]}}'
+
+
+def _headers_trickled(every_s: float) -> Callable[[BaseHTTPRequestHandler], None]:
+    """Sends its status line and headers one byte every `every_s`: each read is quick, the reply never ends."""
+    def handle(handler: BaseHTTPRequestHandler) -> None:
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + b"X-Pad: " + b"x" * 500 + b"\r\n\r\n"
+        for i in range(len(head)):
+            handler.wfile.write(head[i:i + 1])
+            handler.wfile.flush()
+            time.sleep(every_s)
+    return handle
+
+
+def _query(url: str, name: str = "q", timeout_s: float = 1.0, every_s: float = 5.0) -> PromQuery:
+    return PromQuery(name=name, url=url, query="vector(7)", timeout_s=timeout_s, every_s=every_s,
+                     stale_after_s=every_s + timeout_s + 60)
+
+
+def test_a_server_trickling_its_headers_is_cut_off_at_the_query_timeout() -> None:
+    server = LoopbackServer(_headers_trickled(0.2))
+    try:
+        started = time.monotonic()
+        value = query_instant(_query(server.url, timeout_s=1.0), now=time.time())
+        took = time.monotonic() - started
+    finally:
+        server.stop()
+    assert value == PromValue(None, None, "timeout after 1s")
+    assert took < 5.0  # the headers alone would take ~110 s; a per-read timeout never fires on them
+
+
+def test_a_hung_query_does_not_starve_the_other_queries() -> None:
+    good = LoopbackServer(lambda h: reply(h, 200, SCALAR % time.time()))
+    answered = threading.Event()
+    with socket.socket() as silent:  # accepts, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        hung_url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        poller = PromqlPoller([_query(hung_url, "hung", timeout_s=20, every_s=30),
+                               _query(good.url, "good", timeout_s=1, every_s=1)]).start()
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not answered.is_set():
+                if poller.values(time.time())["good"].value == 7.0:
+                    answered.set()
+                time.sleep(0.05)
+            hung = poller.values(time.time())["hung"]
+        finally:
+            poller.stop()
+            good.stop()
+    assert answered.is_set()  # while the hung query waits out its 20 s
+    assert hung == PromValue(None, None, "not queried yet")
+
+
+def test_a_redirect_to_another_host_is_refused_and_never_followed() -> None:
+    hits: list[str] = []
+    elsewhere = LoopbackServer(lambda h: (hits.append(h.path), reply(h, 200, SCALAR % time.time())))
+
+    def redirect(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(302)
+        handler.send_header("Location", f"http://localhost:{elsewhere.port}{handler.path}")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    server = LoopbackServer(redirect)
+    try:
+        value = query_instant(_query(server.url), now=time.time())
+    finally:
+        server.stop()
+        elsewhere.stop()
+    assert value.value is None and "redirect to another host refused" in value.reason
+    assert hits == []
+
+
+def test_a_redirect_on_the_same_host_is_followed() -> None:
+    def handle(handler: BaseHTTPRequestHandler) -> None:
+        if handler.path.startswith("/prometheus/"):
+            reply(handler, 200, SCALAR % time.time())
+            return
+        handler.send_response(301)
+        handler.send_header("Location", "/prometheus" + handler.path)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    server = LoopbackServer(handle)
+    try:
+        value = query_instant(_query(server.url), now=time.time())
+    finally:
+        server.stop()
+    assert value.value == 7.0
