@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from accelscore.agent.collectors.nvidia import NvidiaCollector
 from accelscore.agent.collectors.tpu import TpuCollector
@@ -16,6 +17,11 @@ from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.rig.wait import free_port
 
 pytest_plugins = ["tests.kubeapi.fixtures", "tests.rig.fixtures"]
+
+# No timing limits on property tests: on a loaded machine (the suite runs on several workers) a 200 ms example is
+# no bug; speed is measured in bench/, never asserted in a test.
+settings.register_profile("accelscore", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("accelscore")
 
 SYSFS = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
 NvidiaFactory = Callable[..., tuple[NvidiaCollector, FakeNvml]]
@@ -78,19 +84,24 @@ def tpu() -> Iterator[TpuFactory]:
         collector.close()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`make test` runs `--dist loadgroup`) the tests that share a module- or session-scoped
     fixture run on one worker, so what it starts (a Prometheus, a hub, rendered manifests) is built once, not once
-    per worker: a module fixture groups its module, a conftest's session fixtures every test that uses one."""
+    per worker: a module fixture groups its module (a parametrized one, its module and parameter), a conftest's
+    session fixtures every test that uses one."""
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
             continue
         groups = set()
-        for defs in info.name2fixturedefs.values():
+        for name, defs in info.name2fixturedefs.items():
             scope, baseid = defs[-1].scope, defs[-1].baseid
             if scope == "module":
-                groups.add(item.nodeid.split("::")[0])
+                callspec = getattr(item, "callspec", None)
+                # (no "]" in a group name: xdist then takes the "@group" suffix for part of a parameter id)
+                param = f" {callspec.params[name]}" if callspec is not None and name in callspec.params else ""
+                groups.add(item.nodeid.split("::")[0] + param)
             elif scope == "session" and baseid:  # pytest's own session fixtures (tmp_path_factory) have none
                 groups.add(f"{baseid} session fixtures")
         if groups:

@@ -106,7 +106,7 @@ def test_a_slow_or_trickling_server_is_unknown_within_the_timeout(server: Loopba
     got = run(server.url, "vector(1)", timeout_s=0.5)
     elapsed = time.monotonic() - start
     assert got == PromValue(None, None, "timeout after 0.5s")
-    assert 0.4 < elapsed < 2.5, elapsed  # well before the 5 s reply, or the ~7 s the trickled body would take
+    assert 0.4 < elapsed < 4.5, elapsed  # before the 5 s reply, or the ~7 s the trickled body would take
 
 
 @pytest.mark.parametrize(("server", "reason"), [
