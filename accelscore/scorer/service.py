@@ -21,10 +21,10 @@ from accelscore.scorer.ha.metrics import HaMetrics, HaState
 from accelscore.scorer.ha.startup import ViewState, view_trustworthy
 from accelscore.scorer.ingest.admission import RateLimiter
 from accelscore.scorer.ingest.node_table import NodeTable
-from accelscore.scorer.ingest.server import DEFAULT_BURST, IngestStats, build_ingest_server
+from accelscore.scorer.ingest.server import DEFAULT_BURST, IngestServer, IngestStats, build_ingest_server
 from accelscore.scorer.ingest.skew import UnknownItemsMetrics
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
-from accelscore.scorer.publish.publisher import Publisher
+from accelscore.scorer.publish.publisher import HubWriter, Publisher
 from accelscore.scorer.publish.worker import PublishWorker
 from accelscore.scorer.sources.base import Required, Source
 from accelscore.scorer.sources.bulkhead import BulkheadMetrics, Bulkheads
@@ -32,7 +32,10 @@ from accelscore.scorer.sources.custom_file import CustomScoresInput
 from accelscore.v1 import report_pb2
 
 if TYPE_CHECKING:  # imported where a cluster API is given (they load the Kubernetes client)
+    from accelscore.kube.config import ApiClient
     from accelscore.scorer.dra.source import DraSource
+    from accelscore.scorer.ha.elector import LeaderElector
+    from accelscore.scorer.ingest.auth import TokenAuthenticator
     from accelscore.scorer.sources.dra import DraInput
 
 log = logging.getLogger(__name__)
@@ -74,8 +77,9 @@ def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, 
 class ScorerService:
     """Owns every long-lived part; `start()` binds ports, `run()` loops until `stop()`."""
 
-    def __init__(self, *, config: ScorerConfig, cluster_api: Any = None, hub: Any = None,
-                 clock: Callable[[], float] = time.time, elector_factory: Callable[..., Any] | None = None,
+    def __init__(self, *, config: ScorerConfig, cluster_api: ApiClient | None = None, hub: HubWriter | None = None,
+                 clock: Callable[[], float] = time.time,
+                 elector_factory: Callable[..., LeaderElector] | None = None,
                  watch_options: dict[str, Any] | None = None) -> None:
         self.config = config
         self._clock = clock
@@ -90,7 +94,8 @@ class ScorerService:
         self._gate_open = False
         self._term_lock = threading.Lock()
         # Leader election (None: a single replica that always publishes). The factory gets on_change.
-        self.elector: Any = None if elector_factory is None else elector_factory(on_change=self._leadership_changed)
+        self.elector: LeaderElector | None = (None if elector_factory is None
+                                              else elector_factory(on_change=self._leadership_changed))
         self.passes = 0
         self.registry = CollectorRegistry(auto_describe=False)
         cluster_label = {"cluster": config.cluster_name}  # every series, not only the per-cluster ones
@@ -112,9 +117,9 @@ class ScorerService:
         # The sources' own sets run behind bulkheads (made at the first pass, from the sources then).
         self._bulkheads: Bulkheads | None = None
         self._stop = threading.Event()
-        self.grpc_server: Any = None
+        self.grpc_server: IngestServer | None = None
         self.grpc_port = 0
-        self._authenticator: Any = None
+        self._authenticator: TokenAuthenticator | None = None
         self.tls_ca_pem = b""  # the CA agents must trust (b"" when plaintext or the certificate comes from files)
 
     # ------------------------------------------------------------------ wiring

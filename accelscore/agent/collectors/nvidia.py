@@ -13,11 +13,11 @@ from accelscore.agent.collectors.nvidia_events import XidWatcher
 from accelscore.agent.collectors.nvidia_read import GpuGone, GpuIdentity, GpuReader
 from accelscore.agent.collectors.nvidia_worker import NvmlCallTimeout, NvmlWorker
 from accelscore.agent.snapshots import GpuSnapshot, Health, NvidiaSnapshot
-from accelscore.devices import CollectorName, DeviceKind, vendor_of_kind
+from accelscore.devices import CollectorName, DeviceKind, vendor_row
 
 log = logging.getLogger(__name__)
 
-_RESOURCE = vendor_of_kind(DeviceKind.NVIDIA_GPU).resource  # type: ignore[union-attr]  # a row of the table
+_RESOURCE = vendor_row(DeviceKind.NVIDIA_GPU).resource
 
 
 class _NoDriver(Exception):

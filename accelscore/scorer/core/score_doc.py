@@ -31,9 +31,9 @@ def _num(x: float) -> str:
 
 def _default(spec: ScoreSpec | KeyedSpec) -> str:
     """The default ref or bounds, and how to override it."""
-    if spec.scale is Scale.CEIL:
-        return f"ref {_num(spec.default)} ({_flag('score_refs')} `{spec.config_key}=…`)"
-    lo, hi = spec.default
+    if isinstance(spec, KeyedSpec) or spec.scale is Scale.CEIL:
+        return f"ref {_num(spec.ref)} ({_flag('score_refs')} `{spec.config_key}=…`)"
+    lo, hi = spec.bounds
     return f"min:max {_num(lo)}:{_num(hi)} ({_flag('compat_bounds')} `{spec.config_key}=…`)"
 
 
