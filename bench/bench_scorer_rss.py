@@ -6,7 +6,7 @@ import time
 
 import kubernetes.client  # noqa: F401 - the real scorer loads it (watches, TokenReview); count its memory
 
-from bench.common import Row, current_rss_mib
+from bench.common import DESIGN_SCORER_RSS_MIB, Row, current_rss_mib
 from tests.ingest.sample import eight_gpu_report
 from tests.rig.scorer import standalone_scorer
 
@@ -27,7 +27,7 @@ def run() -> list[Row]:
     return [
         Row("scorer RSS, 5,000 nodes accepted and scored", after, "MiB",
             "DESIGN §5: 150 MB = 143 MiB; the service object, everything imported; no hub, no API, no connections",
-            budget=150e6 / 2**20),
+            budget=DESIGN_SCORER_RSS_MIB),
         Row("scorer RSS growth for 5,000 nodes", after - before, "MiB", "node table + view"),
         Row("scorer pass incl. snapshot + publisher offer, 5,000 nodes", pass_ms, "ms", f"/metrics {rendered} bytes"),
     ]

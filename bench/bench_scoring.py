@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import gc
-import statistics
-import time
-from collections.abc import Callable
 
 from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary
 from accelscore.scorer.core.scoring import score_cluster
 from accelscore.scorer.core.scoring_config import ScoringConfig, default_scoring_config
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
-from bench.common import Row, current_rss_mib, load_note, median_ms, peak_rss_mib
+from bench.common import Row, cpu_ms, current_rss_mib, load_note, median_ms, peak_rss_mib
 
 GIB = 1 << 30
 NOW = 1_700_000_000.0
@@ -58,20 +55,29 @@ def realistic_report(i: int) -> pb.NodeReport:
     return report
 
 
+def mig_report(i: int) -> pb.NodeReport:
+    """The same node with MIG on every GPU (mig-parted `all-balanced`: 2 x 1g.10gb, 2g.20gb, 3g.40gb), a third of
+    the instances held: every node carries partition counts (`NodeSummary.extras`), the costly case for a pass."""
+    report = realistic_report(i)
+    gpus = list(report.devices)
+    del report.devices[:]
+    for g, gpu in enumerate(gpus):
+        del gpu.assignments[:]
+        gpu.mig_enabled = True
+        report.devices.append(gpu)
+        for slot, profile in enumerate(("1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb")):
+            mig = report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_MIG, id=f"MIG-{i:05d}-{g}-{slot}", parent_id=gpu.id,
+                                     model=f"{gpu.model} MIG {profile}", profile=profile, health=pb.HEALTH_HEALTHY,
+                                     assignment_known=True)
+            if (i + g + slot) % 3 == 0:
+                mig.assignments.add(namespace="ml", pod=f"infer-{i}-{g}-{slot}", container="main",
+                                    resource_name=f"nvidia.com/mig-{profile}", device_id=mig.id)
+    return report
+
+
 def _summaries(count: int, config: ScoringConfig) -> list[NodeSummary]:
     """Summaries made the way the scorer makes them; each report is dropped once summarized."""
     return [summarize(realistic_report(i), config, received_at=NOW - (i % 30)) for i in range(count)]
-
-
-def _cpu_ms(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
-    """(best, median) CPU time of `repeats` calls in ms: the pass's own cost, not the time other processes on a
-    shared machine take from it (wall time under load measured 20-40 ms for a 12 ms pass)."""
-    samples = []
-    for _ in range(repeats):
-        start = time.thread_time()
-        fn()
-        samples.append((time.thread_time() - start) * 1000)
-    return min(samples), statistics.median(samples)
 
 
 def run() -> list[Row]:
@@ -100,11 +106,18 @@ def run() -> list[Row]:
     for count in (1_000, 5_000, 10_000, 50_000):
         snapshot = ClusterSnapshot("bench", tuple(NodeEntry(s.node, True, s) for s in summaries[:count]),
                                    pending_gpu_requests=16.0)
-        best, median = _cpu_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 51)
+        best, median = cpu_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 51)
         wall = median_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 11)
         rows.append(Row(f"scoring: score_cluster {count:,} nodes x {GPUS_PER_NODE} GPUs", best, "ms",
                         f"CPU time, best of 51 (median {median:.2f} ms; wall median {wall:.2f} ms); {load_note()}",
                         budget=budgets.get(count)))
+    mig = [summarize(mig_report(i), config, received_at=NOW - (i % 30)) for i in range(5_000)] * 10
+    for count in (5_000, 50_000):
+        snapshot = ClusterSnapshot("bench", tuple(NodeEntry(f"n{k}", True, s) for k, s in enumerate(mig[:count])))
+        best, median = cpu_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 21)
+        rows.append(Row(f"scoring: score_cluster {count:,} MIG nodes (32 instances each)", best, "ms",
+                        f"CPU time, best of 21 (median {median:.2f} ms); per-profile counts on every node; "
+                        f"{load_note()}", budget=budgets[count]))
     return rows
 
 

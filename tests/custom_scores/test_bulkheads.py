@@ -177,3 +177,14 @@ def test_a_failing_extension_is_withdrawn_and_the_built_in_sets_publish(tmp_path
     assert second["accelscore-extension"].fresh_nodes == 0  # marked not fresh: the publisher withdraws it
     assert 'accelscore_scorer_source_runs_total{cluster="local",result="failed",source="extension"} 1.0' in \
         service.render().decode()
+
+
+def test_an_expression_longer_than_the_limit_is_one_error_line_and_the_others_compile() -> None:
+    # Issue 21: one comprehension over long literals reached 590 MiB before cel-cpp's iteration budget tripped;
+    # with expressions bounded, a whole evaluation stays within a few MiB (bench_custom_bombs).
+    long_literal = "[" + ",".join(['"' + "x" * 900 + '"'] * 3) + "]"
+    custom = compile_scores({"scores": [
+        {"name": "huge", "expression": f"size({long_literal}.map(a, a + a))", "reference": 1},
+        {"name": "fine", "expression": "cluster.gpuFree", "reference": 1}]})
+    assert [c.definition.name for c in custom.scores] == ["fine"]
+    assert len(custom.errors) == 1 and "at most 2048" in custom.errors[0] and len(custom.errors[0]) < 300

@@ -33,6 +33,7 @@ from tests.dra import cluster
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
 from tests.rig.cluster import Rig
+from tests.rig.scorer import score_until_dra_synced
 from tests.rig.wait import wait_for
 
 
@@ -69,8 +70,7 @@ def test_a_dra_only_node_end_to_end_over_grpc_and_the_scorers_own_dra_bound(
     kubeconfig, api = rig.kubeconfig, rig.api
     cluster.dra_node_h100x8(api)
     scorer = rig.start_scorer(rescore_every_s=None)  # the test drives the passes
-    wait_for(lambda: (scorer.score_once() or True) and scorer.dra is not None and scorer.dra.synced
-             and scorer._node_watch.synced.is_set() and scorer._bound_watch.synced.is_set())
+    score_until_dra_synced(scorer)
     report = _agent_report(short_dir, kubeconfig)
     _push(scorer, report)
     raw = _raw(scorer)

@@ -161,3 +161,12 @@ def test_a_refused_report_does_not_advance_the_sequence() -> None:
         assert srv.push_code(bad) is grpc.StatusCode.INVALID_ARGUMENT
         srv.push(eight_gpu_report("node-a", sequence=2))
         assert srv.accepted.sequences() == [1, 2]
+
+
+@pytest.mark.parametrize("at", [1_700_000_000.0, 1_700_000_000.25, 1_764_000_123.000001])
+def test_the_accepted_answer_is_the_bytes_protobuf_writes(at: float) -> None:
+    from accelscore.scorer.ingest.handler import _accepted_answer
+
+    expected = pb.PushReportResponse()
+    expected.accepted_time.FromNanoseconds(int(at * 1e9))
+    assert _accepted_answer(at) == expected.SerializeToString()

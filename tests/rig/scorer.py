@@ -13,6 +13,7 @@ from accelscore.options import Option, add_options, resolve
 from accelscore.scorer.config import SCORER_OPTIONS, ScorerConfig, scorer_config_from
 from accelscore.scorer.core.model import ACCELSCORE_APS, NodeSummary, ScoreSet
 from accelscore.scorer.service import ScorerService
+from tests.rig.wait import wait_for
 
 # What every test scorer gets unless it says otherwise: ports the kernel picks, so tests can run side by side.
 LOOPBACK = {"ACCELSCORE_LISTEN_ADDRESS": "127.0.0.1:0", "ACCELSCORE_METRICS_ADDRESS": "127.0.0.1:0"}
@@ -44,6 +45,17 @@ def run_in_thread(scorer: ScorerService, *, rescore_every_s: float = 0.1, name: 
     thread = threading.Thread(target=scorer.run, kwargs={"rescore_every_s": rescore_every_s}, daemon=True, name=name)
     thread.start()
     return thread
+
+
+def score_until_dra_synced(scorer: ScorerService) -> None:
+    """Scoring passes (a test driving them itself) until the Node, bound-pod and DRA watches have synced: the
+    cluster serves DRA and its slices and claims are listed."""
+    def synced() -> bool:
+        scorer.score_once()
+        dra = scorer.dra
+        return (dra is not None and dra.synced and scorer._node_watch.synced.is_set()
+                and scorer._bound_watch.synced.is_set())
+    wait_for(synced)
 
 
 def score_set(scorer: ScorerService, aps: str = ACCELSCORE_APS) -> ScoreSet | None:

@@ -12,7 +12,7 @@ from accelscore.cli import main
 from accelscore.scorer.core.scoring_config import default_scoring_config
 from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import fleet as fl
-from accelscore.simulator import matrix, report, routing
+from accelscore.simulator import matrix, nodegen, report, routing
 from accelscore.simulator import placement as pl
 from accelscore.simulator.oneshot import score_fleet
 from accelscore.simulator.replay import Replay, ReplayOptions
@@ -256,3 +256,25 @@ def test_the_matrix_command_prints_one_row_per_fleet_trace_and_order(capsys: pyt
     rows = [ln for ln in lines if ln.startswith("| ") and "small-40" in ln]
     assert len(rows) == 2 * len([p for p in FLEETS.iterdir() if p.is_dir()])
     assert lines[0].startswith("| fleet | trace | tie-break |") and "worst distance" in lines[0]
+
+
+def test_an_expired_cluster_leaves_the_decision_at_the_next_write_of_any_score_not_only_at_the_resync() -> None:
+    # OCM requeues a Placement on every add or update of an APS it references, a validUntil refresh included
+    # (REFERENCE §1): that is what notices an expired cluster before the 10-minute resync. a-dies is chosen at
+    # the start (its node fits a 1-GPU pod exactly), dies at once, and its scores expire at 600 s; b-live is
+    # idle, so its scores never move, but its scorer refreshes them at 450 s and 900 s. A job at 1000 s must
+    # go to b-live (re-ranked at the 900 s refresh), not wait at a-dies until the 1200 s resync.
+    docs = [_cluster_doc("a-dies", [(f"a-{i}", nodegen.H100, [0, 1, 2, 3, 4, 5, 6]) for i in range(2)],
+                         diesAtSeconds=1),
+            _cluster_doc("b-live", [("b-0", nodegen.H100, [])])]
+    loaded = fl.Fleet(tuple(fl.parse_cluster(d, d["cluster"]) for d in docs),
+                      tuple(p for p in fl.load_placements([EXAMPLES])[0] if p.name == "best-fit-1gpu"),
+                      nodegen.FLEET_TIME)
+    jobs = parse_trace([{"name": "late", "arrivalSeconds": 1000, "gpusPerPod": 1, "durationSeconds": 60}])
+    result = Replay(loaded, jobs, routing.AUTO, config=default_scoring_config(), policy=pp.PublishPolicy(),
+                    opts=ReplayOptions()).run()
+    assert result.started_on == {"late": "b-live"} and result.stale_jobs == 0
+
+
+def _cluster_doc(name: str, nodes: list[tuple[str, nodegen.Part, list[int]]], **extra: object) -> dict:
+    return {"cluster": name, **extra, "reports": [nodegen.node_report(n, part, busy) for n, part, busy in nodes]}

@@ -6,13 +6,13 @@ Cluster (expected values and why):
 - nv-busy: 8 H100, 5 held                         -> 3 free
 - nv-idle: 8 H100, none held                      -> 8 free (the only node with 8 free)
 - amd-spx: 8 MI300X SPX, 3 held (amd.com/gpu)     -> 5 free
-- amd-cpx: 8 MI300X CPX/NPS4, 3 of the 64 partitions held, on GPUs 0 and 1 (amd.com/cpx_nps4) -> 0 whole GPUs
-  free (a partitioned GPU takes partition requests only, DESIGN 1.1: partitions count toward per-profile fits),
-  61 of 64 `cpx_nps4` partitions free
-Totals: free 3 + 8 + 5 + 0 = 16; fits of 4: 0 + 2 + 1 + 0 = 3; fits of 8: 1; compute: 11 H100 x 0.44 + 5 MI300X
-x 0.58 = 7.74; API level (allocatable - requested of every vendor's GPU resource): 3 + 8 + 5 = 16 (the CPX node
-advertises partitions, not amd.com/gpu). Per vendor: a Kueue ClusterQueue with quota on amd.com/gpu is published as
-`cq.<queue>.gpu-amd`, one on nvidia.com/gpu as `cq.<queue>.gpu`.
+- amd-cpx: 8 MI300X CPX/NPS4, partitions held on GPUs 0 and 1 (amd.com/cpx_nps4) -> no whole GPU (a partitioned
+  GPU takes partition requests only, as a MIG-enabled one does: issue 23), 61 of 64 cpx_nps4 partitions free
+Totals: free 3 + 8 + 5 = 16; fits of 4: 0 + 2 + 1 = 3; fits of 8: 1; compute: 11 H100 x 0.44 + 5 MI300X x 0.58 =
+7.74; API level (allocatable - requested of every vendor's GPU resource): 3 + 8 + 5 = 16 (the CPX node advertises
+partitions, not amd.com/gpu). Per vendor: a Kueue ClusterQueue with quota on amd.com/gpu is published as
+`cq.<queue>.gpu-amd` (the SPX node's 5: the CPX node has no amd.com/gpu to give), one on nvidia.com/gpu as
+`cq.<queue>.gpu`.
 """
 
 from __future__ import annotations
@@ -112,11 +112,11 @@ def test_a_mixed_nvidia_and_amd_cluster_publishes_per_vendor_and_total_scores(wo
     totals = cluster_totals(table.snapshot(), now=now, stale_after_s=config.stale_after_s)
     assert (totals.gpu_total, totals.gpu_healthy, totals.gpu_free_sum) == (32, 32, 16)
     assert (totals.gpu_fit(4), totals.gpu_fit(8), totals.gpu_free_node_max) == (3, 1, 8)
-    assert totals.mig == {"cpx_nps4": (61, 64)}
     assert totals.gpu_compute_free == Fraction(774, 100)
     assert totals.gpu_api_free_sum == 16.0
     usage, accel = score_cluster(table.snapshot(), config, now=now)
     assert accel.raw["gpuClusterFree"] == 16 and accel.as_dict()["gpuClusterHealthy"] == 100
+    assert accel.raw["gpuClusterFitMigcpx_nps4"] == 61  # partitions count per profile, any vendor's
     assert usage.raw["gpuClusterAvailable"] == 16.0
 
     # Per vendor: one ClusterQueue per vendor resource, each on its vendor's nodes (flavor nodeLabels).
@@ -129,6 +129,5 @@ def test_a_mixed_nvidia_and_amd_cluster_publishes_per_vendor_and_total_scores(wo
     state = KueueState(queues=queues, cohorts=(), flavors=(FlavorInfo("h100", {"pool": "h100"}),
                                                            FlavorInfo("mi300x", {"pool": "mi300x"})))
     kueue, _ = kueue_score_set(state, table.snapshot(), now=now, stale_after_s=config.stale_after_s)
-    # amd.com/gpu quota runs on whole AMD GPUs only: the SPX node's 5 (the CPX node offers amd.com/cpx_nps4).
     assert kueue.raw == {"cq.amd.gpu-amd": 5.0, "cq.amd.gpu-amd.count": 5.0, "cq.nv.gpu": 11.0,
                          "cq.nv.gpu.count": 11.0}

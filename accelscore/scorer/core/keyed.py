@@ -1,9 +1,10 @@
 """Keyed sums of one pass: per GPU product, per MIG profile, shares, per NVLink domain. Pure.
 
-The scoring pass (`accelscore.scorer.core.totals`) adds up each product's packed lanes as it goes and keeps
-the few nodes that have anything more (`NodeSummary.extras`: MIG or DRA partitions, shares, an NVLink
-domain, several products); this module folds those into the keyed totals that the keyed scores read
-(`accelscore.scorer.core.score_table.KEYED`). Nodes without extras cost the pass nothing here.
+The scoring pass (`accelscore.scorer.core.totals`) adds up each product's packed lanes as it goes, and for the
+nodes with partitions or shares (`NodeSummary.extras`) their packed counts per profile list, both in runs
+(nodes of one pool share a product and a profile list); it keeps the few nodes with an NVLink domain or
+several products apart. This module folds those into the keyed totals that the keyed scores read
+(`accelscore.scorer.core.score_table.KEYED`). Nodes with nothing beyond whole GPUs cost it nothing.
 """
 
 from __future__ import annotations
@@ -44,26 +45,27 @@ def _product_lanes(free: int, total: int) -> list[int]:
     return out
 
 
-def sums(by_product: Mapping[str, int], extras: Sequence[NodeExtras], snapshot: ClusterSnapshot,
-         census: NodeCensus) -> KeyedSums:
-    """Fold the pass's per-product packs and the counted nodes' extras into keyed sums."""
+def sums(by_product: Mapping[str, int], by_keys: Mapping[tuple[str, ...], int], rare: Sequence[NodeExtras],
+         snapshot: ClusterSnapshot, census: NodeCensus) -> KeyedSums:
+    """Fold the pass's per-product packs, its per-profile-list packs of partition and share counts
+    (`NodeExtras.packed`) and the few nodes with a domain or several products into keyed sums."""
     products = {name: list(lanes.unpack(p, _WIDTH)) for name, p in by_product.items()}
     mig: dict[str, list[int]] = {}
     shares_free = shares_total = 0
-    domains: dict[str, list[int]] = {}
-    for extra in extras:
+    for keys, packed in by_keys.items():
+        counts = lanes.unpack(packed, 2 * len(keys) + 2) if keys else lanes.unpack(packed, 2)
+        for i, profile in enumerate(keys):
+            acc = mig.setdefault(profile, [0, 0])
+            acc[0] += counts[2 * i]
+            acc[1] += counts[2 * i + 1]
+        shares_free += counts[-2]
+        shares_total += counts[-1]
+    for extra in rare:
         for name, free, total in extra.products:
             acc = products.setdefault(name, [0] * _WIDTH)
             for i, value in enumerate(_product_lanes(free, total)):
                 acc[i] += value
-        for profile, free, total in extra.mig:
-            counts = mig.setdefault(profile, [0, 0])
-            counts[0] += free
-            counts[1] += total
-        shares_free += extra.shares_free
-        shares_total += extra.shares_total
-    if any(extra.clique for extra in extras):
-        domains = _domains(snapshot, census)
+    domains = _domains(snapshot, census) if any(extra.clique for extra in rare) else {}
     return KeyedSums(
         products={name: tuple(v) for name, v in products.items()},
         mig={name: (v[0], v[1]) for name, v in mig.items()},

@@ -41,6 +41,16 @@ TPU_RESOURCES_DOC = " + ".join(f"`{r}`" for r in family_resources(AcceleratorFam
 
 
 @dataclass(frozen=True, slots=True)
+class DraShare:
+    """A healthy DRA device its slice lets several claims share (`Device.dra_shareable`), as the node reported it:
+    its shares and the memory a new claim can get are what its claims leave, which only the scorer's own DRA view
+    knows (`scorer.ingest.dra_shares` folds them in)."""
+
+    key: tuple[str, str, str]  # (driver, pool, device)
+    memory_free: float | None  # bytes free by the vendor's telemetry (None: no telemetry of it)
+
+
+@dataclass(frozen=True, slots=True)
 class NodeExtras:
     """What a node has beyond whole GPUs of one product (most nodes have nothing here: `NodeSummary.extras` None).
 
@@ -53,6 +63,26 @@ class NodeExtras:
     shares_total: int = 0
     clique: str = ""  # NVLink domain: the vendor's domain label (GPU feature discovery: <clusterUUID>.<cliqueId>)
     products: tuple[tuple[str, int, int], ...] = ()  # (product, free whole GPUs, GPUs): only with several products
+    dra_shared: tuple[DraShare, ...] = ()  # shareable DRA devices, counted once the scorer's DRA view is folded in
+    # Derived for the scoring pass: the profiles (one tuple object per distinct list, so nodes of one layout
+    # share it), and the counts packed as lanes (free and total per profile, then shares free and total):
+    # the pass sums the packs of nodes with the same profiles in one addition each (accelscore.scorer.core.keyed).
+    lane_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    packed: int = field(init=False, repr=False, compare=False)
+    rare: bool = field(init=False, repr=False, compare=False)  # a domain or several products: folded one by one
+
+    def __post_init__(self) -> None:
+        keys = tuple(profile for profile, _, _ in self.mig)
+        keys = _LANE_KEYS.setdefault(keys, keys) if len(_LANE_KEYS) < _LANE_KEYS_MAX else keys
+        counts = [max(0, c) for _, free, total in self.mig for c in (free, total)]
+        object.__setattr__(self, "lane_keys", keys)
+        object.__setattr__(self, "packed", _lanes.pack([*counts, max(0, self.shares_free), max(0, self.shares_total)]))
+        object.__setattr__(self, "rare", bool(self.clique or self.products))
+
+
+# One tuple object per distinct profile list (a memo, not state: equal lists give equal results either way).
+_LANE_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_LANE_KEYS_MAX = 4096
 
 
 _NO_KEYS: Mapping[str, int] = MappingProxyType({})
@@ -112,7 +142,8 @@ class NodeScan:
         "migFree", "map(string, int)", "instances", "free MIG instances per profile (`3g.40gb`), plus the "
         "partitions DRA partitionable GPUs still allow")
     gpu_shares_free: int = catalogued("gpuSharesFree", "int", "shares",
-                                      "free time-slicing replicas or HAMi shares on healthy shared GPUs")
+                                      "free time-slicing replicas, HAMi shares or DRA consumable-capacity "
+                                      "shares on healthy shared GPUs")
     gpu_product: str = ""  # the product of the node's GPUs when they are of one ("" none or several): pass runs
     extras: NodeExtras | None = None  # what the node has beyond whole GPUs of one product (None: nothing)
 

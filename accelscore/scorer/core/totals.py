@@ -76,11 +76,13 @@ class ClusterTotals:
     tpu_total: int = catalogued("tpuTotal", "int", "chips", "TPU chips, summed")
     # Demand not yet on any node (the whole cluster's, never filtered).
     pending_gpu_requests: float = catalogued("pendingGpuRequests", "double", "GPUs",
-                                             f"{_GPU} requested by Pending pods with no node (whole cluster, never "
-                                             "filtered)")
+                                             f"{_GPU} requested by Pending pods with no node, plus the GPUs their "
+                                             "unallocated ResourceClaims ask (whole cluster, never filtered; "
+                                             "infinite while unknown)")
     pending_tpu_requests: float = catalogued("pendingTpuRequests", "double", "chips",
-                                             f"{_TPU} requested by Pending pods with no node (whole cluster, never "
-                                             "filtered)")
+                                             f"{_TPU} requested by Pending pods with no node, plus the chips their "
+                                             "unallocated ResourceClaims ask (whole cluster, never filtered; "
+                                             "infinite while unknown)")
     # Bit f set: some counted node has exactly f free GPUs (f capped; accelscore.scorer.core.best_fit reads it).
     gpu_free_seen: int = 0
     # Keyed (accelscore.scorer.core.keyed): per GPU product its SUMMARY_LANES sums; per MIG profile (free, total);
@@ -168,7 +170,10 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
     seen = tpu_seen = run = 0
     by_product: dict[str, int] = {}
     product_now = ""  # the product of the current run of nodes; its packed sums wait in `run`
-    extras: list[NodeExtras] = []
+    rare: list[NodeExtras] = []  # nodes with an NVLink domain or several products
+    by_keys: dict[tuple[str, ...], int] = {}  # profile list -> Σ NodeExtras.packed
+    keys_now: tuple[str, ...] = ()
+    xrun = 0
     # Locals only; the float sums run in snapshot order, as they always have (the same values to the last bit).
     # Free GPU and TPU counts enter as one bit each (NodeScan.*_free_bit): their node maxima are the highest bit.
     for s in nodes.counted:
@@ -196,13 +201,22 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
         else:
             by_product[product_now] = by_product.get(product_now, 0) + run
             product_now, run = product, counts
-        if extra is not None:
-            extras.append(extra)
+        if extra is not None:  # partitions and shares: summed per profile list as products are per product
+            if extra.lane_keys is keys_now:
+                xrun += extra.packed
+            else:
+                by_keys[keys_now] = by_keys.get(keys_now, 0) + xrun
+                keys_now, xrun = extra.lane_keys, extra.packed
+            if extra.rare:
+                rare.append(extra)
     by_product[product_now] = by_product.get(product_now, 0) + run
     packed = sum(by_product.values())
     by_product.pop("", None)  # nodes without GPUs, or with several products (their extras carry each)
     sums = dict(zip(SUMMARY_LANES, lanes.unpack(packed, len(SUMMARY_LANES)), strict=True))
-    keyed_sums = keyed.sums(by_product, extras, snapshot, nodes) if by_product or extras else keyed.NONE
+    if xrun:
+        by_keys[keys_now] = by_keys.get(keys_now, 0) + xrun
+    keyed_sums = keyed.sums(by_product, by_keys, rare, snapshot, nodes) if by_product or by_keys or rare \
+        else keyed.NONE
     return ClusterTotals(
         census=nodes,
         cpu_free_node_max=cpu_max, cpu_free_sum=cpu_sum,

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 
 from accelscore.devices import VENDORS
-from accelscore.scorer.core.model import NodeExtras
+from accelscore.scorer.core.model import DraShare, NodeExtras
 from accelscore.v1 import report_pb2
 
 # The Node labels naming a node's NVLink domain (the vendor table: GPU feature discovery's clique label).
@@ -44,18 +44,13 @@ def profile_of(device: report_pb2.Device) -> str:
 
 
 def is_partitioned(gpu: report_pb2.Device, instances: Sequence[report_pb2.Device]) -> bool:
-    """MIG is on (it has instances, or NVML says MIG mode is enabled): the GPU takes profile requests only."""
-    return bool(instances) or (gpu.HasField("mig_enabled") and gpu.mig_enabled)
-
-
-def is_shared(gpu: report_pb2.Device) -> bool:
-    """The cluster hands the GPU out as several slots (time-slicing replicas, HAMi shares)."""
-    return gpu.share_count > 1
+    """MIG is on (it has instances, or NVML says MIG mode is enabled; unset reads False): profile requests only."""
+    return bool(instances) or gpu.mig_enabled
 
 
 def is_whole(gpu: report_pb2.Device, instances: Sequence[report_pb2.Device]) -> bool:
-    """A whole-GPU request can be given this GPU."""
-    return not is_partitioned(gpu, instances) and not is_shared(gpu)
+    """A whole-GPU request can be given this GPU: not partitioned, not cut into shares (time-slicing, HAMi)."""
+    return not instances and not gpu.mig_enabled and gpu.share_count <= 1
 
 
 def _partitions(gpus: Iterable[report_pb2.Device], migs: Mapping[str, Sequence[report_pb2.Device]],
@@ -95,11 +90,13 @@ def _products(gpus: Devices, free_whole: Devices) -> tuple[tuple[str, int, int],
 
 
 def extras(gpus: Devices, migs: Mapping[str, Devices], report: report_pb2.NodeReport, *, usable: Devices,
-           free_whole: Devices, free_known: bool) -> tuple[str, NodeExtras | None]:
+           free_whole: Devices, free_known: bool, dra_shared: tuple[DraShare, ...] = ()
+           ) -> tuple[str, NodeExtras | None]:
     """The node's product ("" with none or several) and what it has beyond whole GPUs (None: nothing).
 
-    `usable` are the healthy GPUs (health known), `free_whole` those counted free as whole GPUs. Most nodes
-    have one model and nothing else, and take the short way (summarize runs per report: ~1 µs here).
+    `usable` are the healthy GPUs (health known), `free_whole` those counted free as whole GPUs, `dra_shared` the
+    healthy shareable DRA devices (their shares come from the scorer's DRA view). Most nodes have one model and
+    nothing else, and take the short way (summarize runs per report: ~1 µs here).
     """
     models = {gpu.model for gpu in gpus}
     several = _products(gpus, free_whole) if len(models) > 1 else ()
@@ -107,14 +104,17 @@ def extras(gpus: Devices, migs: Mapping[str, Devices], report: report_pb2.NodeRe
     if len(several) == 1:  # several model names, one product label (names that differ only in spacing)
         only, several = several[0][0], ()
     shares_free = shares_total = 0
+    offers = bool(migs)  # partitions to count: MIG instances, or a DRA parent's partitions_available
     for gpu in usable:
-        if gpu.share_count > 1 and not is_partitioned(gpu, migs.get(gpu.id, ())):
-            shares_total += gpu.share_count
+        count = gpu.share_count
+        if count > 1 and not is_partitioned(gpu, migs.get(gpu.id, ())):
+            shares_total += count
             if free_known:
-                shares_free += max(0, gpu.share_count - len(gpu.assignments))
-    partitions = _partitions(usable, migs, free_known) if migs or any(g.partitions_available for g in usable) else ()
+                shares_free += max(0, count - len(gpu.assignments))
+        offers = offers or len(gpu.partitions_available) > 0
+    partitions = _partitions(usable, migs, free_known) if offers else ()
     clique = next((report.node.labels[k] for k in DOMAIN_LABELS if k in report.node.labels), "")
-    if not (partitions or shares_total or clique or several):
+    if not (partitions or shares_total or clique or several or dra_shared):
         return only, None
     return only, NodeExtras(mig=partitions, shares_free=shares_free, shares_total=shares_total,
-                            clique=sys.intern(clique[:_MAX_KEY * 2]), products=several)
+                            clique=sys.intern(clique[:_MAX_KEY * 2]), products=several, dra_shared=dra_shared)

@@ -67,6 +67,23 @@ CODES: dict[RejectReason, grpc.StatusCode] = {
 Accept = Callable[[pb.NodeReport, float], None]
 
 
+def _accepted_answer(received_at: float) -> bytes:
+    """PushReportResponse{accepted_time} serialized by hand: field 1 (Timestamp: seconds = 1, nanos = 2), the
+    same bytes protobuf writes, without building two messages per report."""
+    seconds, nanos = divmod(int(received_at * 1e9), 10**9)
+    inner = b"\x08" + _varint(seconds) + (b"\x10" + _varint(nanos) if nanos else b"")
+    return b"\x0a" + _varint(len(inner)) + inner
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
 class IngestStats:
     """Thread-safe counts of accepted reports, of rejected ones by reason, and of unknown items accepted."""
 
@@ -254,6 +271,9 @@ class ReportIngest:
         if not message.HasField("report"):
             raise _refused(RejectReason.MALFORMED, "request has no report")
         report = message.report
+        # Held for the whole call: validation, summary and plausibility each walk the devices, and upb hands out
+        # the same wrappers while these live instead of making (and dropping) new ones on every walk.
+        devices = list(report.devices)  # noqa: F841
         if identity is not None:
             try:
                 check_node(identity, report.node_name)
@@ -261,12 +281,13 @@ class ReportIngest:
                 raise _refused(err.reason, str(err)) from None
         else:
             self._rate_check(report.node_name[:253])  # auth off: the claimed name is all there is
-        rejection = validate_report(report, now=received_at, max_clock_skew_s=self._skew)
+        unknown: list[tuple[str, str]] = []
+        rejection = validate_report(report, now=received_at, max_clock_skew_s=self._skew, unknown=unknown)
         if rejection is not None:
             raise _Refused(rejection)
-        return self._ordered_accept(report, received_at)
+        return self._ordered_accept(report, received_at, unknown)
 
-    def _ordered_accept(self, report: pb.NodeReport, received_at: float) -> bytes:
+    def _ordered_accept(self, report: pb.NodeReport, received_at: float, unknown: list[tuple[str, str]]) -> bytes:
         node, instance, sequence = report.node_name, report.agent_instance, report.sequence
         when = min(report.time.seconds + report.time.nanos / 1e9, received_at)
         # One lock over check, accept and keep: two pushes for one node cannot overtake each other.
@@ -287,10 +308,9 @@ class ReportIngest:
                 raise _refused(RejectReason.INTERNAL, "the scorer failed to take the report") from None
             self._order.keep(node, instance, sequence, when, received_at)
         self._stats.accepted()
-        self._stats.unknown.observe(report)
-        response = pb.PushReportResponse()
-        response.accepted_time.FromNanoseconds(int(received_at * 1e9))
-        return response.SerializeToString()
+        if unknown:
+            self._stats.unknown.count(unknown)
+        return _accepted_answer(received_at)
 
     async def _identity(self, context: grpc.aio.ServicerContext) -> Identity | None:
         """The caller's identity; None when auth is off."""

@@ -70,9 +70,10 @@ class UnknownItemCounts:
         if found:
             self.count(found)
 
-    def count(self, found: Iterable[tuple[UnknownItem, str]]) -> None:
+    def count(self, found: Iterable[tuple[UnknownItem | str, str]]) -> None:
         with self._lock:
-            for item, name in found:
+            for raw_item, name in found:
+                item = UnknownItem(raw_item)
                 names = self._names[item]
                 if name not in names and len(names) >= MAX_NAMES_PER_ITEM:
                     name = OTHER

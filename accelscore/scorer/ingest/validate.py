@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from accelscore.devices import COLLECTOR_NAMES, KIND_VALUES
 from accelscore.v1 import report_pb2 as pb
 
 MAX_CLOCK_SKEW_S = 120.0  # a report's time may differ from the scorer's clock this much either way
@@ -80,14 +81,16 @@ def node_name_problem(name: str) -> str | None:
     return None
 
 
-def validate_report(report: pb.NodeReport, *, now: float, max_clock_skew_s: float = MAX_CLOCK_SKEW_S) -> \
-        Rejection | None:
-    """The first reason `report` must be refused, or None when it is acceptable."""
+def validate_report(report: pb.NodeReport, *, now: float, max_clock_skew_s: float = MAX_CLOCK_SKEW_S,
+                    unknown: list[tuple[str, str]] | None = None) -> Rejection | None:
+    """The first reason `report` must be refused, or None when it is acceptable. `unknown`, when given, gets
+    ("collector", name) and ("device_kind", kind) of what this version does not know (a newer agent's: not
+    refused), found on the same pass so ingest reads no field twice."""
     try:
         _check_header(report, now, max_clock_skew_s)
-        _check_collectors(report.collectors)
+        _check_collectors(report.collectors, unknown)
         _check_resources(report.resources)
-        _check_devices(report.devices)
+        _check_devices(report.devices, unknown)
         if report.HasField("node"):
             _check_node(report.node)
         if report.HasField("host"):
@@ -114,7 +117,7 @@ def _check_header(report: pb.NodeReport, now: float, skew: float) -> None:
         raise _Bad(RejectReason.OVERSIZED, f"agent_instance/agent_version longer than {MAX_ID_CHARS} characters")
 
 
-def _check_collectors(collectors: Sequence[pb.CollectorStatus]) -> None:
+def _check_collectors(collectors: Sequence[pb.CollectorStatus], unknown: list[tuple[str, str]] | None) -> None:
     if len(collectors) > MAX_COLLECTORS:
         raise _Bad(RejectReason.OVERSIZED, f"{len(collectors)} collectors (at most {MAX_COLLECTORS})")
     seen: set[str] = set()
@@ -125,6 +128,8 @@ def _check_collectors(collectors: Sequence[pb.CollectorStatus]) -> None:
         if name in seen:
             raise _Bad(RejectReason.MALFORMED, f"collector {name!r} appears twice")
         seen.add(name)
+        if unknown is not None and name not in COLLECTOR_NAMES:
+            unknown.append(("collector", name))
         if col.state not in _STATES:
             raise _Bad(RejectReason.INVALID_VALUE, f"collectors[{i}].state {col.state} is not a known state")
         if not 0.0 <= col.duration_seconds < math.inf:
@@ -150,7 +155,7 @@ def _check_resources(resources: Sequence[pb.ResourceAmount]) -> None:
             raise _Bad(RejectReason.INVALID_VALUE, f"resources[{name}].free={res.free} is not finite")
 
 
-def _check_devices(devices: Sequence[pb.Device]) -> None:
+def _check_devices(devices: Sequence[pb.Device], unknown: list[tuple[str, str]] | None = None) -> None:
     if len(devices) > MAX_DEVICES:
         raise _Bad(RejectReason.OVERSIZED, f"{len(devices)} devices (at most {MAX_DEVICES})")
     seen: set[str] = set()
@@ -160,8 +165,9 @@ def _check_devices(devices: Sequence[pb.Device]) -> None:
         # (10,000 reports/s on one core). Unset optional readings read as 0.0, which every check accepts.
         # Anything false goes the slow way, which finds the first problem and names it.
         dev_id = dev.id
+        kind = dev.kind
         assignments = dev.assignments
-        if not (0 < len(dev_id) <= limit and dev_id not in seen and dev.kind and dev.health in healths
+        if not (0 < len(dev_id) <= limit and dev_id not in seen and kind and dev.health in healths
                 and dev.index >= 0 and 0.0 <= dev.utilization_ratio <= ratio
                 and 0.0 <= dev.memory_utilization_ratio <= ratio and 0.0 <= dev.duty_cycle_ratio <= ratio
                 and 0.0 <= dev.temperature_celsius < inf and 0.0 <= dev.power_watts < inf
@@ -171,6 +177,8 @@ def _check_devices(devices: Sequence[pb.Device]) -> None:
                 and len(dev.xid_counts) <= MAX_XID_KINDS_PER_DEVICE):
             _device_problem(i, dev, seen)
         seen.add(dev_id)
+        if unknown is not None and kind not in KIND_VALUES:
+            unknown.append(("device_kind", str(kind)))
 
 
 def _assignments_ok(assignments: Sequence[pb.Assignment]) -> bool:
