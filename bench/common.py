@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from accelscore.scorer.ingest.handler import varint as varint  # bench bodies are built as ingest reads them
+
 
 @dataclass(frozen=True)
 class Row:
@@ -77,16 +79,6 @@ def median_ms(fn: Callable[[], object], repeats: int) -> float:
         fn()
         samples.append((time.perf_counter() - start) * 1000)
     return statistics.median(samples)
-
-
-def varint(n: int) -> bytes:
-    """`n` as a protobuf varint (for bodies built by hand)."""
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 def python_child(code: str) -> subprocess.Popen[str]:

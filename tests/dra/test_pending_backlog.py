@@ -24,11 +24,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from accelscore.agent.collectors.dra import DraSnapshot
-from accelscore.agent.dra_join import join_dra
-from accelscore.agent.snapshots import DynamicAssignment, KubeletSnapshot
+from accelscore.agent.snapshots import DynamicAssignment
 from accelscore.devices import AcceleratorFamily
-from accelscore.devices.dra import DraClaim, RequestOption, counted_devices
+from accelscore.devices.dra import DraClaim, RequestOption
 from accelscore.devices.dra_class import DeviceClassInfo, device_class
 from accelscore.kube.dra import parse_slice
 from accelscore.scorer.core.model import ACCELSCORE_APS
@@ -88,20 +86,10 @@ def _pending(api: k8s.ApiClient, name: str, *, claims: dict[str, dict[str, str]]
 
 def _report() -> pb.NodeReport:
     """dra-h100-0's report: its 8 GPUs joined to the slice; trainer-0 holds gpu-0/1, infer-0 gpu-2 (4 free)."""
-    report = pb.NodeReport(node_name=NODE, sequence=1, agent_instance="a")
-    report.time.FromNanoseconds(int(time.time() * 1e9))
-    for name in ("nvidia", "kubelet", "dra", "node"):
-        report.collectors.add(name=name, state=pb.COLLECTOR_STATE_OK)
-    for i, uuid in enumerate(UUIDS):
-        report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id=uuid, index=i, model="NVIDIA H100 80GB HBM3",
-                           health=pb.HEALTH_HEALTHY, memory_total_bytes=80 << 30, memory_used_bytes=0)
-    pools = counted_devices(parse_slice(d) for d in cluster.load("h100x8.resourceslices"))
     held = (DynamicAssignment("gpu.nvidia.com", NODE, "gpu-0", "ml", "trainer-gpus", "ml", "trainer-0", "main"),
             DynamicAssignment("gpu.nvidia.com", NODE, "gpu-1", "ml", "trainer-gpus", "ml", "trainer-0", "main"),
             DynamicAssignment("gpu.nvidia.com", NODE, "gpu-2", "ml", "infer-0-gpu-7xq2z", "ml", "infer-0", "main"))
-    join_dra(report, DraSnapshot("v1", pools.devices, {k: dict(v) for k, v in pools.counter_sets.items()}),
-             kubelet=KubeletSnapshot((), (), held, frozenset({("ml", "trainer-0"), ("ml", "infer-0")})), node=None)
-    return report
+    return cluster.joined_report(NODE, UUIDS, (parse_slice(d) for d in cluster.load("h100x8.resourceslices")), held)
 
 
 def _raw(scorer: ScorerService) -> dict[str, float]:

@@ -71,11 +71,12 @@ def _accepted_answer(received_at: float) -> bytes:
     """PushReportResponse{accepted_time} serialized by hand: field 1 (Timestamp: seconds = 1, nanos = 2), the
     same bytes protobuf writes, without building two messages per report."""
     seconds, nanos = divmod(int(received_at * 1e9), 10**9)
-    inner = b"\x08" + _varint(seconds) + (b"\x10" + _varint(nanos) if nanos else b"")
-    return b"\x0a" + _varint(len(inner)) + inner
+    inner = b"\x08" + varint(seconds) + (b"\x10" + varint(nanos) if nanos else b"")
+    return b"\x0a" + varint(len(inner)) + inner
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """`n` as a protobuf varint (a length prefix of a message built by hand)."""
     out = bytearray()
     while True:
         byte, n = n & 0x7F, n >> 7
