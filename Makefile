@@ -37,10 +37,14 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/accelscore local --once
 
-## test: lint, then the whole test suite
+## test: lint, then the whole test suite (mypy included: tests/architecture/test_types.py) on TEST_WORKERS processes
+# Most tests wait on sockets, processes and timers rather than the CPU: on 2 cores 4 workers measured fastest
+# (docs/testing.md, "Running the suite"). --dist loadgroup keeps the tests sharing a module or session fixture on
+# one worker (tests/conftest.py).
+TEST_WORKERS ?= 4
 test: python test-tools $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.client
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -12,15 +11,10 @@ import time
 from pathlib import Path
 
 from bench.common import Row, current_rss_mib
+from tests.rig.wait import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRAPES = 300
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait_up(port: int, path: str, timeout_s: float = 30.0) -> None:
@@ -68,7 +62,7 @@ def run() -> list[Row]:
     exporter = shutil.which("prometheus-node-exporter")
     if exporter is None:
         raise RuntimeError("prometheus-node-exporter missing: apt-get install prometheus-node-exporter")
-    agent_port, exporter_port = _free_port(), _free_port()
+    agent_port, exporter_port = free_port(), free_port()
     agent = subprocess.Popen([sys.executable, "-m", "bench.agent_server", str(agent_port)], cwd=ROOT,
                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     node_exporter = subprocess.Popen([exporter, f"--web.listen-address=127.0.0.1:{exporter_port}"],

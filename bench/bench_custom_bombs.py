@@ -20,7 +20,7 @@ from accelscore.scorer.service import ScorerService
 from accelscore.scorer.sources.bulkhead import WAIT_S
 from bench.bench_scoring import NOW, realistic_report
 from bench.common import Row, current_rss_mib, load_note
-from tests.custom_scores.support import scorer_with_custom_scores
+from tests.rig.scorer import standalone_scorer
 
 NODES = 5_000
 PASSES = 5
@@ -41,7 +41,7 @@ THOUSAND = "scores:\n" + "".join(f"  - {{name: s{i}, expression: cluster.gpuFree
 
 
 def _service(path: Path) -> ScorerService:
-    service = scorer_with_custom_scores(path)
+    service = standalone_scorer(ACCELSCORE_CUSTOM_SCORES=str(path))
     service.custom._check_every_s = 0.0  # every pass looks at the file
     service.table.set_nodes({f"node-{i:05d}": NodeFacts(f"node-{i:05d}", True) for i in range(NODES)})
     for i in range(NODES):

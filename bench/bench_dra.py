@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import statistics
 import time
 from typing import Any
 
@@ -22,14 +21,14 @@ from accelscore.agent.snapshots import DynamicAssignment, KubeletSnapshot
 from accelscore.devices.dra import DraClaim, RequestOption, counted_devices
 from accelscore.devices.dra_class import device_class
 from accelscore.kube.dra import parse_claim, parse_slice
-from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
 from accelscore.scorer.core.scoring import score_cluster
 from accelscore.scorer.dra.demand import Backlog, ClaimRef, FamilyCache, backlog
 from accelscore.scorer.dra.source import DraSource
-from accelscore.scorer.service import ScorerService, scoring_pass
+from accelscore.scorer.service import scoring_pass
 from accelscore.v1 import report_pb2 as pb
-from bench.common import DESIGN_SCORER_RSS_MIB, Row, cpu_ms, current_rss_mib
+from bench.common import DESIGN_SCORER_RSS_MIB, Row, cpu_ms, current_rss_mib, median_ms
 from tests.dra import cluster
+from tests.rig.scorer import standalone_scorer
 
 NODES = 5000
 HELD = 4  # of 8 GPUs per node, each held by its own claim
@@ -105,7 +104,7 @@ def _backlog_cost(dra: DraSource, name: str) -> tuple[float, float, Backlog]:
         changed[one] = dataclasses.replace(slices[one])  # a new object, as a watch event delivers it
         count(changed)
 
-    return first_ms, _median_ms(after_one_slice_changed, 21), first
+    return first_ms, median_ms(after_one_slice_changed, 21), first
 
 
 def _backlog_rows(dra: DraSource) -> list[Row]:
@@ -123,25 +122,8 @@ def _backlog_rows(dra: DraSource) -> list[Row]:
     return rows
 
 
-def _median_ms(fn: Any, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
-
-
 def run() -> list[Row]:
-    from accelscore.options import resolve
-
-    class _NoArgs:
-        pass
-
-    values = resolve(_NoArgs(), SCORER_OPTIONS, environ={"ACCELSCORE_DISABLE_AUTH": "true",  # type: ignore[arg-type]
-                                                         "ACCELSCORE_LISTEN_ADDRESS": "127.0.0.1:0",
-                                                         "ACCELSCORE_METRICS_ADDRESS": "127.0.0.1:0"})
-    service = ScorerService(config=scorer_config_from(values))
+    service = standalone_scorer()
     before = current_rss_mib()
     dra = DraSource(None)
     dra.present = True  # fed below through its watch callbacks, as its ResourceSlice/ResourceClaim watches feed it
@@ -172,8 +154,8 @@ def run() -> list[Row]:
 
     snapshot = service.table.snapshot()
     score_ms, score_median = cpu_ms(lambda: score_cluster(snapshot, config, now=NOW), 51)
-    event_ms = _median_ms(one_claim_and_pass, 21)
-    pass_ms = _median_ms(pass_only, 51)
+    event_ms = median_ms(one_claim_and_pass, 21)
+    pass_ms = median_ms(pass_only, 51)
     free = service.view.read()[0][1].raw["gpuClusterFree"]
     return [
         Row("scorer RSS, 5,000 DRA nodes: reports, slices, claims", rss, "MiB",

@@ -16,7 +16,9 @@ from pathlib import Path
 from accelscore.scorer.core.model import ACCELSCORE_APS
 from accelscore.scorer.ha.leadership import Timing
 from bench.common import Row
-from tests.zerogap.support import Rig, Seen, wait_for, withdrawn
+from tests.rig.cluster import Rig
+from tests.rig.hub import Seen, withdrawn
+from tests.rig.wait import wait_for
 
 TIMING = Timing()  # client-go's defaults
 
@@ -35,7 +37,7 @@ def publish_gap(seen: list[Seen]) -> float:
 def failover(*, crash: bool) -> tuple[float, float, float]:
     """(takeover s, first publish of news by the new leader s, publish gap s)."""
     with tempfile.TemporaryDirectory() as tmp:
-        rig = Rig(workdir=Path(tmp), nodes=4)
+        rig = Rig(Path(tmp), nodes=4)
         try:
             a = rig.start_scorer(identity="scorer-a", timing=TIMING)
             b = rig.start_scorer(identity="scorer-b", timing=TIMING)
@@ -49,17 +51,19 @@ def failover(*, crash: bool) -> tuple[float, float, float]:
             leader = wait_for(lambda: a if a.elector.is_leader() else b if b.elector.is_leader() else None,
                               timeout_s=30)
             standby = b if leader is a else a
-            baseline = wait_for(lambda: (s := rig.recorder.latest(ACCELSCORE_APS)) and s.scores["gpuClusterFree"],
+            recorder = rig.recorder
+            assert recorder is not None
+            baseline = wait_for(lambda: (s := recorder.latest(ACCELSCORE_APS)) and s.scores["gpuClusterFree"],
                                 timeout_s=30)
             leader.stop(release_lease=not crash)
             t0 = time.monotonic()
             busy[0] = 0
             wait_for(standby.elector.is_leader, timeout_s=TIMING.takeover_bound_s + 10)
             takeover = time.monotonic() - t0
-            wait_for(lambda: rig.recorder.latest(ACCELSCORE_APS).scores["gpuClusterFree"] > baseline, timeout_s=30)
+            wait_for(lambda: recorder.latest(ACCELSCORE_APS).scores["gpuClusterFree"] > baseline, timeout_s=30)
             published = time.monotonic() - t0
             stop.set()
-            return takeover, published, publish_gap(rig.recorder.seen)
+            return takeover, published, publish_gap(recorder.seen)
         finally:
             rig.stop()
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -28,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench.bench_ingest import AGENT_SA, agent_token
-from bench.common import Row, current_rss_mib, load_note
+from bench.common import Row, current_rss_mib, load_note, python_child, varint
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = 20
@@ -80,7 +79,7 @@ def flood(port: int, kind: str, stolen: str) -> None:
     def flooder(i: int) -> None:
         channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)])
         call = channel.unary_unary(_PATH)
-        body = (b"\x0a" + _varint(BODY_BYTES - 6) + b"\x00" * (BODY_BYTES - 6)) if kind == "random-tokens" else \
+        body = (b"\x0a" + varint(BODY_BYTES - 6) + b"\x00" * (BODY_BYTES - 6)) if kind == "random-tokens" else \
             b"\x0a\x00"
         n = 0
         while time.monotonic() < stop_at:
@@ -180,20 +179,6 @@ def agents(port: int) -> None:
         snd.close()
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _child(code: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-
-
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -202,10 +187,10 @@ def _quantile(values: list[float], q: float) -> float:
 def measure(api: object, kubeconfig: Path, kind: str, stolen: str, review_s: float) -> dict[str, object]:
     """One flood against a fresh server with warm agents and new ones; RSS sampled every 0.1 s. TokenReviews
     answer at once while the agents warm up, then `review_s` late."""
-    server = _child(f"from bench.bench_flood import serve; serve({str(kubeconfig)!r})")
+    server = python_child(f"from bench.bench_flood import serve; serve({str(kubeconfig)!r})")
     assert server.stdin is not None and server.stdout is not None
     port = int(server.stdout.readline())
-    agent_proc = _child(f"from bench.bench_flood import agents; agents({port})")
+    agent_proc = python_child(f"from bench.bench_flood import agents; agents({port})")
     assert agent_proc.stdin is not None and agent_proc.stdout is not None
     samples: list[float] = []
     try:
@@ -213,7 +198,7 @@ def measure(api: object, kubeconfig: Path, kind: str, stolen: str, review_s: flo
             raise RuntimeError("agents failed to warm up")
         api.set_latency("POST", r"/tokenreviews$", review_s)  # type: ignore[attr-defined]
         baseline = current_rss_mib(server.pid)
-        flooder = _child(f"from bench.bench_flood import flood; flood({port}, {kind!r}, {stolen!r})")
+        flooder = python_child(f"from bench.bench_flood import flood; flood({port}, {kind!r}, {stolen!r})")
         time.sleep(0.5)  # the flood is under way before the agents' measured pushes
         agent_proc.stdin.write("go\n")
         agent_proc.stdin.flush()

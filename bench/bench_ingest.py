@@ -21,13 +21,12 @@ import asyncio
 import base64
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Row, load_note
+from bench.common import Row, load_note, python_child, varint
 
 ROOT = Path(__file__).resolve().parent.parent
 NODES = 200
@@ -149,8 +148,8 @@ async def _push(port: int, mode: str, seconds: float) -> dict[str, int]:
     start = 0
 
     def request(i: int, seq: int) -> bytes:
-        body = bases[i] + b"\x20" + _varint(seq)  # field 4 (sequence) appended: a later field wins
-        return b"\x0a" + _varint(len(body)) + body
+        body = bases[i] + b"\x20" + varint(seq)  # field 4 (sequence) appended: a later field wins
+        return b"\x0a" + varint(len(body)) + body
 
     async def streaming(i: int) -> None:
         seq = start
@@ -188,23 +187,9 @@ async def _push(port: int, mode: str, seconds: float) -> dict[str, int]:
     return counts
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _child(code: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-
-
 def end_to_end(kubeconfig: Path, mode: str) -> tuple[float, float, dict[str, int]]:
     """(accepted/s, server CPU µs per accepted report, refused) for one server mode."""
-    server = _child(f"from bench.bench_ingest import serve; serve({str(kubeconfig)!r}, {mode!r})")
+    server = python_child(f"from bench.bench_ingest import serve; serve({str(kubeconfig)!r}, {mode!r})")
     assert server.stdin is not None and server.stdout is not None
     port = int(server.stdout.readline())
 
@@ -214,10 +199,10 @@ def end_to_end(kubeconfig: Path, mode: str) -> tuple[float, float, dict[str, int
         return json.loads(server.stdout.readline())  # type: ignore[union-attr, no-any-return]
 
     try:
-        warm = _child(f"from bench.bench_ingest import client; client({port}, {mode!r}, {WARMUP_S})")
+        warm = python_child(f"from bench.bench_ingest import client; client({port}, {mode!r}, {WARMUP_S})")
         warm.communicate(timeout=120)  # every token reviewed and cached, every stream opened once
         first = counters()
-        pusher = _child(f"from bench.bench_ingest import client; client({port}, {mode!r}, {MEASURE_S})")
+        pusher = python_child(f"from bench.bench_ingest import client; client({port}, {mode!r}, {MEASURE_S})")
         summary = json.loads(pusher.communicate(timeout=120)[0].strip().splitlines()[-1])
         last = counters()
     finally:
@@ -265,7 +250,7 @@ def connected(port: int, mode: str = "stream") -> None:
 
 
 def _bytes_with_length(body: bytes) -> bytes:
-    return _varint(len(body)) + body
+    return varint(len(body)) + body
 
 
 def memory_per_agent(kubeconfig: Path, mode: str) -> tuple[float, float]:
@@ -273,10 +258,10 @@ def memory_per_agent(kubeconfig: Path, mode: str) -> tuple[float, float]:
     in `stream` mode; `unary`: a connection kept between unary pushes, as agents older than issue 21 keep it)."""
     from bench.common import current_rss_mib
 
-    server = _child(f"from bench.bench_ingest import serve; serve({str(kubeconfig)!r}, 'stream')")
+    server = python_child(f"from bench.bench_ingest import serve; serve({str(kubeconfig)!r}, 'stream')")
     assert server.stdin is not None and server.stdout is not None
     port = int(server.stdout.readline())
-    agents = _child(f"from bench.bench_ingest import connected; connected({port}, {mode!r})")
+    agents = python_child(f"from bench.bench_ingest import connected; connected({port}, {mode!r})")
     assert agents.stdin is not None and agents.stdout is not None
     try:
         time.sleep(1.0)

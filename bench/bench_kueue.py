@@ -7,16 +7,13 @@ machine), since both run in every scoring pass when Kueue is installed.
 
 from __future__ import annotations
 
-import statistics
-import time
-
 from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry
 from accelscore.scorer.core.scoring import score_cluster
 from accelscore.scorer.core.scoring_config import default_scoring_config
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.scorer.kueue.headroom import ClusterQueueInfo, FlavorInfo, KueueState, Quota, kueue_score_set
 from bench.bench_scoring import realistic_report
-from bench.common import Row
+from bench.common import Row, median_ms
 
 NOW = 1_700_000_000.0
 GPU = "nvidia.com/gpu"
@@ -45,23 +42,14 @@ def state() -> KueueState:
     return KueueState(queues=tuple(queues), flavors=flavors)
 
 
-def _median_ms(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
-
-
 def run() -> list[Row]:
     config = default_scoring_config()
     kueue = state()
     rows = []
     for count in (5_000, 50_000):
         snap = snapshot(count)
-        builtin = _median_ms(lambda s=snap: score_cluster(s, config, now=NOW), 7)
-        headroom = _median_ms(lambda s=snap: kueue_score_set(kueue, s, now=NOW, stale_after_s=config.stale_after_s),
+        builtin = median_ms(lambda s=snap: score_cluster(s, config, now=NOW), 7)
+        headroom = median_ms(lambda s=snap: kueue_score_set(kueue, s, now=NOW, stale_after_s=config.stale_after_s),
                               7)
         scores = len(kueue_score_set(kueue, snap, now=NOW, stale_after_s=config.stale_after_s)[0].scores)
         rows.append(Row(f"kueue headroom pass, {count:,} nodes", headroom, "ms",

@@ -6,24 +6,15 @@ import time
 
 import kubernetes.client  # noqa: F401 - the real scorer loads it (watches, TokenReview); count its memory
 
-from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
-from accelscore.scorer.service import ScorerService
 from bench.common import DESIGN_SCORER_RSS_MIB, Row, current_rss_mib
 from tests.ingest.sample import eight_gpu_report
+from tests.rig.scorer import standalone_scorer
 
 NODES = 5000
 
 
 def run() -> list[Row]:
-    from accelscore.options import resolve
-
-    class _NoArgs:
-        pass
-
-    values = resolve(_NoArgs(), SCORER_OPTIONS, environ={"ACCELSCORE_DISABLE_AUTH": "true",  # type: ignore[arg-type]
-                                                         "ACCELSCORE_LISTEN_ADDRESS": "127.0.0.1:0",
-                                                         "ACCELSCORE_METRICS_ADDRESS": "127.0.0.1:0"})
-    service = ScorerService(config=scorer_config_from(values))
+    service = standalone_scorer()
     before = current_rss_mib()
     now = time.time()
     for i in range(NODES):

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import gc
-import statistics
-import time
-from collections.abc import Callable
 
 from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary
 from accelscore.scorer.core.scoring import score_cluster
 from accelscore.scorer.core.scoring_config import ScoringConfig, default_scoring_config
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
-from bench.common import Row, cpu_ms, current_rss_mib, load_note, peak_rss_mib
+from bench.common import Row, cpu_ms, current_rss_mib, load_note, median_ms, peak_rss_mib
 
 GIB = 1 << 30
 NOW = 1_700_000_000.0
@@ -83,16 +80,6 @@ def _summaries(count: int, config: ScoringConfig) -> list[NodeSummary]:
     return [summarize(realistic_report(i), config, received_at=NOW - (i % 30)) for i in range(count)]
 
 
-def _median_ms(fn: Callable[[], object], repeats: int) -> float:
-    """Median wall time of `repeats` calls, in ms."""
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
-
-
 def run() -> list[Row]:
     """Memory first (before anything larger is built), then summarize() cost, then scoring passes."""
     config = default_scoring_config()
@@ -109,7 +96,7 @@ def run() -> list[Row]:
     del held
 
     reports = [realistic_report(i) for i in range(2_000)]
-    per_pass = _median_ms(lambda rs=reports: [summarize(r, config, received_at=NOW) for r in rs], 7)
+    per_pass = median_ms(lambda rs=reports: [summarize(r, config, received_at=NOW) for r in rs], 7)
     rows.append(Row("scoring: summarize() one 8-GPU NodeReport", per_pass * 1000 / len(reports), "us",
                     "median of 7 passes over 2,000 reports"))
     del reports
@@ -120,7 +107,7 @@ def run() -> list[Row]:
         snapshot = ClusterSnapshot("bench", tuple(NodeEntry(s.node, True, s) for s in summaries[:count]),
                                    pending_gpu_requests=16.0)
         best, median = cpu_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 51)
-        wall = _median_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 11)
+        wall = median_ms(lambda snap=snapshot: score_cluster(snap, config, now=NOW), 11)
         rows.append(Row(f"scoring: score_cluster {count:,} nodes x {GPUS_PER_NODE} GPUs", best, "ms",
                         f"CPU time, best of 51 (median {median:.2f} ms; wall median {wall:.2f} ms); {load_note()}",
                         budget=budgets.get(count)))

@@ -5,9 +5,14 @@ from __future__ import annotations
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+from accelscore.scorer.ingest.handler import varint as varint  # bench bodies are built as ingest reads them
 
 
 @dataclass(frozen=True)
@@ -64,3 +69,20 @@ def current_rss_mib(pid: int | None = None) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError("VmRSS not found")
+
+
+def median_ms(fn: Callable[[], object], repeats: int) -> float:
+    """Median wall time of `repeats` calls of `fn`, in ms."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def python_child(code: str) -> subprocess.Popen[str]:
+    """`python -c code` in the repository, its stdin and stdout piped as text (a benchmark's server or client
+    process)."""
+    return subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -8,7 +8,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -27,13 +28,17 @@ from accelscore.httpserve import MetricsServer
 from accelscore.promlabels import ConstantLabels
 from accelscore.v1 import report_pb2 as pb
 
+if TYPE_CHECKING:  # `agent --once` and local mode import neither
+    from accelscore.agent.push import PushLoop
+    from accelscore.kube.config import ApiClient
+
 log = logging.getLogger(__name__)
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
-def build_collectors(host: HostConfig, *, nvml: Any = None, kube_client_factory: Callable[[], Any] | None = None,
-                     psutil_module: Any = None, read_gpu_processes: bool = False,
+def build_collectors(host: HostConfig, *, nvml: Any = None, kube_client_factory: Callable[[], ApiClient] | None = None,
+                     psutil_module: ModuleType | None = None, read_gpu_processes: bool = False,
                      libraries: Mapping[str, Any] | None = None) -> CollectorSet:
     """Every collector for this host, wired so GPU/TPU/kubelet consult what the node collector saw.
 
@@ -59,7 +64,9 @@ def build_collectors(host: HostConfig, *, nvml: Any = None, kube_client_factory:
         return None if node is None else node.pod_phases.get((namespace, pod))
 
     if kube_client_factory is None:
-        from accelscore.kube.config import load_api_client as kube_client_factory
+        from accelscore.kube.config import load_api_client
+
+        kube_client_factory = load_api_client
     collectors = CollectorSet([
         NodeCollector(node_name=host.node_name, api_client_factory=kube_client_factory),
         KubeletCollector(socket_path=host.pod_resources_socket, pod_phase=pod_phase, own_pod=host.own_pod),
@@ -108,7 +115,7 @@ def collect_settled(collectors: CollectorSet, *, attempts: int = 4, pause_s: flo
 class AgentRuntime:
     """The long-running agent: collect every interval, cache the exposition, offer reports to the push loop."""
 
-    def __init__(self, *, config: AgentConfig, collectors: CollectorSet, push_loop: Any = None) -> None:
+    def __init__(self, *, config: AgentConfig, collectors: CollectorSet, push_loop: PushLoop | None = None) -> None:
         self._config = config
         self._collectors = collectors
         self._push_loop = push_loop
@@ -116,7 +123,7 @@ class AgentRuntime:
         self._sequence = 0
         self._stop = threading.Event()
         self.registry = CollectorRegistry(auto_describe=False)
-        push_stats = getattr(push_loop, "stats", None)
+        push_stats = push_loop.stats if push_loop is not None else None
         metrics = AgentMetrics(collectors=collectors, node_name=config.host.node_name, push_stats=push_stats)
         self.registry.register(ConstantLabels(metrics, {"cluster": config.cluster_name}))
         self._exposition = b""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from accelscore.agent.collectors.dra import DraSnapshot
 from accelscore.agent.snapshots import DynamicAssignment, KubeletSnapshot, NodeSnapshot
-from accelscore.devices import Accelerator, DeviceSource, vendor_of_driver, vendor_of_kind
+from accelscore.devices import Accelerator, vendor_of_driver, vendor_of_kind
 from accelscore.devices.dra import (
     DeviceKey,
     DraDevice,
@@ -69,10 +69,10 @@ def _index(report: pb.NodeReport, accelerators: Iterable[Accelerator]) -> dict[t
         if device.kind == pb.DEVICE_KIND_TPU_CHIP:
             index[(device.kind, str(device.index))] = device
     for acc in accelerators:
-        device = by_id.get(acc.id)
-        if device is not None:
+        found = by_id.get(acc.id)
+        if found is not None:
             for alias in acc.aliases:
-                index.setdefault((device.kind, alias), device)
+                index.setdefault((found.kind, alias), found)
     return index
 
 
@@ -131,7 +131,7 @@ def _whole(report: pb.NodeReport, index: dict[tuple[int, str], pb.Device], devic
 def _mark(wire: pb.Device, device: DraDevice, dra: DraSnapshot, held: Iterable[DynamicAssignment],
           known: bool) -> bool:
     """Source, DRA identity, assignment and taint health of one wire device; whether a taint took it out."""
-    wire.source = DeviceSource.DRA
+    wire.source = pb.DEVICE_SOURCE_DRA
     wire.dra_driver, wire.dra_pool, wire.dra_device = device.key
     wire.dra_shareable = device.multiple_allocations  # its shares: what the claims leave, counted by the scorer
     wire.assignment_known = known
@@ -198,7 +198,7 @@ def dra_amounts(report: pb.NodeReport, join: DraJoin) -> dict[str, tuple[float, 
     amounts: dict[str, list[float]] = {}
     for d in report.devices:
         vendor = vendor_of_kind(d.kind)
-        if d.source != DeviceSource.DRA or vendor is None or d.kind != vendor.device_kind or d.id in join.tainted:
+        if d.source != pb.DEVICE_SOURCE_DRA or vendor is None or d.kind != vendor.device_kind or d.id in join.tainted:
             continue
         pair = amounts.setdefault(vendor.resource, [0.0, 0.0])
         pair[0] += 1
@@ -232,7 +232,8 @@ def unknown_unless_handed_out(report: pb.NodeReport, plugin_ids: set[str], accel
     list) hands out cannot be assigned to a pod through either, and its DRA allocation may simply be unseen (the
     slices unreadable, the driver leaving it out): its assignment is unknown, so it is never counted free."""
     aliases = {a.id: {a.id, *a.aliases} for a in accelerators}
-    managed = {d.id for d in report.devices if d.source == DeviceSource.DRA or aliases.get(d.id, {d.id}) & plugin_ids}
+    managed = {d.id for d in report.devices
+               if d.source == pb.DEVICE_SOURCE_DRA or aliases.get(d.id, {d.id}) & plugin_ids}
     managed |= {d.parent_id for d in report.devices if d.parent_id and d.id in managed}  # MIG/partitions' parents
     for device in report.devices:
         if device.id not in managed and device.health != pb.HEALTH_UNHEALTHY:  # an unhealthy one is never free

@@ -116,24 +116,24 @@ class AgentMetrics(Collector):
         cycles.add_metric([self._node], cycle.number)
         yield cycles
         if self._push_stats is not None:
-            stats = self._push_stats()
+            push = self._push_stats()
             pushes = CounterMetricFamily("accelscore_report_pushes", "NodeReport pushes by result",
                                          labels=["node", "result"])
-            pushes.add_metric([self._node, "ok"], stats.pushes_ok)
-            pushes.add_metric([self._node, "failed"], stats.pushes_failed)
-            pushes.add_metric([self._node, "rejected"], stats.pushes_rejected)
-            pushes.add_metric([self._node, "dropped"], stats.pushes_dropped)
+            pushes.add_metric([self._node, "ok"], push.pushes_ok)
+            pushes.add_metric([self._node, "failed"], push.pushes_failed)
+            pushes.add_metric([self._node, "rejected"], push.pushes_rejected)
+            pushes.add_metric([self._node, "dropped"], push.pushes_dropped)
             dropped = CounterMetricFamily("accelscore_report_dropped",
                                           "reports the scorer answered but did not keep, by the reason it gave "
                                           "(not a success)", labels=["node", "reason"])
-            for reason, count in stats.dropped_by_reason:
+            for reason, count in push.dropped_by_reason:
                 dropped.add_metric([self._node, reason], count)
             replaced = CounterMetricFamily("accelscore_reports_replaced", "reports superseded before delivery",
                                            labels=["node"])
-            replaced.add_metric([self._node], stats.reports_replaced)
+            replaced.add_metric([self._node], push.reports_replaced)
             last = GaugeMetricFamily("accelscore_report_last_success_timestamp_seconds",
                                      "when the scorer last accepted and kept a report", labels=["node"])
-            last.add_metric([self._node], stats.last_success_time)
+            last.add_metric([self._node], push.last_success_time)
             yield from (pushes, dropped, replaced, last)
 
     def _gpu_metrics(self, gpus: tuple[GpuSnapshot, ...]) -> Iterator[Metric]:

@@ -58,7 +58,7 @@ class PushLoop:
     def __init__(self, *, sender: Sender, interval_s: float, change_key: Callable[[pb.NodeReport], Hashable],
                  stop_event: threading.Event | None = None, backoff_initial_s: float = 0.5,
                  backoff_max_s: float = 30.0, final_push_timeout_s: float = 2.0,
-                 sleep: Callable[[float], object] | None = None, clock: Callable[[], float] = time.time) -> None:
+                 sleep: Callable[[float], None] | None = None, clock: Callable[[], float] = time.time) -> None:
         if interval_s <= 0 or backoff_initial_s <= 0 or backoff_max_s < backoff_initial_s:
             raise ValueError("interval_s and backoff_initial_s must be > 0 and backoff_max_s >= backoff_initial_s")
         self._sender = sender
@@ -81,9 +81,13 @@ class PushLoop:
                                                   max=backoff_max_s),
             retry=tenacity.retry_if_result(lambda o: o is not None and o.result is PushResult.RETRYABLE),
             stop=lambda _state: self._stop.is_set(),
-            sleep=sleep or self._stop.wait,  # waiting on the stop event: stop() cuts a backoff short
+            sleep=sleep or self._back_off,
             retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
         )
+
+    def _back_off(self, seconds: float) -> None:
+        """Wait on the stop event: stop() cuts a backoff short."""
+        self._stop.wait(seconds)
 
     def start(self) -> None:
         """Start the push thread (once)."""

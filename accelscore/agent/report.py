@@ -11,12 +11,14 @@ import enum
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import TypeVar
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from accelscore import __version__
 from accelscore.agent.collectors.base import State
 from accelscore.agent.collectors.device_ids import IdKind, device_key
+from accelscore.agent.collectors.dra import DraSnapshot
 from accelscore.agent.dra_join import add_dra, unknown_unless_handed_out
 from accelscore.agent.runner import Cycle
 from accelscore.agent.snapshots import (
@@ -33,7 +35,6 @@ from accelscore.agent.snapshots import (
 from accelscore.devices import (
     Accelerator,
     CollectorName,
-    DeviceSource,
     ResourceRole,
     resource_info,
     vendor_named,
@@ -43,7 +44,7 @@ from accelscore.v1 import report_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-_Kubelet = DeviceAssignment | AllocatableDevice  # what the kubelet lists per device id
+_Kubelet = TypeVar("_Kubelet", DeviceAssignment, AllocatableDevice)  # what the kubelet lists per device id
 
 COLLECTOR_ORDER = (CollectorName.NODE, CollectorName.KUBELET, CollectorName.DRA, CollectorName.NVIDIA,
                    CollectorName.TPU, CollectorName.HOST)
@@ -122,12 +123,13 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
         keys = dict.fromkeys((accelerator.id, *accelerator.aliases))  # an alias may repeat the id
         held = [a for key in keys for a in by_device.get(key, ())]
         add_accelerator(report, accelerator, assignments=held, assignment_known=rule is GpuAssignmentRule.KUBELET)
-    source = DeviceSource.HOST if rule is GpuAssignmentRule.NVML_PROCESSES else DeviceSource.DEVICE_PLUGIN
+    source = pb.DEVICE_SOURCE_HOST if rule is GpuAssignmentRule.NVML_PROCESSES else pb.DEVICE_SOURCE_DEVICE_PLUGIN
     for device in report.devices:
         device.source = source  # the DRA join below re-marks what DRA hands out
     dra_reading = cycle.get("dra")
-    if dra_reading is not None and dra_reading.state is State.OK:
-        add_dra(report, dra_reading.data, kubelet if rule is GpuAssignmentRule.KUBELET else None, node, accelerators)
+    dra: DraSnapshot | None = cycle.data("dra")
+    if dra is not None:
+        add_dra(report, dra, kubelet if rule is GpuAssignmentRule.KUBELET else None, node, accelerators)
     if dra_reading is not None and dra_reading.state is not State.ABSENT and kubelet is not None:
         # DRA is in play: a device neither DRA nor a device plugin hands out has no known assignment.
         unknown_unless_handed_out(report, set(_by_device(kubelet.allocatable, nvidia, tpu)), accelerators)

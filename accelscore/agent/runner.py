@@ -32,10 +32,10 @@ class Cycle:
     """One finished collection cycle: every collector's reading, by name, in run order."""
 
     number: int
-    readings: Mapping[str, Reading[Any]]
+    readings: Mapping[str, Reading[object]]
     finished_at: float = 0.0
 
-    def get(self, name: str) -> Reading[Any] | None:
+    def get(self, name: str) -> Reading[object] | None:
         return self.readings.get(name)
 
     def data(self, name: str) -> Any:
@@ -48,7 +48,7 @@ class Cycle:
 class CollectorSet:
     """Runs collectors in order (the node collector first: others consult what it saw)."""
 
-    collectors: Sequence[Collector[Any]]
+    collectors: Sequence[Collector[object]]
     on_cycle: list[Callable[[Cycle], None]] = field(default_factory=list)
     log_changes: bool = True  # log each collector's state and reason at start and when they change
 
@@ -65,7 +65,7 @@ class CollectorSet:
 
     def collect_all(self, *, now: float) -> Cycle:
         """One cycle; a collector that raises despite its contract becomes UNKNOWN, never a crash."""
-        readings: dict[str, Reading[Any]] = {}
+        readings: dict[str, Reading[object]] = {}
         for collector in self.collectors:
             reading = _run_one(collector)
             readings[collector.name] = reading
@@ -84,7 +84,7 @@ class CollectorSet:
                 log.exception("cycle consumer failed")
         return cycle
 
-    def _count(self, reading: Reading[Any]) -> None:
+    def _count(self, reading: Reading[object]) -> None:
         stats = self.stats.setdefault(reading.name, CollectorStats())
         stats.runs += 1
         stats.last_state = reading.state
@@ -94,7 +94,7 @@ class CollectorSet:
         if self.log_changes:
             self._log_if_changed(reading)
 
-    def _log_if_changed(self, reading: Reading[Any]) -> None:
+    def _log_if_changed(self, reading: Reading[object]) -> None:
         """Once per state and reason (numbers in the reason, like elapsed seconds, do not count as a change):
         WARNING for UNKNOWN, INFO for OK and ABSENT."""
         key = (reading.state, _NUMBERS.sub("#", reading.reason))
@@ -114,7 +114,7 @@ class CollectorSet:
                 log.exception("closing collector %s failed", collector.name)
 
 
-def _run_one(collector: Collector[Any]) -> Reading[Any]:
+def _run_one(collector: Collector[object]) -> Reading[object]:
     """Collectors catch their own faults; this is the last guard for one that does not."""
     started = time.monotonic()
     try:

@@ -29,6 +29,7 @@ from accelscore.devices.vendors import (
     vendor_named,
     vendor_of_driver,
     vendor_of_kind,
+    vendor_row,
 )
 
 __all__ = [
@@ -57,4 +58,5 @@ __all__ = [
     "vendor_named",
     "vendor_of_driver",
     "vendor_of_kind",
+    "vendor_row",
 ]

@@ -217,6 +217,11 @@ def vendor_of_kind(kind: int) -> Vendor | None:
     return _BY_KIND.get(kind)
 
 
+def vendor_row(kind: DeviceKind) -> Vendor:
+    """The row of a kind the table has (a module naming a built-in vendor's kind); KeyError for any other."""
+    return _BY_KIND[kind]
+
+
 def vendor_of_driver(driver: str) -> Vendor | None:
     """The vendor whose DRA driver this is; None for drivers accelscore does not count (NICs, compute domains)."""
     return _BY_DRIVER.get(driver)

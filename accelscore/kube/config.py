@@ -20,10 +20,11 @@ ApiClient = client.ApiClient
 def from_kubeconfig(path: str | Path) -> client.ApiClient:
     """An ApiClient for the kubeconfig at `path` (its current context); KubeconfigInvalid when it does not load."""
     try:
-        return config.new_client_from_config(config_file=str(path))
+        api: client.ApiClient = config.new_client_from_config(config_file=str(path))
     except (ConfigException, OSError, ValueError, TypeError, AttributeError, yaml.YAMLError) as err:
         reason = " ".join(str(err).split()) or type(err).__name__  # YAML errors span lines
         raise KubeconfigInvalid(f"cannot load kubeconfig {path}: {reason}") from err
+    return api
 
 
 def load_api_client(kubeconfig: str | Path | None = None) -> client.ApiClient:

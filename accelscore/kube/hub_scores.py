@@ -110,8 +110,8 @@ class HubClient:
     def get(self, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""
         try:
-            obj = self._call(f"get addonplacementscores/{name}", lambda api: api.get_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, PLURAL, name, _request_timeout=self._timeout))
+            obj = self._call(f"get addonplacementscores/{name}", lambda api: _object(api.get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, PLURAL, name, _request_timeout=self._timeout)))
         except kube_errors.NotFound:
             self._rv.pop(name, None)
             return None
@@ -121,8 +121,8 @@ class HubClient:
     def create(self, name: str) -> dict[str, Any]:
         """Create the object empty (status sent on create would be dropped); returns it."""
         body = render_object(name=name, namespace=self.namespace)
-        obj = self._call("create addonplacementscores", lambda api: api.create_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, body, _request_timeout=self._timeout))
+        obj = self._call("create addonplacementscores", lambda api: _object(api.create_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, body, _request_timeout=self._timeout)))
         self._remember(name, obj)
         return obj
 
@@ -130,8 +130,9 @@ class HubClient:
         """PUT `/status` at `resource_version` (409 if the object moved on since); returns the stored object."""
         body = render_object(name=name, namespace=self.namespace, status=status)
         body["metadata"]["resourceVersion"] = resource_version
-        obj = self._call("update addonplacementscores/status", lambda api: api.replace_namespaced_custom_object_status(
-            GROUP, VERSION, self.namespace, PLURAL, name, body, _request_timeout=self._timeout))
+        obj = self._call("update addonplacementscores/status", lambda api: _object(
+            api.replace_namespaced_custom_object_status(GROUP, VERSION, self.namespace, PLURAL, name, body,
+                                                        _request_timeout=self._timeout)))
         self._remember(name, obj)
         return obj
 
@@ -270,8 +271,8 @@ class ScoreObjects:
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return kube_errors.call(self._api.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
-                                    _request_timeout=self._timeout)
+            return _object(kube_errors.call(self._api.get_namespaced_custom_object, GROUP, VERSION, namespace,
+                                            PLURAL, name, _request_timeout=self._timeout))
         except kube_errors.NotFound:
             return None
 
@@ -280,5 +281,12 @@ class ScoreObjects:
         meta = obj["metadata"]
         body = render_object(name=meta["name"], namespace=meta["namespace"], status=status)
         body["metadata"]["resourceVersion"] = meta["resourceVersion"]
-        return kube_errors.call(self._api.replace_namespaced_custom_object_status, GROUP, VERSION, meta["namespace"],
-                                PLURAL, meta["name"], body, _request_timeout=self._timeout)
+        return _object(kube_errors.call(self._api.replace_namespaced_custom_object_status, GROUP, VERSION,
+                                        meta["namespace"], PLURAL, meta["name"], body, _request_timeout=self._timeout))
+
+
+def _object(answer: object) -> dict[str, Any]:
+    """A custom object as the API answers it: a JSON object (anything else breaks the API's contract)."""
+    if not isinstance(answer, dict):
+        raise kube_errors.KubeError(f"the API answered a {type(answer).__name__} where an object belongs")
+    return answer

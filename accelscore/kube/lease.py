@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import urllib3
 from kubernetes import client as k8s
 
 from accelscore.kube.config import ApiClient
-from accelscore.kube.errors import NotFound, call
+from accelscore.kube.errors import KubeError, NotFound, call
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +68,7 @@ class LeaseClient:
                         _request_timeout=self._timeout)
         except NotFound:
             return None
-        return _from_json(json.loads(resp.data))
+        return _from_json(_body_of(resp))
 
     def create(self, *, holder: str, duration_s: int, acquire_time: float, renew_time: float,
                transitions: int) -> LeaseObject:
@@ -75,7 +76,7 @@ class LeaseClient:
         body = self._body(holder, duration_s, acquire_time, renew_time, transitions, None)
         resp = call(self._api.create_namespaced_lease, self.namespace, body, _preload_content=False,
                     _request_timeout=self._timeout)
-        return _from_json(json.loads(resp.data))
+        return _from_json(_body_of(resp))
 
     def update(self, *, holder: str, duration_s: int, acquire_time: float, renew_time: float, transitions: int,
                resource_version: str) -> LeaseObject:
@@ -83,7 +84,7 @@ class LeaseClient:
         body = self._body(holder, duration_s, acquire_time, renew_time, transitions, resource_version)
         resp = call(self._api.replace_namespaced_lease, self.name, self.namespace, body, _preload_content=False,
                     _request_timeout=self._timeout)
-        return _from_json(json.loads(resp.data))
+        return _from_json(_body_of(resp))
 
     def _body(self, holder: str, duration_s: int, acquire_time: float, renew_time: float, transitions: int,
               resource_version: str | None) -> dict[str, Any]:
@@ -95,3 +96,14 @@ class LeaseClient:
                 "spec": {"holderIdentity": holder, "leaseDurationSeconds": int(duration_s),
                          "acquireTime": micro_time(acquire_time), "renewTime": micro_time(renew_time),
                          "leaseTransitions": int(transitions)}}
+
+
+def _body_of(answer: object) -> dict[str, Any]:
+    """The JSON body of a call made with `_preload_content=False`: the client then answers urllib3's raw response,
+    not the model its annotations name."""
+    if not isinstance(answer, urllib3.response.HTTPResponse):
+        raise KubeError(f"the Kubernetes client answered a {type(answer).__name__}, not the raw response")
+    body = json.loads(answer.data)
+    if not isinstance(body, dict):
+        raise KubeError("the Lease answer is not a JSON object")
+    return body

@@ -32,7 +32,8 @@ def _add(into: dict[str, Decimal], other: Mapping[str, Decimal]) -> None:
         into[name] = into.get(name, Decimal(0)) + value
 
 
-def _container_requests(containers: Sequence[Mapping[str, Any]] | None, kind: str) -> list[tuple[bool, dict]]:
+def _container_requests(containers: Sequence[Mapping[str, Any]] | None,
+                        kind: str) -> list[tuple[bool, dict[str, Decimal]]]:
     """(is_sidecar, requests) per container, in declaration order."""
     out = []
     for i, c in enumerate(containers or ()):

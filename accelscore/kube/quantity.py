@@ -25,7 +25,7 @@ class InvalidQuantity(ValueError):
 def quantity(value: object, field: str) -> Decimal:
     """Parse one quantity in base units (cores, bytes, counts); bad or absurd values raise InvalidQuantity."""
     try:
-        parsed = Decimal(parse_quantity(value))  # type: ignore[arg-type]
+        parsed = Decimal(parse_quantity(value))
     except (ValueError, TypeError, InvalidOperation) as err:
         raise InvalidQuantity(field, value, f"not a quantity ({err})") from err
     if not parsed.is_finite():

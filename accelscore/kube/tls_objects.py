@@ -45,7 +45,7 @@ class TlsObjects:
         except NotFound:
             return None
         data = {k: base64.b64decode(v) for k, v in (obj.data or {}).items()}
-        return StoredObject(data, obj.metadata.resource_version or "")
+        return StoredObject(data, _resource_version(obj.metadata))
 
     def create_secret(self, data: dict[str, bytes]) -> None:
         """Create the Secret (AlreadyExists when another replica was first)."""
@@ -68,7 +68,7 @@ class TlsObjects:
         except NotFound:
             return None
         data = {k: v.encode() for k, v in (obj.data or {}).items()}
-        return StoredObject(data, obj.metadata.resource_version or "")
+        return StoredObject(data, _resource_version(obj.metadata))
 
     def put_configmap(self, data: dict[str, str]) -> None:
         """Create the ConfigMap, or replace its data when it differs."""
@@ -91,5 +91,10 @@ class TlsObjects:
                                            "app.kubernetes.io/component": "scorer-tls"})
 
 
-def _b64(data: dict[str, bytes]) -> dict[str, str]:
+def _b64(data: dict[str, bytes]) -> dict[str, bytes | str]:
     return {k: base64.b64encode(v).decode() for k, v in data.items()}
+
+
+def _resource_version(meta: client.V1ObjectMeta | None) -> str:
+    """An object's resourceVersion ("" when the answer carried none)."""
+    return (meta.resource_version if meta is not None else None) or ""

@@ -120,11 +120,15 @@ class WatchCache(Generic[K, V]):
 
     # ------------------------------------------------------------ thread
 
+    def _back_off(self, seconds: float) -> None:
+        """Wait on the stop event: stop() cuts a backoff short."""
+        self._stop.wait(seconds)
+
     def _run(self) -> None:
         retrying = tenacity.Retrying(
             wait=self._wait,
             retry=tenacity.retry_if_exception(lambda _e: not self._stop.is_set()),
-            sleep=self._stop.wait,
+            sleep=self._back_off,
             reraise=True,
         )
         while not self._stop.is_set():

@@ -67,11 +67,10 @@ def _gpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
     if not any((r := cycle.get(c)) is not None and r.state is State.OK for c in gpu_collectors):
         states = "; ".join(_state_of(cycle.get(c), c) for c in gpu_collectors if cycle.get(c) is not None)
         return f"gpu* scores are 0 ({COMPAT} -100): {states or 'no GPU collector ran'}"
-    nvidia = cycle.get("nvidia")
     if rule is GpuAssignmentRule.UNKNOWN:
         kubelet = _state_of(cycle.get("kubelet"), "kubelet")
         return f"gpu free/fit/memory scores are 0 ({COMPAT} -100): GPU assignment unknown ({kubelet})"
-    data: NvidiaSnapshot | None = nvidia.data if nvidia is not None else None
+    data: NvidiaSnapshot | None = cycle.data("nvidia")  # None unless the collector read OK
     unread = [str(g.index) for g in (data.gpus if data else ())
               if g.processes is None and g.health is not Health.UNHEALTHY]  # a lost GPU is busy anyway
     if rule is GpuAssignmentRule.NVML_PROCESSES and unread:

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -21,15 +21,22 @@ from accelscore.scorer.ha.metrics import HaMetrics, HaState
 from accelscore.scorer.ha.startup import ViewState, view_trustworthy
 from accelscore.scorer.ingest.admission import RateLimiter
 from accelscore.scorer.ingest.node_table import NodeTable
-from accelscore.scorer.ingest.server import DEFAULT_BURST, IngestStats, build_ingest_server
+from accelscore.scorer.ingest.server import DEFAULT_BURST, IngestServer, IngestStats, build_ingest_server
 from accelscore.scorer.ingest.skew import UnknownItemsMetrics
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
-from accelscore.scorer.publish.publisher import Publisher
+from accelscore.scorer.publish.publisher import HubWriter, Publisher
 from accelscore.scorer.publish.worker import PublishWorker
 from accelscore.scorer.sources.base import Required, Source
 from accelscore.scorer.sources.bulkhead import BulkheadMetrics, Bulkheads
 from accelscore.scorer.sources.custom_file import CustomScoresInput
 from accelscore.v1 import report_pb2
+
+if TYPE_CHECKING:  # imported where a cluster API is given (they load the Kubernetes client)
+    from accelscore.kube.config import ApiClient
+    from accelscore.scorer.dra.source import DraSource
+    from accelscore.scorer.ha.elector import LeaderElector
+    from accelscore.scorer.ingest.auth import TokenAuthenticator
+    from accelscore.scorer.sources.dra import DraInput
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +77,9 @@ def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, 
 class ScorerService:
     """Owns every long-lived part; `start()` binds ports, `run()` loops until `stop()`."""
 
-    def __init__(self, *, config: ScorerConfig, cluster_api: Any = None, hub: Any = None,
-                 clock: Callable[[], float] = time.time, elector_factory: Callable[..., Any] | None = None,
+    def __init__(self, *, config: ScorerConfig, cluster_api: ApiClient | None = None, hub: HubWriter | None = None,
+                 clock: Callable[[], float] = time.time,
+                 elector_factory: Callable[..., LeaderElector] | None = None,
                  watch_options: dict[str, Any] | None = None) -> None:
         self.config = config
         self._clock = clock
@@ -86,7 +94,8 @@ class ScorerService:
         self._gate_open = False
         self._term_lock = threading.Lock()
         # Leader election (None: a single replica that always publishes). The factory gets on_change.
-        self.elector: Any = None if elector_factory is None else elector_factory(on_change=self._leadership_changed)
+        self.elector: LeaderElector | None = (None if elector_factory is None
+                                              else elector_factory(on_change=self._leadership_changed))
         self.passes = 0
         self.registry = CollectorRegistry(auto_describe=False)
         cluster_label = {"cluster": config.cluster_name}  # every series, not only the per-cluster ones
@@ -102,14 +111,15 @@ class ScorerService:
         self._wake = threading.Event()
         # Every input besides reports, in the order their sets publish (docs/architecture.md, "Adding a scorer
         # input"); `_applied` is what each one's last `apply` said the table holds (the startup gate reads it).
+        self._dra: DraInput | None = None  # set by _sources with a cluster API
         self.sources: list[Source] = self._sources(dict(watch_options or {}))
         self._applied: dict[str, bool] = {}
         # The sources' own sets run behind bulkheads (made at the first pass, from the sources then).
         self._bulkheads: Bulkheads | None = None
         self._stop = threading.Event()
-        self.grpc_server: Any = None
+        self.grpc_server: IngestServer | None = None
         self.grpc_port = 0
-        self._authenticator: Any = None
+        self._authenticator: TokenAuthenticator | None = None
         self.tls_ca_pem = b""  # the CA agents must trust (b"" when plaintext or the certificate comes from files)
 
     # ------------------------------------------------------------------ wiring
@@ -170,7 +180,7 @@ class ScorerService:
         from accelscore.scorer.sources.pending_pods import PendingPodsSource
 
         api, wake = self._cluster_api, self._wake.set
-        dra = DraInput(api, wake=wake, watch_options=watch_options)
+        dra = self._dra = DraInput(api, wake=wake, watch_options=watch_options)
         return [NodeSource(api, wake=wake, watch_options=watch_options),
                 PendingPodsSource(api, wake=wake, watch_options=watch_options, dra=dra.dra_source),
                 BoundPodsSource(api, wake=wake, watch_options=watch_options),
@@ -195,9 +205,9 @@ class ScorerService:
         return self._source_watch("bound-pods")
 
     @property
-    def dra(self) -> Any:
-        """The scorer's DRA source (scorer.dra.source.DraSource) once the cluster is found to serve DRA."""
-        return next((s.dra_source() for s in self.sources if s.name == "dra"), None)
+    def dra(self) -> DraSource | None:
+        """The scorer's DRA source once the cluster is found to serve DRA."""
+        return None if self._dra is None else self._dra.dra_source()
 
     def _apply_sources(self) -> None:
         """Fold every source into the node table once per pass (not once per event: O(nodes) per pass)."""

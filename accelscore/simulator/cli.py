@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -43,9 +44,9 @@ from accelscore.simulator.trace import load_trace
 from accelscore.simulator.tracegen import MIXES
 
 
-def _arg(parse):  # type: ignore[no-untyped-def]
+def _arg(parse: Callable[[str], object]) -> Callable[[str], object]:
     """An argparse `type` from an options parser (its ValueError text becomes the usage error)."""
-    def convert(raw: str):  # type: ignore[no-untyped-def]
+    def convert(raw: str) -> object:
         try:
             return parse(raw)
         except ValueError as err:

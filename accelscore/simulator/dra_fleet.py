@@ -105,8 +105,8 @@ def parse_dra(value: Any, where: str, reports: Iterable[report_pb2.NodeReport]) 
     published = {d.key for d in counted_devices(dra.slices).devices}  # the newest complete generations only
     for report in reports:
         for device in report.devices:
-            key = (device.dra_driver, device.dra_pool, device.dra_device)
-            if device.source == report_pb2.DEVICE_SOURCE_DRA and key not in published:
-                raise FleetDraError(f"{where}: report {report.node_name}: DRA device {'/'.join(key)} is in no "
+            ref = (device.dra_driver, device.dra_pool, device.dra_device)
+            if device.source == report_pb2.DEVICE_SOURCE_DRA and ref not in published:
+                raise FleetDraError(f"{where}: report {report.node_name}: DRA device {'/'.join(ref)} is in no "
                                     "ResourceSlice of dra.resourceSlices")
     return dra

@@ -23,12 +23,12 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from accelscore.devices import DeviceKind, vendor_of_kind
+from accelscore.devices import DeviceKind, vendor_row
 from accelscore.v1 import report_pb2
 
 FLEET_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z: the fleet's "now"
 _GIB = 1 << 30
-_NVIDIA, _TPU = (vendor_of_kind(k) for k in (DeviceKind.NVIDIA_GPU, DeviceKind.TPU_CHIP))
+_NVIDIA, _TPU = (vendor_row(k) for k in (DeviceKind.NVIDIA_GPU, DeviceKind.TPU_CHIP))
 assert _NVIDIA is not None and _TPU is not None  # rows of the vendor table (accelscore.devices)
 GPU, TPU = _NVIDIA.resource, _TPU.resource
 PRODUCT_LABEL = _NVIDIA.product_label

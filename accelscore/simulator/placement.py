@@ -285,7 +285,8 @@ def rank(placement: Placement, clusters: Sequence[ClusterInfo], hub: HubView, *,
     `tie_key` orders clusters whose totals tie (default: the name, as OCM does); the simulator's tie-break
     orders use it to stand for other cluster names (a dead cluster whose name sorts first, ...)."""
     warnings: list[str] = []
-    feasible, dropped = [], []
+    feasible: list[str] = []
+    dropped: list[str] = []
     for cluster in clusters:
         ok = tolerated(placement, cluster) and (
             not placement.predicates or any(selector_matches(p, cluster, hub) for p in placement.predicates))

@@ -115,9 +115,10 @@ class _Universe:
         self.absent = {(c.name, aps) for c in fleet.clusters for aps, o in c.hub.items() if o.absent}
         self.hub: dict[str, dict[str, pl.PublishedScores]] = {c.cluster: dict(c.hub) for c in initial}
         self.published: dict[tuple[str, str], pp.PublishedState] = {}
-        for c in initial:
-            for aps, obj in c.hub.items():
-                self.published[(c.cluster, aps)] = pp.PublishedState(dict(obj.scores), aps in c.withdrawn, start)
+        for scored in initial:
+            for aps, obj in scored.hub.items():
+                self.published[(scored.cluster, aps)] = pp.PublishedState(dict(obj.scores), aps in scored.withdrawn,
+                                                                          start)
         self.hub_writes = 0
 
     def agents_send(self, now: float) -> None:

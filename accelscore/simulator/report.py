@@ -112,8 +112,9 @@ def distance_rows(result: ReplayResult, oracle: ReplayResult | None) -> list[dic
                "sentToStale": len(sets["stale"] & jobs)}
         if osets:
             row["oracleStarted"] = len(osets["started"] & jobs)
-            row["oracleTimedOut"] = len(osets["timed_out"] & jobs)
-            row["distance"] = len(bad) - row["oracleTimedOut"]
+            oracle_timed_out = len(osets["timed_out"] & jobs)
+            row["oracleTimedOut"] = oracle_timed_out
+            row["distance"] = len(bad) - oracle_timed_out
         rows.append(row)
     return rows
 

@@ -158,7 +158,8 @@ def resolve(entry: str, jobs: Sequence[Job], placements: Mapping[str, pl.Placeme
     everything = dict(placements)
     if entry == ORACLE:
         return {}, everything
-    out, made = {}, {}
+    out: dict[str, str] = {}
+    made: dict[str, pl.Placement] = {}
     for job in jobs:
         if job.placement:
             name = job.placement

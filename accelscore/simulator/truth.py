@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from accelscore.devices import DeviceKind, vendor_of_kind
+from accelscore.devices import DeviceKind, vendor_of_kind, vendor_row
 from accelscore.simulator.fleet import Cluster
 from accelscore.v1 import report_pb2
 
 _GIB = 1 << 30
 # The device-plugin resources a trace's jobs request (accelscore.devices vendor table).
-GPU, TPU = (vendor_of_kind(k).resource for k in (DeviceKind.NVIDIA_GPU, DeviceKind.TPU_CHIP))  # type: ignore[union-attr]
+GPU, TPU = (vendor_row(k).resource for k in (DeviceKind.NVIDIA_GPU, DeviceKind.TPU_CHIP))
 SHARE = "share"  # a time-slicing replica or HAMi share of a GPU
 MIG_POOL = "mig:"  # + profile: a MIG instance of that profile
 MIG_RESOURCE = GPU.rpartition("/")[0] + "/mig-"  # + profile: mig.strategy=mixed (the vendor table's partition regex)

@@ -129,17 +129,10 @@ def test_a_hung_amdsmi_call_makes_the_cycle_unknown_naming_the_call() -> None:
         collector.close()
 
 
-@pytest.fixture
-def sock() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="ks-", dir="/tmp"))
-    yield directory / "kubelet.sock"
-    shutil.rmtree(directory, ignore_errors=True)
-
-
-def _report(scenario: str, podresources: str, sock: Path, sysfs: Path) -> pb.NodeReport:
+def _report(scenario: str, podresources: str, kubelet_socket: Path, sysfs: Path) -> pb.NodeReport:
     """Collect AMD and the kubelet (a real PodResourcesLister over a unix socket), build the NodeReport."""
-    server = KubeletServer.from_fixture(sock, podresources).start()
-    kubelet = KubeletCollector(socket_path=sock)
+    server = KubeletServer.from_fixture(kubelet_socket, podresources).start()
+    kubelet = KubeletCollector(socket_path=kubelet_socket)
     amd = _collector(scenario, sysfs)
     try:
         readings = {"kubelet": kubelet.collect(), "amd": amd.collect()}
@@ -150,15 +143,15 @@ def _report(scenario: str, podresources: str, sock: Path, sysfs: Path) -> pb.Nod
     return build_report(Cycle(1, readings, 0.0), node_name="mi300x-0", sequence=1, instance="i", now=1.0)
 
 
-def test_device_plugin_assignments_join_amd_gpus_by_pci_address(sock: Path) -> None:
-    report = _report("mi300x-spx-nps1", "amd-spx", sock, Path("/nonexistent"))
+def test_device_plugin_assignments_join_amd_gpus_by_pci_address(kubelet_socket: Path) -> None:
+    report = _report("mi300x-spx-nps1", "amd-spx", kubelet_socket, Path("/nonexistent"))
     held = {d.id: [a.pod for a in d.assignments] for d in report.devices}
     assert held["0000:05:00.0"] == ["llm-0"] and held["0000:46:00.0"] == ["llm-1"] and held["0000:65:00.0"] == []
     assert all(d.assignment_known for d in report.devices)
 
 
-def test_cpx_partitions_join_by_pci_address_and_xcp_platform_name(sock: Path, xcp_sysfs: Path) -> None:
-    report = _report("mi300x-cpx-nps4", "amd-cpx", sock, xcp_sysfs)
+def test_cpx_partitions_join_by_pci_address_and_xcp_platform_name(kubelet_socket: Path, xcp_sysfs: Path) -> None:
+    report = _report("mi300x-cpx-nps4", "amd-cpx", kubelet_socket, xcp_sysfs)
     held = {(d.parent_id, d.index): [a.pod for a in d.assignments]
             for d in report.devices if d.kind == pb.DEVICE_KIND_AMD_PARTITION}
     assert held[("0000:05:00.0", 0)] == ["infer-0"] and held[("0000:05:00.0", 1)] == ["infer-0"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pynvml
 import pytest
@@ -15,6 +14,7 @@ from accelscore.agent.runner import CollectorSet, Cycle
 from accelscore.agent.snapshots import GpuProcess
 from accelscore.scorer.core.scoring_config import default_scoring_config
 from accelscore.scorer.ingest.summarize import summarize
+from tests.conftest import NvidiaFactory
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario, scenario_from_dict
 
 LOCAL = "h100x5-local-processes"
@@ -22,11 +22,8 @@ UUIDS = [f"GPU-10ca1000-0000-4000-8000-00000000000{i}" for i in range(5)]
 
 
 @pytest.fixture
-def local_collector() -> Iterator[tuple[NvidiaCollector, FakeNvml]]:
-    fake = FakeNvml(load_scenario(LOCAL))
-    collector = NvidiaCollector(nvml=fake, call_timeout_s=1.0, xid_wait_ms=20, read_processes=True)
-    yield collector, fake
-    collector.close()
+def local_collector(nvidia: NvidiaFactory) -> tuple[NvidiaCollector, FakeNvml]:
+    return nvidia(LOCAL, read_processes=True)
 
 
 def _cycle(*readings: Reading) -> Cycle:

@@ -3,36 +3,17 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
 
 import pytest
 
 from accelscore.agent.collectors.base import State
 from accelscore.agent.collectors.nvidia import NvidiaCollector
 from accelscore.agent.snapshots import GpuSnapshot, Health, MigDevice
+from tests.conftest import NvidiaFactory
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 
-Make = Callable[..., tuple[NvidiaCollector, FakeNvml]]
 H100_TOTAL, H100_RESERVED = 85520809984, 553648128
 A100_80_TOTAL = 85899345920
-
-
-@pytest.fixture
-def make() -> Iterator[Make]:
-    """Build collector + fake for a scenario; always close both (release hangs, stop threads)."""
-    made: list[tuple[NvidiaCollector, FakeNvml]] = []
-
-    def build(scenario: str, *, advertised: bool | None = None, **kwargs: object) -> tuple[NvidiaCollector, FakeNvml]:
-        fake = FakeNvml(load_scenario(scenario))
-        collector = NvidiaCollector(nvml=fake, call_timeout_s=1.0, gpu_advertised=lambda: advertised,
-                                    xid_wait_ms=20, **kwargs)
-        made.append((collector, fake))
-        return collector, fake
-
-    yield build
-    for collector, fake in made:
-        fake.release_hangs()
-        collector.close()
 
 
 def gpus(collector: NvidiaCollector) -> tuple[GpuSnapshot, ...]:
@@ -42,8 +23,8 @@ def gpus(collector: NvidiaCollector) -> tuple[GpuSnapshot, ...]:
     return reading.data.gpus
 
 
-def test_idle_h100_node_reports_eight_healthy_gpus_with_exact_readings(make: Make) -> None:
-    collector, _ = make("h100x8-idle")
+def test_idle_h100_node_reports_eight_healthy_gpus_with_exact_readings(nvidia: NvidiaFactory) -> None:
+    collector, _ = nvidia("h100x8-idle")
     reading = collector.collect()
     assert reading.state is State.OK and reading.data is not None
     assert reading.data.driver_version == "550.54.15"
@@ -59,8 +40,8 @@ def test_idle_h100_node_reports_eight_healthy_gpus_with_exact_readings(make: Mak
         clock_event_reasons=0x1, mig_enabled=False, mig_devices=(), last_xid=None, xid_counts=())
 
 
-def test_busy_a100_node_reports_memory_and_utilisation_of_its_five_busy_gpus(make: Make) -> None:
-    collector, _ = make("a100x8-5-busy")
+def test_busy_a100_node_reports_memory_and_utilisation_of_its_five_busy_gpus(nvidia: NvidiaFactory) -> None:
+    collector, _ = nvidia("a100x8-5-busy")
     snapshot = gpus(collector)
     assert [g.memory_used_bytes for g in snapshot] == [76235669504, 76235669504, 42949672960, 10737418240,
                                                        1073741824, 0, 0, 0]
@@ -69,8 +50,8 @@ def test_busy_a100_node_reports_memory_and_utilisation_of_its_five_busy_gpus(mak
     assert all(g.health is Health.HEALTHY for g in snapshot)  # SW power cap under load is not degradation
 
 
-def test_mig_enabled_gpu_lists_its_instances_with_profiles_and_memory(make: Make) -> None:
-    collector, _ = make("a100-mig-mixed")
+def test_mig_enabled_gpu_lists_its_instances_with_profiles_and_memory(nvidia: NvidiaFactory) -> None:
+    collector, _ = nvidia("a100-mig-mixed")
     mig_gpu, plain_gpu = gpus(collector)
     assert mig_gpu.mig_enabled is True
     assert mig_gpu.mig_devices == (
@@ -82,15 +63,15 @@ def test_mig_enabled_gpu_lists_its_instances_with_profiles_and_memory(make: Make
     assert (plain_gpu.mig_enabled, plain_gpu.mig_devices) == (False, ())
 
 
-def test_mig_enabled_gpu_utilisation_is_unknown_not_zero(make: Make) -> None:
-    collector, _ = make("a100-mig-mixed")
+def test_mig_enabled_gpu_utilisation_is_unknown_not_zero(nvidia: NvidiaFactory) -> None:
+    collector, _ = nvidia("a100-mig-mixed")
     mig_gpu, plain_gpu = gpus(collector)
     assert (mig_gpu.utilization_ratio, mig_gpu.memory_utilization_ratio) == (None, None)
     assert (plain_gpu.utilization_ratio, plain_gpu.memory_utilization_ratio) == (0.0, 0.0)
 
 
-def test_lost_gpu_is_unhealthy_with_no_readings_and_the_others_are_unaffected(make: Make) -> None:
-    collector, fake = make("gpu-lost-midrun")
+def test_lost_gpu_is_unhealthy_with_no_readings_and_the_others_are_unaffected(nvidia: NvidiaFactory) -> None:
+    collector, fake = nvidia("gpu-lost-midrun")
     before = gpus(collector)
     fake.advance(2)
     after = gpus(collector)
@@ -103,8 +84,8 @@ def test_lost_gpu_is_unhealthy_with_no_readings_and_the_others_are_unaffected(ma
     assert after[:3] == before[:3]
 
 
-def test_critical_xid_makes_only_that_gpu_unhealthy_and_is_counted(make: Make) -> None:
-    collector, fake = make("xid-79")
+def test_critical_xid_makes_only_that_gpu_unhealthy_and_is_counted(nvidia: NvidiaFactory) -> None:
+    collector, fake = nvidia("xid-79")
     gpus(collector)  # registers for events
     fake.advance(1)
     assert fake.wait_events_consumed()
@@ -115,8 +96,8 @@ def test_critical_xid_makes_only_that_gpu_unhealthy_and_is_counted(make: Make) -
     assert snapshot[2].memory_total_bytes == 42949672960  # still answering at this step
 
 
-def test_application_xid_is_counted_but_does_not_make_the_gpu_unhealthy(make: Make) -> None:
-    collector, fake = make("xid-79")
+def test_application_xid_is_counted_but_does_not_make_the_gpu_unhealthy(nvidia: NvidiaFactory) -> None:
+    collector, fake = nvidia("xid-79")
     gpus(collector)
     fake.advance(1)
     assert fake.wait_events_consumed()
@@ -124,8 +105,8 @@ def test_application_xid_is_counted_but_does_not_make_the_gpu_unhealthy(make: Ma
     assert (app_gpu.health, app_gpu.last_xid, app_gpu.xid_counts) == (Health.HEALTHY, 13, ((13, 2),))
 
 
-def test_xid_counts_survive_the_gpu_being_lost_afterwards(make: Make) -> None:
-    collector, fake = make("xid-79")
+def test_xid_counts_survive_the_gpu_being_lost_afterwards(nvidia: NvidiaFactory) -> None:
+    collector, fake = nvidia("xid-79")
     gpus(collector)
     fake.advance(1)
     assert fake.wait_events_consumed()
@@ -139,20 +120,20 @@ def test_xid_counts_survive_the_gpu_being_lost_afterwards(make: Make) -> None:
     (0, "row remapping pending (reset needed)", 3),
     (1, "row remapping failed", 9),
 ], ids=["pending", "failed"])
-def test_row_remap_trouble_makes_the_gpu_unhealthy(make: Make, index: int, reason: str, ecc: int) -> None:
-    collector, _ = make("ecc-remap-pending")
+def test_row_remap_trouble_makes_the_gpu_unhealthy(nvidia: NvidiaFactory, index: int, reason: str, ecc: int) -> None:
+    collector, _ = nvidia("ecc-remap-pending")
     gpu = gpus(collector)[index]
     assert (gpu.health, gpu.health_reason, gpu.ecc_uncorrected_total) == (Health.UNHEALTHY, reason, ecc)
 
 
-def test_corrected_remaps_alone_leave_the_gpu_healthy(make: Make) -> None:
-    collector, _ = make("ecc-remap-pending")
+def test_corrected_remaps_alone_leave_the_gpu_healthy(nvidia: NvidiaFactory) -> None:
+    collector, _ = nvidia("ecc-remap-pending")
     gpu = gpus(collector)[2]
     assert (gpu.health, gpu.remapped_rows_pending, gpu.remapped_rows_failed) == (Health.HEALTHY, False, False)
 
 
-def test_notsupported_and_nopermission_fields_are_none_never_zero(make: Make) -> None:
-    collector, _ = make("notsupported-fields")
+def test_notsupported_and_nopermission_fields_are_none_never_zero(nvidia: NvidiaFactory) -> None:
+    collector, _ = nvidia("notsupported-fields")
     geforce = gpus(collector)[1]
     unknown = ("power_watts", "power_limit_watts", "energy_joules_total", "ecc_uncorrected_total",
                "remapped_rows_pending", "remapped_rows_failed", "retired_pages_pending", "mig_enabled")
@@ -162,15 +143,15 @@ def test_notsupported_and_nopermission_fields_are_none_never_zero(make: Make) ->
     assert geforce.health is Health.HEALTHY  # clocks and temperature are still readable
 
 
-def test_pre_ampere_gpu_reports_retired_pages_instead_of_row_remaps(make: Make) -> None:
-    collector, _ = make("notsupported-fields")
+def test_pre_ampere_gpu_reports_retired_pages_instead_of_row_remaps(nvidia: NvidiaFactory) -> None:
+    collector, _ = nvidia("notsupported-fields")
     t4 = gpus(collector)[0]
     assert (t4.remapped_rows_pending, t4.remapped_rows_failed, t4.retired_pages_pending) == (None, None, False)
     assert (t4.mig_enabled, t4.mig_devices, t4.health) == (None, (), Health.HEALTHY)
 
 
-def test_old_bindings_and_driver_fall_back_to_legacy_calls(make: Make) -> None:
-    collector, fake = make("old-driver-bindings")
+def test_old_bindings_and_driver_fall_back_to_legacy_calls(nvidia: NvidiaFactory) -> None:
+    collector, fake = nvidia("old-driver-bindings")
     first = gpus(collector)[0]
     second = gpus(collector)[0]
     assert first == second
@@ -181,9 +162,9 @@ def test_old_bindings_and_driver_fall_back_to_legacy_calls(make: Make) -> None:
     assert fake.calls["nvmlDeviceGetMemoryInfo"] == 3  # v2 tried once, then v1 each cycle
 
 
-def test_implausible_readings_become_none_with_one_warning_each(make: Make,
+def test_implausible_readings_become_none_with_one_warning_each(nvidia: NvidiaFactory,
                                                                caplog: pytest.LogCaptureFixture) -> None:
-    collector, _ = make("bad-readings")
+    collector, _ = nvidia("bad-readings")
     with caplog.at_level(logging.WARNING, logger="accelscore.agent.collectors.nvidia_read"):
         bad, good = gpus(collector)
         gpus(collector)
@@ -202,8 +183,8 @@ def test_implausible_readings_become_none_with_one_warning_each(make: Make,
     (0, "clocks held down: HW slowdown, HW thermal slowdown"),
     (1, "temperature 91 C >= 85 C"),
 ], ids=["hw-slowdown-thermal", "hot"])
-def test_throttled_gpu_is_degraded_not_unhealthy(make: Make, index: int, reason: str) -> None:
-    collector, _ = make("h100x2-throttled")
+def test_throttled_gpu_is_degraded_not_unhealthy(nvidia: NvidiaFactory, index: int, reason: str) -> None:
+    collector, _ = nvidia("h100x2-throttled")
     gpu = gpus(collector)[index]
     assert (gpu.health, gpu.health_reason) == (Health.DEGRADED, reason)
 
@@ -214,22 +195,22 @@ def test_throttled_gpu_is_degraded_not_unhealthy(make: Make, index: int, reason:
     (True, State.UNKNOWN, "nvidia.com/gpu is advertised but the NVIDIA driver library cannot be loaded: "
                           "nvmlInit: NVML Shared Library Not Found"),
 ], ids=["not-known", "not-advertised", "advertised"])
-def test_missing_driver_is_absent_unless_the_node_advertises_gpus(make: Make, advertised: bool | None,
+def test_missing_driver_is_absent_unless_the_node_advertises_gpus(nvidia: NvidiaFactory, advertised: bool | None,
                                                                   state: State, reason: str) -> None:
-    collector, _ = make("no-driver", advertised=advertised)
+    collector, _ = nvidia("no-driver", advertised=advertised)
     reading = collector.collect()
     assert (reading.state, reading.reason, reading.data) == (state, reason, None)
 
 
 @pytest.mark.parametrize(("advertised", "state"), [(None, State.ABSENT), (True, State.UNKNOWN)],
                          ids=["not-known", "advertised"])
-def test_driver_without_gpus_is_absent_unless_the_node_advertises_gpus(make: Make, advertised: bool | None,
+def test_driver_without_gpus_is_absent_unless_the_node_advertises_gpus(nvidia: NvidiaFactory, advertised: bool | None,
                                                                       state: State) -> None:
-    collector, _ = make("zero-gpus", advertised=advertised)
+    collector, _ = nvidia("zero-gpus", advertised=advertised)
     assert collector.collect().state is state
 
 
-def test_failing_advertised_callback_counts_as_not_known(make: Make) -> None:
+def test_failing_advertised_callback_counts_as_not_known(nvidia: NvidiaFactory) -> None:
     fake = FakeNvml(load_scenario("no-driver"))
 
     def broken() -> bool:
@@ -242,8 +223,8 @@ def test_failing_advertised_callback_counts_as_not_known(make: Make) -> None:
         collector.close()
 
 
-def test_init_is_retried_until_the_driver_loads_then_never_again(make: Make) -> None:
-    collector, fake = make("driver-loads-late", advertised=True)
+def test_init_is_retried_until_the_driver_loads_then_never_again(nvidia: NvidiaFactory) -> None:
+    collector, fake = nvidia("driver-loads-late", advertised=True)
     first = collector.collect()
     assert (first.state, first.reason) == (
         State.UNKNOWN, "nvidia.com/gpu is advertised but the NVIDIA driver library cannot be loaded: "
@@ -254,8 +235,8 @@ def test_init_is_retried_until_the_driver_loads_then_never_again(make: Make) -> 
     assert fake.calls["nvmlInit"] == 2
 
 
-def test_close_stops_xid_thread_and_shuts_nvml_down_once(make: Make) -> None:
-    collector, fake = make("h100x8-idle")
+def test_close_stops_xid_thread_and_shuts_nvml_down_once(nvidia: NvidiaFactory) -> None:
+    collector, fake = nvidia("h100x8-idle")
     gpus(collector)
     collector.close()
     collector.close()
@@ -263,8 +244,9 @@ def test_close_stops_xid_thread_and_shuts_nvml_down_once(make: Make) -> None:
     assert collector.collect().state is State.UNKNOWN
 
 
-def test_unexpected_field_error_makes_only_that_field_none(make: Make, caplog: pytest.LogCaptureFixture) -> None:
-    collector, _ = make("field-errors")
+def test_unexpected_field_error_makes_only_that_field_none(nvidia: NvidiaFactory,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    collector, _ = nvidia("field-errors")
     with caplog.at_level(logging.WARNING, logger="accelscore.agent.collectors.nvidia_read"):
         gpu = gpus(collector)[0]
     assert (gpu.power_watts, gpu.energy_joules_total, gpu.health) == (None, 1.0, Health.HEALTHY)
@@ -273,16 +255,16 @@ def test_unexpected_field_error_makes_only_that_field_none(make: Make, caplog: p
         "reported as unknown"]
 
 
-def test_gpu_needing_a_reset_is_unhealthy_and_the_others_are_unaffected(make: Make) -> None:
-    collector, _ = make("field-errors")
+def test_gpu_needing_a_reset_is_unhealthy_and_the_others_are_unaffected(nvidia: NvidiaFactory) -> None:
+    collector, _ = nvidia("field-errors")
     _, reset, fine = gpus(collector)
     assert (reset.health, reset.health_reason, reset.memory_total_bytes) == (
         Health.UNHEALTHY, "GPU requires a reset", None)
     assert (fine.health, fine.power_watts) == (Health.HEALTHY, 70.0)
 
 
-def test_gpu_whose_uuid_cannot_be_read_makes_the_cycle_unknown(make: Make) -> None:
-    collector, _ = make("gpu-unidentifiable")
+def test_gpu_whose_uuid_cannot_be_read_makes_the_cycle_unknown(nvidia: NvidiaFactory) -> None:
+    collector, _ = nvidia("gpu-unidentifiable")
     reading = collector.collect()
     assert (reading.state, reading.reason) == (
         State.UNKNOWN, "cannot identify GPU at NVML index 1: Unknown Error")

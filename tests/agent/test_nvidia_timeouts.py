@@ -4,33 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-
-import pytest
 
 from accelscore.agent.collectors.base import Reading, State
 from accelscore.agent.collectors.nvidia import NvidiaCollector
-from tests.fakes.fake_pynvml import FakeNvml, load_scenario
+from tests.conftest import NvidiaFactory
+from tests.fakes.fake_pynvml import FakeNvml
 
 TIMEOUT_S = 0.2
-Make = Callable[[str], tuple[NvidiaCollector, FakeNvml]]
-
-
-@pytest.fixture
-def make() -> Iterator[Make]:
-    """Collector + fake with a short call timeout; hangs are always released at the end."""
-    made: list[tuple[NvidiaCollector, FakeNvml]] = []
-
-    def build(scenario: str) -> tuple[NvidiaCollector, FakeNvml]:
-        fake = FakeNvml(load_scenario(scenario))
-        collector = NvidiaCollector(nvml=fake, call_timeout_s=TIMEOUT_S, xid_wait_ms=20)
-        made.append((collector, fake))
-        return collector, fake
-
-    yield build
-    for collector, fake in made:
-        fake.release_hangs()
-        collector.close()
 
 
 def collect_until_ok(collector: NvidiaCollector, within_s: float = 3.0) -> Reading:
@@ -42,23 +22,23 @@ def collect_until_ok(collector: NvidiaCollector, within_s: float = 3.0) -> Readi
         time.sleep(0.01)
 
 
-def hang_power_call(make: Make) -> tuple[NvidiaCollector, FakeNvml, Reading]:
-    collector, fake = make("nvml-call-hangs")
+def hang_power_call(nvidia: NvidiaFactory) -> tuple[NvidiaCollector, FakeNvml, Reading]:
+    collector, fake = nvidia("nvml-call-hangs", call_timeout_s=TIMEOUT_S)
     assert collector.collect().state is State.OK
     fake.advance(1)
     return collector, fake, collector.collect()
 
 
-def test_hung_call_makes_the_cycle_unknown_naming_the_call(make: Make) -> None:
-    _, fake, reading = hang_power_call(make)
+def test_hung_call_makes_the_cycle_unknown_naming_the_call(nvidia: NvidiaFactory) -> None:
+    _, fake, reading = hang_power_call(nvidia)
     assert (reading.state, reading.reason, reading.data) == (
         State.UNKNOWN, "nvmlDeviceGetPowerUsage timed out after 0.2s", None)
     assert fake.hang_entered.is_set()
     assert TIMEOUT_S <= reading.duration_seconds < TIMEOUT_S + 0.5
 
 
-def test_collect_while_a_call_is_hung_answers_at_once_without_queueing_or_new_threads(make: Make) -> None:
-    collector, fake, _ = hang_power_call(make)
+def test_collect_while_a_call_is_hung_answers_at_once_without_queueing_or_new_threads(nvidia: NvidiaFactory) -> None:
+    collector, fake, _ = hang_power_call(nvidia)
     threads, calls = threading.active_count(), sum(fake.calls.values())
     for _ in range(20):
         reading = collector.collect()
@@ -68,16 +48,16 @@ def test_collect_while_a_call_is_hung_answers_at_once_without_queueing_or_new_th
     assert (threading.active_count(), sum(fake.calls.values())) == (threads, calls)
 
 
-def test_collection_recovers_once_the_hung_call_returns(make: Make) -> None:
-    collector, fake, _ = hang_power_call(make)
+def test_collection_recovers_once_the_hung_call_returns(nvidia: NvidiaFactory) -> None:
+    collector, fake, _ = hang_power_call(nvidia)
     fake.release_hangs()
     reading = collect_until_ok(collector)
     assert reading.state is State.OK and reading.data is not None
     assert [g.power_watts for g in reading.data.gpus] == [70.0, 70.0]
 
 
-def test_hung_nvml_init_is_unknown_then_recovers_without_a_second_init(make: Make) -> None:
-    collector, fake = make("nvml-init-hangs")
+def test_hung_nvml_init_is_unknown_then_recovers_without_a_second_init(nvidia: NvidiaFactory) -> None:
+    collector, fake = nvidia("nvml-init-hangs", call_timeout_s=TIMEOUT_S)
     reading = collector.collect()
     assert (reading.state, reading.reason) == (State.UNKNOWN, "nvmlInit timed out after 0.2s")
     fake.release_hangs()
@@ -85,17 +65,17 @@ def test_hung_nvml_init_is_unknown_then_recovers_without_a_second_init(make: Mak
     assert fake.calls["nvmlInit"] == 1
 
 
-def test_close_while_a_call_is_hung_returns_promptly_and_skips_shutdown(make: Make) -> None:
-    collector, fake, _ = hang_power_call(make)
+def test_close_while_a_call_is_hung_returns_promptly_and_skips_shutdown(nvidia: NvidiaFactory) -> None:
+    collector, fake, _ = hang_power_call(nvidia)
     started = time.monotonic()
     collector.close()
     assert time.monotonic() - started < 1.0
     assert fake.calls["nvmlShutdown"] == 0
 
 
-def test_collector_threads_are_one_nvml_worker_and_one_xid_waiter(make: Make) -> None:
+def test_collector_threads_are_one_nvml_worker_and_one_xid_waiter(nvidia: NvidiaFactory) -> None:
     before = set(threading.enumerate())
-    collector, _ = make("h100x8-idle")
+    collector, _ = nvidia("h100x8-idle", call_timeout_s=TIMEOUT_S)
     for _ in range(5):
         assert collector.collect().state is State.OK
     new = set(threading.enumerate()) - before

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,14 +26,12 @@ MIGS = [f"MIG-c3000000-0000-4000-8000-00000000000{i}" for i in (0, 1, 2, 4)]
 
 
 @pytest.fixture
-def kubelet() -> Iterator[KubeletServer]:
-    """A real kubelet PodResources server; a short /tmp path keeps the socket under the ~107-byte limit."""
-    directory = Path(tempfile.mkdtemp(prefix="ks-"))
-    server = KubeletServer(directory / "kubelet.sock", list_reply({}), allocatable_reply([]))
+def kubelet(kubelet_socket: Path) -> Iterator[KubeletServer]:
+    """A real kubelet PodResources server."""
+    server = KubeletServer(kubelet_socket, list_reply({}), allocatable_reply([]))
     server.start()
     yield server
     server.stop()
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _report(scenario: str, kubelet: KubeletServer | None) -> tuple[pb.NodeReport, CollectorSet]:

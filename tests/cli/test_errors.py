@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import run_cli
+from tests.rig.wait import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 FLEET = str(REPO / "fixtures" / "fleets" / "mixed")
@@ -158,9 +159,7 @@ def test_a_hub_that_does_not_answer_is_logged_at_start(isolated_env: dict[str, s
 
     from tests.cli.conftest import ACCELSCORE
 
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # nobody listens there
     kubeconfig = tmp_path / "hub.yaml"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: hub\n"

@@ -5,12 +5,8 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import yaml
 
 from accelscore.agent import app
@@ -28,14 +24,6 @@ UUIDS = [f"GPU-10ca1000-0000-4000-8000-00000000000{i}" for i in range(5)]
 
 def _no_cluster() -> None:
     raise KubeUnavailable("no in-cluster config and no KUBECONFIG")
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """A short /tmp path keeps a unix socket under the ~107-byte limit."""
-    directory = Path(tempfile.mkdtemp(prefix="lg-"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _session(socket: Path, sysfs: Path, output: str, fake: FakeNvml) -> LocalSession:

@@ -17,7 +17,7 @@ from accelscore.scorer.custom.source import MAX_FILE_BYTES, CustomScoresSource, 
 from accelscore.scorer.ingest.node_table import NodeFacts
 from accelscore.scorer.service import ScorerService
 from accelscore.scorer.sources.base import Required
-from tests.custom_scores.support import scorer_with_custom_scores
+from tests.rig.scorer import standalone_scorer
 from tests.scoring.builders import gpus, report
 
 GOOD = "scores:\n  - {name: gpuFreeX2, expression: cluster.gpuFree * 2, reference: 16}\n"
@@ -30,7 +30,7 @@ RUNTIME_ERROR = f"size({LOOP}.map(i, {LOOP}.map(j, j)))"  # past cel-cpp's itera
 
 
 def _service(path: Path) -> ScorerService:
-    service = scorer_with_custom_scores(path)
+    service = standalone_scorer(ACCELSCORE_CUSTOM_SCORES=str(path))
     service.custom._check_every_s = 0.0
     now = time.time()
     service.table.set_nodes({"h": NodeFacts("h", True)})

@@ -11,7 +11,7 @@ from pathlib import Path
 from accelscore.scorer.core.model import ACCELSCORE_APS, CUSTOM_APS, RESOURCE_USAGE_APS
 from accelscore.scorer.ingest.node_table import NodeFacts
 from accelscore.scorer.service import ScorerService
-from tests.custom_scores.support import scorer_with_custom_scores
+from tests.rig.scorer import standalone_scorer
 from tests.scoring.builders import gpus, report
 
 GOOD_AND_BAD = """
@@ -32,7 +32,7 @@ scores:
 
 
 def _service(path: Path, **environ: str) -> ScorerService:
-    service = scorer_with_custom_scores(path, **environ)
+    service = standalone_scorer(ACCELSCORE_CUSTOM_SCORES=str(path), **environ)
     service.custom._check_every_s = 0.0  # every pass looks at the file (the default is every 2 s)
     now = time.time()
     service.table.set_nodes({

@@ -12,7 +12,6 @@ scorer does not know, as in a rolling upgrade).
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import tempfile
 import time
@@ -33,13 +32,11 @@ from accelscore.agent.config import AGENT_OPTIONS, agent_config_from
 from accelscore.agent.push import PushResult, PushStats, ReportSender
 from accelscore.agent.runner import CollectorSet
 from accelscore.agent.snapshots import NodeSnapshot
-from accelscore.options import add_options, resolve
-from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
-from accelscore.scorer.service import ScorerService
 from accelscore.v1 import report_pb2 as pb
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
 from tests.fakes.libtpu_server import LibtpuServer, load_metrics
+from tests.rig.scorer import resolved, standalone_scorer
 
 SYSFS = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"
 # Together these give every GPU family a sample: MIG instances, XID events, a retired-pages reading.
@@ -96,12 +93,6 @@ class _FixedNode:
         pass
 
 
-def _config(options: tuple, args: list[str]) -> dict:
-    parser = argparse.ArgumentParser()
-    add_options(parser, options)
-    return resolve(parser.parse_args(args), options, environ={})
-
-
 def _agent_run(scenario: str, workdir: Path, libtpu_port: int) -> tuple[dict[str, Family], pb.NodeReport]:
     """One agent over `scenario`: two cycles (XID events arrive between them); its families and last report."""
     fake = FakeNvml(load_scenario(scenario))
@@ -118,7 +109,7 @@ def _agent_run(scenario: str, workdir: Path, libtpu_port: int) -> tuple[dict[str
                                                    dropped_by_reason=(("stale_sequence", 1),),
                                                    last_success_time=time.time()),
                            offer=lambda report: None)
-    config = agent_config_from(_config(AGENT_OPTIONS, ["--node-name", NODE]))
+    config = agent_config_from(resolved(AGENT_OPTIONS, ["--node-name", NODE]))
     runtime = AgentRuntime(config=config, collectors=collectors, push_loop=push)
     try:
         runtime.cycle_once()
@@ -163,9 +154,8 @@ def scorer_families(report: pb.NodeReport) -> dict[str, Family]:
         "  - {name: freeGpus, expression: cluster.gpuFree, reference: 8}\n"
         "  - {name: perNode, expression: cluster.gpuFree / (cluster.nodes - cluster.nodes), reference: 8}\n"
         "  - {name: broken, expression: 'cluster.gpuFree + \"a\"', reference: 8}\n")
-    args = ["--cluster-name", "cluster-a", "--disable-auth", "--listen-address", "127.0.0.1:0", "--startup-grace", "0",
-            "--custom-scores", str(ca_dir / "scores.yaml")]
-    service = ScorerService(config=scorer_config_from(_config(SCORER_OPTIONS, args))).start()
+    service = standalone_scorer("--cluster-name", "cluster-a", "--startup-grace", "0",
+                                "--custom-scores", str(ca_dir / "scores.yaml")).start()
     (ca_dir / "ca.crt").write_bytes(service.tls_ca_pem)  # no cluster: the scorer's in-memory CA
     sender = ReportSender(address=f"127.0.0.1:{service.grpc_port}", token_file=None, ca_file=ca_dir / "ca.crt",
                           server_name="accelscore-scorer.default.svc")

@@ -4,12 +4,19 @@ validation (the vendored resource.k8s.io v1.36.0 schema), as a real apiserver wo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client
+
+from accelscore.agent.collectors.dra import DraSnapshot
+from accelscore.agent.dra_join import join_dra
+from accelscore.agent.snapshots import DynamicAssignment, KubeletSnapshot
+from accelscore.devices.dra import DraSlice, counted_devices
+from accelscore.v1 import report_pb2 as pb
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "dra"
 GROUP = "resource.k8s.io"
@@ -100,3 +107,21 @@ def plugin_node_h100x8(api: client.ApiClient) -> None:
     node(api, "dra-h100-0", gpus=7, capacity_gpus=8)
     running_pod(api, "ml", "trainer-0", "dra-h100-0", requests={"nvidia.com/gpu": "2"})
     running_pod(api, "ml", "infer-0", "dra-h100-0", requests={"nvidia.com/gpu": "1"})
+
+
+def joined_report(node: str, uuids: Sequence[str], slices: Iterable[DraSlice],
+                  held: Sequence[DynamicAssignment]) -> pb.NodeReport:
+    """What the agent on a DRA node of idle H100s (`uuids`, as NVML names them) sends: every collector OK, the GPUs
+    joined to the newest complete generation of `slices`, the devices `held` by their pods' claims."""
+    report = pb.NodeReport(node_name=node, sequence=1, agent_instance="a")
+    report.time.FromNanoseconds(int(time.time() * 1e9))
+    for name in ("nvidia", "kubelet", "dra", "node"):
+        report.collectors.add(name=name, state=pb.COLLECTOR_STATE_OK)
+    for i, uuid in enumerate(uuids):
+        report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id=uuid, index=i, model="NVIDIA H100 80GB HBM3",
+                           health=pb.HEALTH_HEALTHY, memory_total_bytes=80 << 30, memory_used_bytes=0)
+    pools = counted_devices(slices)
+    pods = frozenset((a.namespace, a.pod) for a in held)
+    join_dra(report, DraSnapshot("v1", pools.devices, {k: dict(v) for k, v in pools.counter_sets.items()}),
+             kubelet=KubeletSnapshot((), (), tuple(held), pods), node=None)
+    return report

@@ -41,6 +41,15 @@ def _collector(kubeconfig: Path, node: str = "dra-h100-0") -> DraCollector:
     return DraCollector(node_name=node, api_client_factory=lambda: from_kubeconfig(kubeconfig), backoff_max_s=0.5)
 
 
+def _collect_once(kubeconfig: Path) -> DraSnapshot:
+    """What a fresh DRA collector for dra-h100-0 reads once its watches synced; the collector closed again."""
+    collector = _collector(kubeconfig)
+    try:
+        return _collect(collector)
+    finally:
+        collector.close()
+
+
 def test_the_node_slices_newest_generation_counts_and_taints_mark_unhealthy(server: tuple[KubeApiServer, Path]) -> None:
     _, kubeconfig = server
     api = from_kubeconfig(kubeconfig)
@@ -49,11 +58,7 @@ def test_the_node_slices_newest_generation_counts_and_taints_mark_unhealthy(serv
     other["metadata"]["name"], other["spec"]["nodeName"], other["spec"]["pool"]["name"] = "n2-slice", "n2", "n2"
     cluster.create(api, [other])
     api.close()
-    collector = _collector(kubeconfig)
-    try:
-        snapshot = _collect(collector)
-    finally:
-        collector.close()
+    snapshot = _collect_once(kubeconfig)
     assert snapshot.api_version == "v1"
     assert [d.name for d in snapshot.devices] == [f"gpu-{i}" for i in range(8)]  # generation 2 only, this node
     assert {d.pool for d in snapshot.devices} == {"dra-h100-0"}
@@ -74,11 +79,7 @@ def test_a_device_taint_rule_takes_a_device_out_of_service(server: tuple[KubeApi
                                                       "device": "gpu-3"},
                                    "taint": {"key": "example.com/maintenance", "effect": "NoExecute"}}}])
     api.close()
-    collector = _collector(kubeconfig)
-    try:
-        snapshot = _collect(collector)
-    finally:
-        collector.close()
+    snapshot = _collect_once(kubeconfig)
     assert [d.name for d in snapshot.devices if unhealthy_taints(d, snapshot.taint_rules)] == ["gpu-3", "gpu-7"]
 
 
@@ -90,11 +91,7 @@ def test_a_pool_mid_update_counts_nothing(server: tuple[KubeApiServer, Path]) ->
     half["spec"]["pool"]["resourceSliceCount"] = 2  # the driver has written one of its two slices so far
     cluster.create(api, [half])
     api.close()
-    collector = _collector(kubeconfig)
-    try:
-        snapshot = _collect(collector)
-    finally:
-        collector.close()
+    snapshot = _collect_once(kubeconfig)
     assert snapshot.devices == () and snapshot.incomplete == ("gpu.nvidia.com/dra-h100-0: 1 of 2 slices at "
                                                                "generation 2",)
 

@@ -3,12 +3,7 @@ assignments, partitionable GPUs' free counters per MIG profile (fixtures/dra/h10
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from accelscore.agent.collectors.dra import DraSnapshot
 from accelscore.agent.collectors.kubelet import KubeletCollector
@@ -101,16 +96,9 @@ def test_a_running_pod_with_claims_the_kubelet_does_not_list_makes_dra_assignmen
     assert (s.gpu_free, s.gpu_free_known) == (0, False)  # unknown is never free
 
 
-@pytest.fixture
-def sock() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="ks-", dir="/tmp"))
-    yield directory / "kubelet.sock"
-    shutil.rmtree(directory, ignore_errors=True)
-
-
-def test_the_kubelet_collector_reads_dynamic_resources_over_grpc(sock: Path) -> None:
-    server = KubeletServer.from_fixture(sock, "dra-h100x8").start()
-    collector = KubeletCollector(socket_path=sock)
+def test_the_kubelet_collector_reads_dynamic_resources_over_grpc(kubelet_socket: Path) -> None:
+    server = KubeletServer.from_fixture(kubelet_socket, "dra-h100x8").start()
+    collector = KubeletCollector(socket_path=kubelet_socket)
     try:
         reading = collector.collect()
     finally:

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import io
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,13 +35,6 @@ from tests.kubeapi.server import KubeApiServer
 
 EXPECTED_RAW = {"gpuClusterFree": 4, "gpuClusterFit1": 4, "gpuClusterFit2": 2, "gpuClusterFit4": 1,
                 "gpuClusterFit8": 0, "gpuClusterHealthy": 7 / 8 * 100}
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="dra-"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _local(short_dir: Path, *, seed: Callable[..., None], podresources: str,

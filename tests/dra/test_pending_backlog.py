@@ -17,35 +17,27 @@ by claims, so 4 free. Expected, and why:
 from __future__ import annotations
 
 import dataclasses
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s
 
-from accelscore.agent.collectors.dra import DraSnapshot
-from accelscore.agent.dra_join import join_dra
-from accelscore.agent.snapshots import DynamicAssignment, KubeletSnapshot
+from accelscore.agent.snapshots import DynamicAssignment
 from accelscore.devices import AcceleratorFamily
-from accelscore.devices.dra import DraClaim, RequestOption, counted_devices
+from accelscore.devices.dra import DraClaim, RequestOption
 from accelscore.devices.dra_class import DeviceClassInfo, device_class
-from accelscore.kube.config import from_kubeconfig
 from accelscore.kube.dra import parse_slice
-from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.core.model import ACCELSCORE_APS
-from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.dra.demand import Backlog, ClaimRef, FamilyCache, backlog
-from accelscore.scorer.publish.policy import PublishPolicy
 from accelscore.scorer.service import ScorerService
 from accelscore.scorer.sources.pending_pods import pod_claims
 from accelscore.v1 import report_pb2 as pb
 from tests.dra import cluster
-from tests.e2e.harness import wait_for
-from tests.kubeapi.server import KubeApiServer
+from tests.rig.cluster import Rig
+from tests.rig.scorer import score_until_dra_synced
+from tests.rig.wait import wait_for
 
 NODE = "dra-h100-0"
 UUIDS = [f"GPU-4f0a3b2e-8c1d-4e7f-9a6b-1c2d3e4f5a6{i}" for i in range(8)]
@@ -94,38 +86,10 @@ def _pending(api: k8s.ApiClient, name: str, *, claims: dict[str, dict[str, str]]
 
 def _report() -> pb.NodeReport:
     """dra-h100-0's report: its 8 GPUs joined to the slice; trainer-0 holds gpu-0/1, infer-0 gpu-2 (4 free)."""
-    report = pb.NodeReport(node_name=NODE, sequence=1, agent_instance="a")
-    report.time.FromNanoseconds(int(time.time() * 1e9))
-    for name in ("nvidia", "kubelet", "dra", "node"):
-        report.collectors.add(name=name, state=pb.COLLECTOR_STATE_OK)
-    for i, uuid in enumerate(UUIDS):
-        report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id=uuid, index=i, model="NVIDIA H100 80GB HBM3",
-                           health=pb.HEALTH_HEALTHY, memory_total_bytes=80 << 30, memory_used_bytes=0)
-    pools = counted_devices(parse_slice(d) for d in cluster.load("h100x8.resourceslices"))
     held = (DynamicAssignment("gpu.nvidia.com", NODE, "gpu-0", "ml", "trainer-gpus", "ml", "trainer-0", "main"),
             DynamicAssignment("gpu.nvidia.com", NODE, "gpu-1", "ml", "trainer-gpus", "ml", "trainer-0", "main"),
             DynamicAssignment("gpu.nvidia.com", NODE, "gpu-2", "ml", "infer-0-gpu-7xq2z", "ml", "infer-0", "main"))
-    join_dra(report, DraSnapshot("v1", pools.devices, {k: dict(v) for k, v in pools.counter_sets.items()}),
-             kubelet=KubeletSnapshot((), (), held, frozenset({("ml", "trainer-0"), ("ml", "infer-0")})), node=None)
-    return report
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="drabl-"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
-
-
-def _scorer(api: k8s.ApiClient) -> ScorerService:
-    scoring = ScoringConfig()
-    config = ScorerConfig(cluster_name="c1", hub_kubeconfig=None, listen_address=("127.0.0.1", 0),
-                          metrics_address=("127.0.0.1", 0), agent_service_account="system:serviceaccount:a:b",
-                          token_audience="accelscore", disable_auth=True, max_report_bytes=1 << 20,
-                          scoring=scoring, log_level="info", namespace="accelscore",
-                          publish=PublishPolicy(min_interval_s=1.0, dead_band=5, valid_for_s=60.0,
-                                                min_fresh_ratio=0.5, stale_after_s=scoring.stale_after_s))
-    return ScorerService(config=dataclasses.replace(config, insecure_plaintext=True), cluster_api=api).start()
+    return cluster.joined_report(NODE, UUIDS, (parse_slice(d) for d in cluster.load("h100x8.resourceslices")), held)
 
 
 def _raw(scorer: ScorerService) -> dict[str, float]:
@@ -138,43 +102,39 @@ def _headroom_is(scorer: ScorerService, headroom: float) -> bool:
     return raw["gpuClusterFree"] == 4 and raw["gpuClusterHeadroom"] == headroom
 
 
-def test_pending_pods_claims_count_in_the_backlog_once_each_and_unknown_leaves_no_headroom(short_dir: Path) -> None:
-    with KubeApiServer() as server:
-        api = from_kubeconfig(server.write_kubeconfig(short_dir / "kubeconfig"))
-        cluster.dra_node_h100x8(api)  # Node, slices, claims (pending-gpu unallocated), the DeviceClass, pods
-        _template(api, "one-gpu", _claim_spec(_request("gpu.nvidia.com")))
-        _claim(api, "trainer-1-gpu-k2x7p", _claim_spec(_request("gpu.nvidia.com")))  # made from one-gpu
-        for pod in ("shard-a", "shard-b"):
-            _pending(api, pod, claims={"gpu": {"resourceClaimName": "pending-gpu"}})
-        _pending(api, "trainer-1", claims={"gpu": {"resourceClaimTemplateName": "one-gpu"}},
-                 made={"gpu": "trainer-1-gpu-k2x7p"})
-        _pending(api, "infer-1", gpus=1)
-        scorer = _scorer(api)
-        try:
-            wait_for(lambda: (scorer.score_once() or True) and scorer.dra is not None and scorer.dra.synced
-                     and scorer._node_watch.synced.is_set() and scorer._bound_watch.synced.is_set())
-            scorer.accept(_report(), time.time())
-            wait_for(lambda: _headroom_is(scorer, 1))
-            assert scorer.view.read()[1].pending_gpu_requests == 3
+def test_pending_pods_claims_count_in_the_backlog_once_each_and_unknown_leaves_no_headroom(
+        make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(cluster="c1", nodes=0, publish=False)
+    api = rig.api
+    cluster.dra_node_h100x8(api)  # Node, slices, claims (pending-gpu unallocated), the DeviceClass, pods
+    _template(api, "one-gpu", _claim_spec(_request("gpu.nvidia.com")))
+    _claim(api, "trainer-1-gpu-k2x7p", _claim_spec(_request("gpu.nvidia.com")))  # made from one-gpu
+    for pod in ("shard-a", "shard-b"):
+        _pending(api, pod, claims={"gpu": {"resourceClaimName": "pending-gpu"}})
+    _pending(api, "trainer-1", claims={"gpu": {"resourceClaimTemplateName": "one-gpu"}},
+             made={"gpu": "trainer-1-gpu-k2x7p"})
+    _pending(api, "infer-1", gpus=1)
+    scorer = rig.start_scorer(rescore_every_s=None)  # the test drives the passes
+    score_until_dra_synced(scorer)
+    scorer.accept(_report(), time.time())
+    wait_for(lambda: _headroom_is(scorer, 1))
+    assert scorer.view.read()[1].pending_gpu_requests == 3
 
-            _pending(api, "fresh-0", claims={"gpu": {"resourceClaimTemplateName": "one-gpu"}})  # claim not made yet
-            wait_for(lambda: _headroom_is(scorer, 0) and scorer.view.read()[1].pending_gpu_requests == 4)
-            k8s.CoreV1Api(api).delete_namespaced_pod("fresh-0", "ml")
-            wait_for(lambda: _headroom_is(scorer, 1))
+    _pending(api, "fresh-0", claims={"gpu": {"resourceClaimTemplateName": "one-gpu"}})  # claim not made yet
+    wait_for(lambda: _headroom_is(scorer, 0) and scorer.view.read()[1].pending_gpu_requests == 4)
+    k8s.CoreV1Api(api).delete_namespaced_pod("fresh-0", "ml")
+    wait_for(lambda: _headroom_is(scorer, 1))
 
-            _claim(api, "every-gpu", _claim_spec(_request("gpu.nvidia.com", allocationMode="All")))
-            _pending(api, "sweeper", claims={"gpu": {"resourceClaimName": "every-gpu"}})
-            wait_for(lambda: _headroom_is(scorer, 0) and scorer.view.read()[1].pending_gpu_requests == float("inf"))
-            assert scorer.ready()[0]  # an unknown backlog costs the headroom, not the other scores
-            k8s.CoreV1Api(api).delete_namespaced_pod("sweeper", "ml")
-            wait_for(lambda: _headroom_is(scorer, 1))
+    _claim(api, "every-gpu", _claim_spec(_request("gpu.nvidia.com", allocationMode="All")))
+    _pending(api, "sweeper", claims={"gpu": {"resourceClaimName": "every-gpu"}})
+    wait_for(lambda: _headroom_is(scorer, 0) and scorer.view.read()[1].pending_gpu_requests == float("inf"))
+    assert scorer.ready()[0]  # an unknown backlog costs the headroom, not the other scores
+    k8s.CoreV1Api(api).delete_namespaced_pod("sweeper", "ml")
+    wait_for(lambda: _headroom_is(scorer, 1))
 
-            _claim(api, "typo", _claim_spec(_request("gpu.nvidia.con")))
-            _pending(api, "typo-0", claims={"gpu": {"resourceClaimName": "typo"}})
-            wait_for(lambda: _headroom_is(scorer, 0) and scorer.view.read()[1].pending_gpu_requests == float("inf"))
-        finally:
-            scorer.stop()
-            api.close()
+    _claim(api, "typo", _claim_spec(_request("gpu.nvidia.con")))
+    _pending(api, "typo-0", claims={"gpu": {"resourceClaimName": "typo"}})
+    wait_for(lambda: _headroom_is(scorer, 0) and scorer.view.read()[1].pending_gpu_requests == float("inf"))
 
 
 # ---------------------------------------------------------------- the rule, request by request (pure)

@@ -11,11 +11,8 @@ and releasing a claim raises the bound at once, before the node reports again.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -28,25 +25,16 @@ from accelscore.agent.report import build_report
 from accelscore.kube.config import from_kubeconfig
 from accelscore.local.cli import LOCAL_OPTIONS
 from accelscore.options import resolve
-from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
-from accelscore.scorer.core.scoring_config import ScoringConfig
-from accelscore.scorer.publish.policy import PublishPolicy
 from accelscore.scorer.service import ScorerService
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
 from tests.dra import cluster
-from tests.e2e.harness import wait_for
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
-from tests.kubeapi.server import KubeApiServer
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="drae-"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
+from tests.rig.cluster import Rig
+from tests.rig.scorer import score_until_dra_synced
+from tests.rig.wait import wait_for
 
 
 def _agent_report(short_dir: Path, kubeconfig: Path) -> pb.NodeReport:
@@ -66,17 +54,6 @@ def _agent_report(short_dir: Path, kubeconfig: Path) -> pb.NodeReport:
         kubelet.stop()
 
 
-def _scorer(api: k8s.ApiClient) -> ScorerService:
-    scoring = ScoringConfig()
-    config = ScorerConfig(cluster_name="c1", hub_kubeconfig=None, listen_address=("127.0.0.1", 0),
-                          metrics_address=("127.0.0.1", 0), agent_service_account="system:serviceaccount:a:b",
-                          token_audience="accelscore", disable_auth=True, max_report_bytes=1 << 20,
-                          scoring=scoring, log_level="info", namespace="accelscore",
-                          publish=PublishPolicy(min_interval_s=1.0, dead_band=5, valid_for_s=60.0,
-                                                min_fresh_ratio=0.5, stale_after_s=scoring.stale_after_s))
-    return ScorerService(config=dataclasses.replace(config, insecure_plaintext=True), cluster_api=api).start()
-
-
 def _push(scorer: ScorerService, report: pb.NodeReport) -> None:
     with grpc.insecure_channel(f"127.0.0.1:{scorer.grpc_port}") as channel:
         pb_grpc.ReportServiceStub(channel).PushReport(pb.PushReportRequest(report=report), timeout=10)
@@ -87,45 +64,39 @@ def _raw(scorer: ScorerService) -> dict[str, dict[str, float]]:
     return {s.aps_name: s.raw for s in scorer.view.read()[0]}
 
 
-def test_a_dra_only_node_end_to_end_over_grpc_and_the_scorers_own_dra_bound(short_dir: Path) -> None:
-    with KubeApiServer() as server:
-        kubeconfig = server.write_kubeconfig(short_dir / "kubeconfig")
-        api = from_kubeconfig(kubeconfig)
-        k8s.CoreV1Api(api).create_namespace({"metadata": {"name": "accelscore"}})
-        cluster.dra_node_h100x8(api)
-        scorer = _scorer(api)
-        try:
-            wait_for(lambda: (scorer.score_once() or True) and scorer.dra is not None and scorer.dra.synced
-                     and scorer._node_watch.synced.is_set() and scorer._bound_watch.synced.is_set())
-            report = _agent_report(short_dir, kubeconfig)
-            _push(scorer, report)
-            raw = _raw(scorer)
-            accel, usage = raw[ACCELSCORE_APS], raw[RESOURCE_USAGE_APS]
-            assert (accel["gpuClusterFree"], accel["gpuClusterFit2"], accel["gpuClusterFit4"]) == (4, 2, 1)
-            assert accel["gpuClusterHealthy"] == pytest.approx(87.5)  # 7 of 8
-            assert usage["gpuNodeAvailable"] == 4.0
+def test_a_dra_only_node_end_to_end_over_grpc_and_the_scorers_own_dra_bound(
+        short_dir: Path, make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(cluster="c1", nodes=0, publish=False)
+    kubeconfig, api = rig.kubeconfig, rig.api
+    cluster.dra_node_h100x8(api)
+    scorer = rig.start_scorer(rescore_every_s=None)  # the test drives the passes
+    score_until_dra_synced(scorer)
+    report = _agent_report(short_dir, kubeconfig)
+    _push(scorer, report)
+    raw = _raw(scorer)
+    accel, usage = raw[ACCELSCORE_APS], raw[RESOURCE_USAGE_APS]
+    assert (accel["gpuClusterFree"], accel["gpuClusterFit2"], accel["gpuClusterFit4"]) == (4, 2, 1)
+    assert accel["gpuClusterHealthy"] == pytest.approx(87.5)  # 7 of 8
+    assert usage["gpuNodeAvailable"] == 4.0
 
-            # 8 free claimed against 7 usable DRA devices (gpu-7 tainted out) is refused as implausible ...
-            liar = pb.NodeReport()
-            liar.CopyFrom(report)
-            liar.sequence = 2
-            for device in liar.devices:
-                del device.assignments[:]
-                device.health = pb.HEALTH_HEALTHY
-            with pytest.raises(grpc.RpcError) as refused:
-                _push(scorer, liar)
-            assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION  # type: ignore[attr-defined]
-            assert "usable DRA devices" in refused.value.details()  # type: ignore[attr-defined]
-            # ... and 7 idle (nothing held) is counted at the scorer's own DRA bound: 7 usable - 3 held = 4.
-            liar.devices[7].health = pb.HEALTH_UNHEALTHY
-            liar.sequence = 3
-            _push(scorer, liar)
-            assert _raw(scorer)[ACCELSCORE_APS]["gpuClusterFree"] == 4
+    # 8 free claimed against 7 usable DRA devices (gpu-7 tainted out) is refused as implausible ...
+    liar = pb.NodeReport()
+    liar.CopyFrom(report)
+    liar.sequence = 2
+    for device in liar.devices:
+        del device.assignments[:]
+        device.health = pb.HEALTH_HEALTHY
+    with pytest.raises(grpc.RpcError) as refused:
+        _push(scorer, liar)
+    assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION  # type: ignore[attr-defined]
+    assert "usable DRA devices" in refused.value.details()  # type: ignore[attr-defined]
+    # ... and 7 idle (nothing held) is counted at the scorer's own DRA bound: 7 usable - 3 held = 4.
+    liar.devices[7].health = pb.HEALTH_UNHEALTHY
+    liar.sequence = 3
+    _push(scorer, liar)
+    assert _raw(scorer)[ACCELSCORE_APS]["gpuClusterFree"] == 4
 
-            # The trainer's claim is released: the bound rises at once (6), before the node reports again.
-            k8s.CustomObjectsApi(api).delete_namespaced_custom_object("resource.k8s.io", "v1", "ml",
-                                                                      "resourceclaims", "trainer-gpus")
-            wait_for(lambda: _raw(scorer)[ACCELSCORE_APS]["gpuClusterFree"] == 6)
-        finally:
-            scorer.stop()
-            api.close()
+    # The trainer's claim is released: the bound rises at once (6), before the node reports again.
+    k8s.CustomObjectsApi(api).delete_namespaced_custom_object("resource.k8s.io", "v1", "ml",
+                                                              "resourceclaims", "trainer-gpus")
+    wait_for(lambda: _raw(scorer)[ACCELSCORE_APS]["gpuClusterFree"] == 6)

@@ -17,15 +17,12 @@ import time
 
 import pytest
 
-from accelscore.agent.collectors.dra import DraSnapshot
-from accelscore.agent.dra_join import join_dra
-from accelscore.agent.snapshots import DynamicAssignment, KubeletSnapshot
-from accelscore.devices.dra import ClaimResult, DraClaim, counted_devices, node_view
+from accelscore.agent.snapshots import DynamicAssignment
+from accelscore.devices.dra import ClaimResult, DraClaim, node_view
 from accelscore.kube.dra import parse_claim, parse_slice
 from accelscore.scorer.core.scoring import score_cluster
 from accelscore.scorer.core.scoring_config import default_scoring_config
 from accelscore.scorer.ingest.node_table import NodeFacts, NodeTable
-from accelscore.v1 import report_pb2 as pb
 from tests.dra import cluster
 
 UUIDS = [f"GPU-4f0a3b2e-8c1d-4e7f-9a6b-1c2d3e4f5a6{i}" for i in range(2)]
@@ -54,18 +51,9 @@ def test_a_partitionable_mig_node_publishes_what_its_counters_allow() -> None:
     assert (view.whole, view.usable, view.free, view.partitions) == (
         {"nvidia": 2}, {"nvidia": 2}, {"nvidia": 1}, {"nvidia": 28})
 
-    report = pb.NodeReport(node_name="dra-mig-0", sequence=1, agent_instance="a")
-    report.time.FromNanoseconds(int(time.time() * 1e9))
-    for name in ("nvidia", "kubelet", "dra", "node"):
-        report.collectors.add(name=name, state=pb.COLLECTOR_STATE_OK)
-    for i, uuid in enumerate(UUIDS):
-        report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id=uuid, index=i, model="NVIDIA H100 80GB HBM3",
-                           health=pb.HEALTH_HEALTHY, memory_total_bytes=80 << 30, memory_used_bytes=0)
-    pools = counted_devices(slices)
     held = DynamicAssignment("gpu.nvidia.com", "dra-mig-0", "gpu-0-mig-3g40gb-9-0", "ml", "infer", "ml", "infer-0",
                              "main")
-    join_dra(report, DraSnapshot("v1", pools.devices, {k: dict(v) for k, v in pools.counter_sets.items()}),
-             kubelet=KubeletSnapshot((), (), (held,), frozenset({("ml", "infer-0")})), node=None)
+    report = cluster.joined_report("dra-mig-0", UUIDS, slices, [held])
     assert {p.profile: p.count for p in report.devices[0].partitions_available} == {
         "1g.10gb": 3, "2g.20gb": 1, "3g.40gb": 1}
 

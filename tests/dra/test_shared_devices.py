@@ -17,35 +17,28 @@ Expected, and why:
 
 from __future__ import annotations
 
-import dataclasses
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import grpc
-import pytest
 from kubernetes import client as k8s
 
 from accelscore.agent.collectors.dra import DraSnapshot
 from accelscore.agent.dra_join import join_dra
 from accelscore.agent.snapshots import DynamicAssignment, KubeletSnapshot
 from accelscore.devices.dra import counted_devices, node_view
-from accelscore.kube.config import from_kubeconfig
 from accelscore.kube.dra import parse_claim, parse_slice
-from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.core.model import ACCELSCORE_APS
 from accelscore.scorer.core.scoring import score_cluster
-from accelscore.scorer.core.scoring_config import ScoringConfig, default_scoring_config
+from accelscore.scorer.core.scoring_config import default_scoring_config
 from accelscore.scorer.ingest.node_table import NodeFacts, NodeTable
-from accelscore.scorer.publish.policy import PublishPolicy
 from accelscore.scorer.service import ScorerService
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
 from tests.dra import cluster
-from tests.e2e.harness import wait_for
-from tests.kubeapi.server import KubeApiServer
+from tests.rig.cluster import Rig
+from tests.rig.scorer import score_until_dra_synced
+from tests.rig.wait import wait_for
 
 MIB, GIB = 1 << 20, 1 << 30
 H100_MEMORY = 81559 * MIB  # the driver's memory capacity, rounded down to 1Mi
@@ -122,49 +115,26 @@ def test_without_the_scorers_view_of_the_claims_shared_gpus_offer_nothing_they_m
     assert _node_mem_free(table, "dra-share-0") == H100_MEMORY  # gpu-2 holds none: NVML's free memory, as any GPU
 
 
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="drash-"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
-
-
-def _scorer(api: k8s.ApiClient) -> ScorerService:
-    scoring = ScoringConfig()
-    config = ScorerConfig(cluster_name="c1", hub_kubeconfig=None, listen_address=("127.0.0.1", 0),
-                          metrics_address=("127.0.0.1", 0), agent_service_account="system:serviceaccount:a:b",
-                          token_audience="accelscore", disable_auth=True, max_report_bytes=1 << 20,
-                          scoring=scoring, log_level="info", namespace="accelscore",
-                          publish=PublishPolicy(min_interval_s=1.0, dead_band=5, valid_for_s=60.0,
-                                                min_fresh_ratio=0.5, stale_after_s=scoring.stale_after_s))
-    return ScorerService(config=dataclasses.replace(config, insecure_plaintext=True), cluster_api=api).start()
-
-
 def _shares(scorer: ScorerService) -> float:
     scorer.score_once()
     return next(s.raw for s in scorer.view.read()[0] if s.aps_name == ACCELSCORE_APS)["gpuClusterSharesFree"]
 
 
-def test_a_released_share_counts_at_once_through_the_scorers_own_claim_watch(short_dir: Path) -> None:
-    with KubeApiServer() as server:
-        api = from_kubeconfig(server.write_kubeconfig(short_dir / "kubeconfig"))
+def test_a_released_share_counts_at_once_through_the_scorers_own_claim_watch(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(cluster="c1", nodes=0, publish=False)
+    api = rig.api
+    for node in UUIDS:
+        cluster.node(api, node)
+    cluster.create(api, cluster.load("h100-shared.resourceslices"))  # validated against the v1.36.0 schema
+    cluster.create(api, cluster.load("h100-shared.claims"))
+    scorer = rig.start_scorer(rescore_every_s=None)  # the test drives the passes
+    score_until_dra_synced(scorer)
+    with grpc.insecure_channel(f"127.0.0.1:{scorer.grpc_port}") as channel:
         for node in UUIDS:
-            cluster.node(api, node)
-        cluster.create(api, cluster.load("h100-shared.resourceslices"))  # validated against the v1.36.0 schema
-        cluster.create(api, cluster.load("h100-shared.claims"))
-        scorer = _scorer(api)
-        try:
-            wait_for(lambda: (scorer.score_once() or True) and scorer.dra is not None and scorer.dra.synced
-                     and scorer._node_watch.synced.is_set() and scorer._bound_watch.synced.is_set())
-            with grpc.insecure_channel(f"127.0.0.1:{scorer.grpc_port}") as channel:
-                for node in UUIDS:
-                    pb_grpc.ReportServiceStub(channel).PushReport(pb.PushReportRequest(report=_report(node)),
-                                                                  timeout=10)
-            assert _shares(scorer) == 6
-            # chat-b ends: its claim is deleted, gpu-0 has 3 shares left, before the node reports again.
-            k8s.CustomObjectsApi(api).delete_namespaced_custom_object("resource.k8s.io", "v1", "inference",
-                                                                      "resourceclaims", "chat-b-0-gpu-t8w3n")
-            wait_for(lambda: _shares(scorer) == 7)
-        finally:
-            scorer.stop()
-            api.close()
+            pb_grpc.ReportServiceStub(channel).PushReport(pb.PushReportRequest(report=_report(node)),
+                                                          timeout=10)
+    assert _shares(scorer) == 6
+    # chat-b ends: its claim is deleted, gpu-0 has 3 shares left, before the node reports again.
+    k8s.CustomObjectsApi(api).delete_namespaced_custom_object("resource.k8s.io", "v1", "inference",
+                                                              "resourceclaims", "chat-b-0-gpu-t8w3n")
+    wait_for(lambda: _shares(scorer) == 7)

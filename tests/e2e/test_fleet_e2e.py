@@ -10,65 +10,38 @@ import datetime as dt
 import json
 import math
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from accelscore.kube.hub_scores import GROUP, PLURAL, VERSION
 from accelscore.scorer.core.scoring_config import ScoringConfig
-from tests.e2e.harness import SimCluster, wait_for
 from tests.kubeapi.fixtures import ApiHandle, unique
-
-GROUP, VERSION, PLURAL = "cluster.open-cluster-management.io", "v1alpha1", "addonplacementscores"
-
-
-def _scores(hub: k8s.CustomObjectsApi, namespace: str, name: str) -> dict[str, int] | None:
-    try:
-        obj = hub.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-    except ApiException as err:
-        if err.status == 404:
-            return None
-        raise
-    scores = (obj.get("status") or {}).get("scores")
-    return None if scores is None else {s["name"]: s["value"] for s in scores}
-
-
-def _status(hub: k8s.CustomObjectsApi, namespace: str, name: str) -> dict:
-    return hub.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)["status"]
+from tests.rig.cluster import Rig
+from tests.rig.wait import wait_for
 
 
 @pytest.fixture
-def fleet(hub_api: ApiHandle, tmp_path: Path) -> Iterator[tuple[k8s.CustomObjectsApi, list[SimCluster]]]:
+def fleet(hub_api: ApiHandle, make_rig: Callable[..., Rig]) -> list[Rig]:
     """cluster-a: 2 x 8 H100 (5 busy on one node); cluster-b: 4 A100, one lost after XID 79; both publishing."""
-    hub_client = hub_api.api_client()
-    core = k8s.CoreV1Api(hub_client)
-    names = [unique("cluster-a"), unique("cluster-b")]
-    for name in names:
-        core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
-    clusters = [SimCluster(name=n, hub_kubeconfig=hub_api.kubeconfig, workdir=tmp_path) for n in names]
-    try:
-        a, b = clusters
-        for cluster in clusters:
-            cluster.start_scorer()
-        a.add_node("a-gpu-1", scenario="h100x8-idle", busy=5)
-        a.add_node("a-gpu-2", scenario="h100x8-idle")
-        b.add_node("b-gpu-1", scenario="xid-79").nvml.advance(2)  # XID 79, then GPU 2 has fallen off the bus
-        for cluster in clusters:
-            wait_for(lambda c=cluster: c.scorer.ready()[0])
-            cluster.cycle_all()
-        yield k8s.CustomObjectsApi(hub_client), clusters
-    finally:
-        for cluster in clusters:
-            cluster.stop()
-        for name in names:
-            core.delete_namespace(name)
+    clusters = [make_rig(cluster=unique(name), nodes=0, hub=hub_api, auth=True) for name in ("cluster-a", "cluster-b")]
+    a, b = clusters
+    for cluster in clusters:
+        cluster.start_scorer(rescore_every_s=0.2)
+    a.add_node("a-gpu-1", scenario="h100x8-idle", busy=5)
+    a.add_node("a-gpu-2", scenario="h100x8-idle")
+    b.add_node("b-gpu-1", scenario="xid-79").nvml.advance(2)  # XID 79, then GPU 2 has fallen off the bus
+    for cluster in clusters:
+        cluster.wait_ready()
+        cluster.cycle_all()
+    return clusters
 
 
-def test_each_cluster_publishes_both_score_objects_with_the_right_values(fleet) -> None:
-    hub, (a, b) = fleet
-    accel = wait_for(lambda: (s := _scores(hub, a.name, "accelscore")) and s.get("gpuClusterFree") == 18 and s)
+def test_each_cluster_publishes_both_score_objects_with_the_right_values(fleet: list[Rig]) -> None:
+    a, b = fleet
+    accel = wait_for(lambda: (s := a.hub_scores("accelscore")) and s.get("gpuClusterFree") == 18 and s)
     # 3 free on a-gpu-1 + 8 on a-gpu-2 = 11 free H100s; refs: node 8, cluster 64, fit<k> 64/k.
     assert accel["gpuNodeFree"] == 100
     assert accel["gpuClusterFit1"] == math.ceil(100 * 11 / 64)
@@ -77,19 +50,19 @@ def test_each_cluster_publishes_both_score_objects_with_the_right_values(fleet) 
     assert accel["gpuClusterFit8"] == math.ceil(100 * 1 / 8)
     assert accel["gpuClusterHealthy"] == 100 and accel["clusterFreshness"] == 100
     assert accel["tpuClusterFree"] == 0
-    compat = wait_for(lambda: (s := _scores(hub, a.name, "resource-usage-score"))
+    compat = wait_for(lambda: (s := a.hub_scores("resource-usage-score"))
                       and s.get("gpuClusterAvailable") == int(200 * 11 / 20 - 100) and s)  # 16 allocatable - 5 asked
     assert compat["gpuNodeAvailable"] == int(200 * 8 / 20 - 100)
     assert compat["memNodeAvailable"] == int(200 * (512 * 1024) / 1048576 - 100)  # MiB, upstream's bug fixed
-    b_scores = wait_for(lambda: _scores(hub, b.name, "accelscore"))
+    b_scores = wait_for(lambda: b.hub_scores("accelscore"))
     assert b_scores["gpuClusterHealthy"] < 100  # the XID-79 GPU is out of service
     assert b_scores["gpuClusterFree"] < accel["gpuClusterFree"]
 
 
-def test_published_status_carries_valid_until_and_a_freshness_condition(fleet) -> None:
-    hub, (a, _) = fleet
-    wait_for(lambda: _scores(hub, a.name, "accelscore"))
-    status = _status(hub, a.name, "accelscore")
+def test_published_status_carries_valid_until_and_a_freshness_condition(fleet: list[Rig]) -> None:
+    a, _ = fleet
+    wait_for(lambda: a.hub_scores("accelscore"))
+    status = a.hub_status("accelscore")
     valid_until = dt.datetime.fromisoformat(status["validUntil"].replace("Z", "+00:00"))
     left = (valid_until - dt.datetime.now(dt.UTC)).total_seconds()
     assert 30 < left <= 61
@@ -97,52 +70,47 @@ def test_published_status_carries_valid_until_and_a_freshness_condition(fleet) -
     assert condition["status"] == "True" and "2/2" in condition["message"]
 
 
-def test_a_gpu_freed_on_a_node_reaches_the_hub_within_the_min_interval_plus_2s(fleet) -> None:
-    hub, (a, _) = fleet
-    wait_for(lambda: (_scores(hub, a.name, "accelscore") or {}).get("gpuClusterFree") == 18)
+def test_a_gpu_freed_on_a_node_reaches_the_hub_within_the_min_interval_plus_2s(fleet: list[Rig]) -> None:
+    a, _ = fleet
+    wait_for(lambda: (a.hub_scores("accelscore") or {}).get("gpuClusterFree") == 18)
     started = time.monotonic()
     for index in range(5):
         a.free_gpu("a-gpu-1", index)
     a.agents["a-gpu-1"].cycle()  # the agent's next cycle sees it and pushes at once (assignment changed)
-    wait_for(lambda: (_scores(hub, a.name, "accelscore") or {}).get("gpuClusterFree") == 25,
-             timeout_s=a.min_publish_interval_s + 2.0)
-    assert time.monotonic() - started <= a.min_publish_interval_s + 2.0
-    assert _scores(hub, a.name, "accelscore")["gpuClusterFit8"] == 25  # two whole nodes now
+    wait_for(lambda: (a.hub_scores("accelscore") or {}).get("gpuClusterFree") == 25,
+             timeout_s=a.policy.min_interval_s + 2.0)
+    assert time.monotonic() - started <= a.policy.min_interval_s + 2.0
+    assert a.hub_scores("accelscore")["gpuClusterFit8"] == 25  # two whole nodes now
 
 
-def test_the_crd_schema_rejects_a_value_out_of_range_like_a_real_apiserver(fleet) -> None:
-    hub, (a, _) = fleet
-    wait_for(lambda: _scores(hub, a.name, "accelscore"))
-    obj = hub.get_namespaced_custom_object(GROUP, VERSION, a.name, PLURAL, "accelscore")
+def test_the_crd_schema_rejects_a_value_out_of_range_like_a_real_apiserver(fleet: list[Rig],
+                                                                          hub_api: ApiHandle) -> None:
+    a, _ = fleet
+    hub = k8s.CustomObjectsApi(hub_api.api_client())
+    wait_for(lambda: a.hub_scores("accelscore"))
+    obj = hub.get_namespaced_custom_object(GROUP, VERSION, a.cluster, PLURAL, "accelscore")
     obj["status"]["scores"][0]["value"] = 150
     with pytest.raises(ApiException) as raised:
-        hub.replace_namespaced_custom_object_status(GROUP, VERSION, a.name, PLURAL, "accelscore", obj)
+        hub.replace_namespaced_custom_object_status(GROUP, VERSION, a.cluster, PLURAL, "accelscore", obj)
     assert raised.value.status == 422
     causes = json.loads(raised.value.body)["details"]["causes"]
     assert "status.scores[0].value" in [c.get("field") for c in causes]
 
 
-def test_a_cluster_whose_agents_go_quiet_withdraws_its_scores(hub_api: ApiHandle, tmp_path: Path) -> None:
-    hub_client = hub_api.api_client()
-    name = unique("cluster-stale")
-    k8s.CoreV1Api(hub_client).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
-    cluster = SimCluster(name=name, hub_kubeconfig=hub_api.kubeconfig, workdir=tmp_path,
-                         scoring=ScoringConfig(stale_after_s=1.5))
-    hub = k8s.CustomObjectsApi(hub_client)
-    try:
-        cluster.start_scorer()
-        cluster.add_node("s-gpu-1", scenario="h100x8-idle")
-        wait_for(lambda: cluster.scorer.ready()[0])
-        cluster.cycle_all()
-        wait_for(lambda: (_scores(hub, name, "accelscore") or {}).get("gpuNodeFree") == 100)
-        # No more reports: after stale_after the only node is unknown, the cluster falls below min-fresh-ratio.
-        wait_for(lambda: _scores(hub, name, "accelscore") == {}, timeout_s=10)
-        condition = next(c for c in _status(hub, name, "accelscore")["conditions"] if c["type"] == "ScoresFresh")
-        assert condition["status"] == "False" and "0/1" in condition["message"]
-        # resource-usage-score's "none" is -100 (its 0 is mid-range and would outrank a full live cluster).
-        compat = wait_for(lambda: (s := _scores(hub, name, "resource-usage-score")) and set(s.values()) == {-100}
-                          and s)
-        assert len(compat) == 8
-    finally:
-        cluster.stop()
-        k8s.CoreV1Api(hub_client).delete_namespace(name)
+def test_a_cluster_whose_agents_go_quiet_withdraws_its_scores(hub_api: ApiHandle,
+                                                               make_rig: Callable[..., Rig]) -> None:
+    cluster = make_rig(cluster=unique("cluster-stale"), nodes=0, hub=hub_api, auth=True,
+                       scoring=ScoringConfig(stale_after_s=1.5))
+    cluster.start_scorer(rescore_every_s=0.2)
+    cluster.add_node("s-gpu-1", scenario="h100x8-idle")
+    cluster.wait_ready()
+    cluster.cycle_all()
+    wait_for(lambda: (cluster.hub_scores("accelscore") or {}).get("gpuNodeFree") == 100)
+    # No more reports: after stale_after the only node is unknown, the cluster falls below min-fresh-ratio.
+    wait_for(lambda: cluster.hub_scores("accelscore") == {}, timeout_s=10)
+    condition = next(c for c in cluster.hub_status("accelscore")["conditions"] if c["type"] == "ScoresFresh")
+    assert condition["status"] == "False" and "0/1" in condition["message"]
+    # resource-usage-score's "none" is -100 (its 0 is mid-range and would outrank a full live cluster).
+    compat = wait_for(lambda: (s := cluster.hub_scores("resource-usage-score")) and set(s.values()) == {-100}
+                      and s)
+    assert len(compat) == 8

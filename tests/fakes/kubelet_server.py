@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import threading
-from concurrent import futures
 from pathlib import Path
-from types import TracebackType
 
 import grpc
 from google.protobuf import json_format
 
 from accelscore.vendor.podresources.v1 import api_pb2 as pb
 from accelscore.vendor.podresources.v1 import api_pb2_grpc as pb_grpc
+from tests.fakes.grpc_peer import GrpcPeer
 
 __all__ = ["FIXTURES", "KubeletServer", "load_allocatable", "load_list"]
 
@@ -66,7 +65,7 @@ class _Servicer(pb_grpc.PodResourcesListerServicer):
         raise AssertionError("unreachable")  # abort raises
 
 
-class KubeletServer:
+class KubeletServer(GrpcPeer):
     """PodResourcesLister on `unix://<socket_path>`; stop() removes the socket file, as a kubelet exit does."""
 
     def __init__(
@@ -77,7 +76,6 @@ class KubeletServer:
     ) -> None:
         self.socket_path = Path(socket_path)
         self._servicer = _Servicer(list_response, allocatable_response)
-        self._server: grpc.Server | None = None
 
     @classmethod
     def from_fixture(cls, socket_path: Path, case: str) -> KubeletServer:
@@ -104,27 +102,15 @@ class KubeletServer:
         """Fail every call with `code` (None: answer normally again)."""
         self._servicer.error = code
 
-    def start(self) -> KubeletServer:
-        """Bind the unix socket (the path must be short: sockaddr_un holds ~107 bytes) and serve."""
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    def _register(self, server: grpc.Server) -> None:
         pb_grpc.add_PodResourcesListerServicer_to_server(self._servicer, server)
+
+    def _bind(self, server: grpc.Server) -> None:
+        # The path must be short: sockaddr_un holds ~107 bytes.
         if server.add_insecure_port(f"unix://{self.socket_path.absolute()}") == 0:
             raise RuntimeError(f"cannot bind unix socket {self.socket_path}")
-        server.start()
-        self._server = server
-        return self
 
     def stop(self) -> None:
         """Stop at once and remove the socket file."""
-        if self._server is not None:
-            self._server.stop(grace=None).wait()
-            self._server = None
+        super().stop()
         self.socket_path.unlink(missing_ok=True)
-
-    def __enter__(self) -> KubeletServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

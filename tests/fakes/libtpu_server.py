@@ -5,15 +5,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from concurrent import futures
 from pathlib import Path
-from types import TracebackType
 
 import grpc
 from google.protobuf import json_format
 
 from accelscore.vendor.tpu import tpu_metric_service_pb2 as pb
 from accelscore.vendor.tpu import tpu_metric_service_pb2_grpc as pb_grpc
+from tests.fakes.grpc_peer import GrpcPeer
 
 __all__ = ["FIXTURES", "LibtpuServer", "load_metrics"]
 
@@ -61,7 +60,7 @@ class _Servicer(pb_grpc.RuntimeMetricServiceServicer):
         return pb.ListSupportedMetricsResponse(supported_metric=names)
 
 
-class LibtpuServer:
+class LibtpuServer(GrpcPeer):
     """Loopback TCP RuntimeMetricService; `port` is known after start() (0 = pick a free one)."""
 
     def __init__(
@@ -75,7 +74,6 @@ class LibtpuServer:
         self._servicer = _Servicer(responses)
         self._address = f"{host}:{port}"
         self._credentials = credentials
-        self._server: grpc.Server | None = None
         self.port = port
 
     @property
@@ -87,30 +85,13 @@ class LibtpuServer:
         """Replace what the server answers from the next call on."""
         self._servicer.answers = dict(responses)
 
-    def start(self) -> LibtpuServer:
-        """Bind and serve; raises if the port cannot be bound."""
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    def _register(self, server: grpc.Server) -> None:
         pb_grpc.add_RuntimeMetricServiceServicer_to_server(self._servicer, server)
+
+    def _bind(self, server: grpc.Server) -> None:
         if self._credentials is None:
             self.port = server.add_insecure_port(self._address)
         else:
             self.port = server.add_secure_port(self._address, self._credentials)
         if self.port == 0:
             raise RuntimeError(f"cannot bind {self._address}")
-        server.start()
-        self._server = server
-        return self
-
-    def stop(self) -> None:
-        """Stop at once, cancelling calls in flight."""
-        if self._server is not None:
-            self._server.stop(grace=None).wait()
-            self._server = None
-
-    def __enter__(self) -> LibtpuServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

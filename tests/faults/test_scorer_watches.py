@@ -8,52 +8,26 @@ backlog it cannot see as free."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
 
 from accelscore.scorer.service import ScorerService
 from tests.kubeapi.objects import node_body
-from tests.zerogap.support import Rig, wait_for
+from tests.rig.cluster import Rig
+from tests.rig.scorer import fresh_total, node_names, raw
+from tests.rig.wait import wait_for
 
 NODES = r"^/api/v1/nodes$"
 PODS = r"^/api/v1/pods$"
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    rig = Rig(workdir=tmp_path)  # nodes gpu-0..2, 8 GPUs each; a report has 3 free GPUs per node
-    try:
-        yield rig
-    finally:
-        rig.stop()
-
-
-def _raw(scorer: ScorerService) -> dict[str, float]:
-    sets, *_ = scorer.view.read()
-    return dict(next(s for s in sets if s.aps_name == "accelscore").raw) if sets else {}
-
-
-def _counts(scorer: ScorerService) -> tuple[int, int]:
-    sets, *_ = scorer.view.read()
-    first = next(s for s in sets if s.aps_name == "accelscore")
-    return first.fresh_nodes, first.total_nodes
-
-
-def _node_names(scorer: ScorerService) -> list[str]:
-    _, snapshot, *_ = scorer.view.read()
-    return sorted(entry.name for entry in snapshot.nodes) if snapshot is not None else []
-
-
-def _core(rig: Rig) -> k8s.CoreV1Api:
-    return k8s.CoreV1Api(rig._client(rig.kubeconfig))
+# The `rig` fixture: nodes gpu-0..2, 8 GPUs each; a report has 3 free GPUs per node.
 
 
 def _reported_and_scored(rig: Rig, scorer: ScorerService, free: float) -> None:
     rig.report([scorer])
-    wait_for(lambda: _raw(scorer).get("gpuClusterFree") == free)
+    wait_for(lambda: raw(scorer).get("gpuClusterFree") == free)
 
 
 def _wait_status(rig: Rig, path: str, status: int) -> None:
@@ -68,8 +42,8 @@ def test_a_500_on_the_node_list_leaves_the_scorer_unready_and_unpublished_until_
     assert scorer.ready() == (False, "waiting for node/pod watches to sync")
     assert not scorer.worker.active  # never publish a node count that is only "the nodes that reported"
     wait_for(lambda: scorer.ready()[0])
-    wait_for(lambda: _raw(scorer).get("gpuClusterFree") == 9.0)
-    assert _node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2"]
+    wait_for(lambda: raw(scorer).get("gpuClusterFree") == 9.0)
+    assert node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2"]
     assert scorer._node_watch.relists == 1 and scorer._node_watch.failures == 0
 
 
@@ -78,8 +52,8 @@ def test_an_unlistable_pending_pod_backlog_leaves_no_headroom(rig: Rig) -> None:
     scorer = rig.start_scorer(watch_options={"backoff_initial_s": 0.05, "backoff_max_s": 0.2})
     _reported_and_scored(rig, scorer, 9.0)
     _wait_status(rig, "/api/v1/pods", 500)
-    raw = _raw(scorer)
-    assert raw["gpuClusterHeadroom"] == 0.0  # an unknown backlog is never counted as no backlog
+    values = raw(scorer)
+    assert values["gpuClusterHeadroom"] == 0.0  # an unknown backlog is never counted as no backlog
     assert scorer.ready()[0] is False
     assert not scorer.worker.active  # all nodes reported, yet within the grace period nothing is published
     assert "500" in scorer._pending_watch.last_error
@@ -90,7 +64,7 @@ def test_410_gone_after_a_dropped_watch_relists_keeps_every_node_and_never_count
     scorer = rig.start_scorer(watch_options={"backoff_initial_s": 0.05, "backoff_max_s": 0.2})
     wait_for(lambda: scorer.ready()[0])
     _reported_and_scored(rig, scorer, 9.0)
-    server, core = rig.api_server, _core(rig)
+    server, core = rig.api_server, rig.core
     # The watch is cut and its re-watch is slow to be answered; meanwhile the cluster changes and etcd
     # compacts, so the re-watch from the old resourceVersion is answered 410 Gone.
     server.delay("GET", NODES, 1.0)
@@ -98,11 +72,11 @@ def test_410_gone_after_a_dropped_watch_relists_keeps_every_node_and_never_count
     core.delete_node("gpu-2")
     core.create_node(node_body("gpu-new"))  # exists, never reports
     server.compact()
-    wait_for(lambda: _node_names(scorer) == ["gpu-0", "gpu-1", "gpu-new"])
+    wait_for(lambda: node_names(scorer) == ["gpu-0", "gpu-1", "gpu-new"])
     assert scorer._node_watch.relists == 2  # the initial list and one relist after 410 Gone
     assert any(r.path == "/api/v1/nodes" and "watch=" not in r.query for r in server.requests[-20:])
-    wait_for(lambda: _raw(scorer).get("gpuClusterFree") == 6.0)  # gpu-0, gpu-1; gpu-new is unknown, not 8 free
-    assert _counts(scorer) == (2, 3)
+    wait_for(lambda: raw(scorer).get("gpuClusterFree") == 6.0)  # gpu-0, gpu-1; gpu-new is unknown, not 8 free
+    assert fresh_total(scorer) == (2, 3)
 
 
 def test_an_http_410_on_the_re_watch_relists_without_losing_the_reports(rig: Rig) -> None:
@@ -114,18 +88,18 @@ def test_an_http_410_on_the_re_watch_relists_without_losing_the_reports(rig: Rig
     rig.api_server.drop_watches(NODES)
     wait_for(lambda: scorer._node_watch.relists == 2)
     time.sleep(0.3)  # a few scoring passes after the relist
-    assert _raw(scorer)["gpuClusterFree"] == 9.0 and _counts(scorer) == (3, 3)
+    assert raw(scorer)["gpuClusterFree"] == 9.0 and fresh_total(scorer) == (3, 3)
 
 
 def test_a_watch_dropped_mid_stream_resumes_from_its_resource_version_and_keeps_its_nodes(rig: Rig) -> None:
     scorer = rig.start_scorer(watch_options={"backoff_initial_s": 0.05, "backoff_max_s": 0.2})
     wait_for(lambda: scorer.ready()[0])
     _reported_and_scored(rig, scorer, 9.0)
-    server, core = rig.api_server, _core(rig)
+    server, core = rig.api_server, rig.core
     assert server.drop_watches(NODES) == 1
-    assert _node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2"]  # nothing dropped with the connection
+    assert node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2"]  # nothing dropped with the connection
     core.patch_node("gpu-1", {"spec": {"unschedulable": True}})
-    wait_for(lambda: _raw(scorer).get("gpuClusterFree") == 6.0)  # the change made after the drop arrives
+    wait_for(lambda: raw(scorer).get("gpuClusterFree") == 6.0)  # the change made after the drop arrives
     assert scorer._node_watch.relists == 1  # resumed, not relisted: history was still there
     watches = [r for r in server.requests if r.path == "/api/v1/nodes" and "watch=" in r.query]
     assert len(watches) >= 2
@@ -142,7 +116,7 @@ def test_a_stalled_watch_keeps_the_last_state_then_times_out_and_re_watches(
                                              "backoff_initial_s": 0.05, "backoff_max_s": 0.2})
     wait_for(lambda: scorer.ready()[0])
     _reported_and_scored(rig, scorer, 9.0)
-    server, core = rig.api_server, _core(rig)
+    server, core = rig.api_server, rig.core
     server.stall_watches(NODES, 60.0)  # the next node watch hangs: headers, then silence
     wait_for(lambda: server.pending_watch_stalls() == 0)  # the 1 s watch ended; its successor is the stalled one
     before = _node_watches(rig)
@@ -150,12 +124,12 @@ def test_a_stalled_watch_keeps_the_last_state_then_times_out_and_re_watches(
     core.create_node(node_body("gpu-new"))
     time.sleep(0.5)
     # While stalled the scorer scores its last state: the same nodes, the same free count.
-    assert _node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2"] and _raw(scorer)["gpuClusterFree"] == 9.0
+    assert node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2"] and raw(scorer)["gpuClusterFree"] == 9.0
     wait_for(lambda: _node_watches(rig) >= before + 1, timeout_s=10)  # read timeout, then a new watch
-    wait_for(lambda: _node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2", "gpu-new"], timeout_s=10)
-    wait_for(lambda: _raw(scorer).get("gpuClusterFree") == 6.0)  # gpu-1 cordoned; gpu-new never reported
+    wait_for(lambda: node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2", "gpu-new"], timeout_s=10)
+    wait_for(lambda: raw(scorer).get("gpuClusterFree") == 6.0)  # gpu-1 cordoned; gpu-new never reported
     assert scorer._node_watch.relists == 1  # re-watched from its resourceVersion, no relist
-    assert _counts(scorer) == (2, 3)
+    assert fresh_total(scorer) == (2, 3)
     assert any("Read timed out" in r.getMessage() for r in caplog.records if r.name == "accelscore.kube.watch")
 
 
@@ -172,14 +146,14 @@ def test_the_pending_pod_watch_relists_after_410_gone_and_its_backlog_follows(ri
     scorer = rig.start_scorer(watch_options={"backoff_initial_s": 0.05, "backoff_max_s": 0.2})
     wait_for(lambda: scorer.ready()[0])
     _reported_and_scored(rig, scorer, 9.0)
-    server, core = rig.api_server, _core(rig)
+    server, core = rig.api_server, rig.core
     _pending_pod(core, "wants-2", 2)
-    wait_for(lambda: _raw(scorer).get("gpuClusterHeadroom") == 7.0)
+    wait_for(lambda: raw(scorer).get("gpuClusterHeadroom") == 7.0)
     server.delay("GET", PODS, 1.0)  # the re-watch is answered late, from a compacted history: 410 Gone
     assert server.drop_watches(PODS) == 2  # the pending-pod and the bound-pod watches
     core.delete_namespaced_pod("wants-2", "default")
     _pending_pod(core, "wants-3", 3)
     server.compact()
-    wait_for(lambda: _raw(scorer).get("gpuClusterHeadroom") == 6.0)
+    wait_for(lambda: raw(scorer).get("gpuClusterHeadroom") == 6.0)
     assert scorer._pending_watch.relists == 2
-    assert _raw(scorer)["gpuClusterFree"] == 9.0 and scorer.ready()[0]
+    assert raw(scorer)["gpuClusterFree"] == 9.0 and scorer.ready()[0]

@@ -14,15 +14,12 @@ from pathlib import Path
 import pytest
 
 from accelscore.agent.push import PushResult, ReportSender
-from accelscore.scorer.ingest.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
-from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
-from tests.e2e.harness import wait_for
-from tests.ingest.harness import AGENT_SA, Accepted
+from accelscore.scorer.ingest.server import IngestStats
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ApiHandle
 from tests.kubeapi.server import KubeApiServer
-
-TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+from tests.rig.ingest import TOKEN_REVIEWS, Accepted, IngestServer, agent_token, authenticator, token_reviews
+from tests.rig.wait import wait_for
 
 
 @dataclass
@@ -30,35 +27,25 @@ class Ingest:
     server: KubeApiServer
     accepted: Accepted
     stats: IngestStats
-    port: int
+    address: str
     tmp: Path
 
     def sender(self, node: str, *, timeout_s: float) -> ReportSender:
-        token = f"token-{node}"
-        self.server.add_token(token, username=AGENT_SA, extra={EXTRA_POD_NAME: [f"agent-{node}"],
-                                                              EXTRA_NODE_NAME: [node]})
+        token = agent_token(self.server, f"token-{node}", node)
         token_file = self.tmp / f"{node}.token"
         token_file.write_text(token)
-        return ReportSender(address=f"127.0.0.1:{self.port}", token_file=token_file, insecure_plaintext=True,
+        return ReportSender(address=self.address, token_file=token_file, insecure_plaintext=True,
                             timeout_s=timeout_s)
 
     def reviews(self) -> int:
-        return sum(1 for r in self.server.requests if r.method == "POST" and r.path == TOKEN_REVIEWS)
+        return token_reviews(self.server)
 
 
 @pytest.fixture
 def ingest(kube_test_server: ApiHandle, tmp_path: Path) -> Iterator[Ingest]:
     assert kube_test_server.server is not None
-    authenticator = TokenAuthenticator(api_client=kube_test_server.api_client(), audience="accelscore",
-                                       agent_username=AGENT_SA, request_timeout_s=1.0)
-    accepted, stats = Accepted(), IngestStats()
-    grpc_server, port = build_ingest_server(address="127.0.0.1:0", accept=accepted, authenticator=authenticator,
-                                            max_report_bytes=1 << 20, counters=stats)
-    grpc_server.start()
-    try:
-        yield Ingest(kube_test_server.server, accepted, stats, port, tmp_path)
-    finally:
-        grpc_server.stop(None)
+    with IngestServer(authenticator=authenticator(kube_test_server, request_timeout_s=1.0), plaintext=True) as server:
+        yield Ingest(kube_test_server.server, server.accepted, server.stats, server.address, tmp_path)
 
 
 def test_a_tokenreview_slower_than_the_scorers_timeout_is_unavailable_then_the_retry_is_accepted(

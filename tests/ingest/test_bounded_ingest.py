@@ -16,35 +16,22 @@ import grpc
 import pytest
 
 from accelscore.scorer.ingest.admission import RateLimiter
-from accelscore.scorer.ingest.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, AuthBusy, TokenAuthenticator, Unauthenticated
+from accelscore.scorer.ingest.auth import AuthBusy, Unauthenticated
 from accelscore.scorer.ingest.server import IngestStats, ReportIngest, build_ingest_server
 from accelscore.v1 import report_pb2 as pb
-from tests.ingest.harness import AGENT_SA, Accepted, IngestServer
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ApiHandle
-from tests.kubeapi.server import KubeApiServer
-
-TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
-PATH = "/accelscore.v1.ReportService/PushReport"
-
-
-def _server(handle: ApiHandle) -> KubeApiServer:
-    assert handle.server is not None
-    return handle.server
-
-
-def _reviews(server: KubeApiServer) -> int:
-    return sum(1 for r in server.requests if r.method == "POST" and r.path == TOKEN_REVIEWS)
-
-
-def _agent_token(server: KubeApiServer, token: str, node: str = "node-a") -> str:
-    server.add_token(token, username=AGENT_SA, extra={EXTRA_POD_NAME: ["agent-x"], EXTRA_NODE_NAME: [node]})
-    return token
-
-
-def _authenticator(handle: ApiHandle, **kwargs: object) -> TokenAuthenticator:
-    return TokenAuthenticator(api_client=handle.api_client(), audience="accelscore", agent_username=AGENT_SA,
-                              **kwargs)  # type: ignore[arg-type]
+from tests.rig.ingest import (
+    PUSH_REPORT,
+    TOKEN_REVIEWS,
+    Accepted,
+    IngestServer,
+    agent_token,
+    authenticator,
+    code_of,
+    server_of,
+    token_reviews,
+)
 
 
 class _Context:
@@ -82,7 +69,7 @@ def test_a_body_over_the_report_limit_is_refused_by_grpc_before_the_handler_pars
     limit = 64 * 1024
     with IngestServer(max_report_bytes=limit, plaintext=True) as srv:
         channel = grpc.insecure_channel(srv.address)
-        call = channel.unary_unary(PATH)
+        call = channel.unary_unary(PUSH_REPORT)
         with pytest.raises(grpc.RpcError) as caught:
             call(b"\x0a" + b"\xff" * (4 * limit), timeout=5)
         channel.close()
@@ -94,7 +81,7 @@ def test_a_body_over_the_report_limit_is_refused_by_grpc_before_the_handler_pars
 
 def test_an_unauthenticated_call_is_refused_without_its_body_being_read(kube_test_server: ApiHandle) -> None:
     stats = IngestStats()
-    ingest = ReportIngest(accept=Accepted(), authenticator=_authenticator(kube_test_server),
+    ingest = ReportIngest(accept=Accepted(), authenticator=authenticator(kube_test_server),
                           max_report_bytes=2 << 20, stats=stats)
     context = _Context("random-token-1", b"\x0a" + b"\x00" * (1 << 20))
     with pytest.raises(RuntimeError):
@@ -106,26 +93,26 @@ def test_an_unauthenticated_call_is_refused_without_its_body_being_read(kube_tes
 
 def test_a_flood_of_bad_tokens_costs_one_token_review_per_unique_token_per_negative_ttl(
         kube_test_server: ApiHandle) -> None:
-    server = _server(kube_test_server)
+    server = server_of(kube_test_server)
     now = [1000.0]
-    auth = _authenticator(kube_test_server, negative_ttl_s=10.0, clock=lambda: now[0])
+    auth = authenticator(kube_test_server, negative_ttl_s=10.0, clock=lambda: now[0])
     for _ in range(20):
         for i in range(25):
             with pytest.raises(Unauthenticated):
                 auth.authenticate(f"bad-{i}")
-    assert _reviews(server) == 25
+    assert token_reviews(server) == 25
     now[0] += 11.0  # past the negative TTL: asked again, once each
     for _ in range(5):
         for i in range(25):
             with pytest.raises(Unauthenticated):
                 auth.authenticate(f"bad-{i}")
-    assert _reviews(server) == 50
+    assert token_reviews(server) == 50
 
 
 def test_concurrent_calls_with_one_unknown_token_share_one_token_review(kube_test_server: ApiHandle) -> None:
-    server = _server(kube_test_server)
+    server = server_of(kube_test_server)
     server.set_latency("POST", TOKEN_REVIEWS, 0.3)
-    auth = _authenticator(kube_test_server)
+    auth = authenticator(kube_test_server)
     start = threading.Barrier(32)
 
     def call(_: int) -> str:
@@ -139,15 +126,15 @@ def test_concurrent_calls_with_one_unknown_token_share_one_token_review(kube_tes
     with ThreadPoolExecutor(32) as pool:
         results = list(pool.map(call, range(32)))
     assert results == ["refused"] * 32
-    assert _reviews(server) == 1
+    assert token_reviews(server) == 1
 
 
 def test_a_flood_of_unique_tokens_gets_no_more_token_reviews_in_flight_than_the_cap(
         kube_test_server: ApiHandle) -> None:
-    server = _server(kube_test_server)
+    server = server_of(kube_test_server)
     review_s = 1.5  # each TokenReview takes this long: a caller queued behind one waits at least this
     server.set_latency("POST", TOKEN_REVIEWS, review_s)
-    auth = _authenticator(kube_test_server, max_reviews_in_flight=2)
+    auth = authenticator(kube_test_server, max_reviews_in_flight=2)
     start = threading.Barrier(20)
 
     def call(i: int) -> tuple[str, float]:
@@ -163,46 +150,40 @@ def test_a_flood_of_unique_tokens_gets_no_more_token_reviews_in_flight_than_the_
 
     with ThreadPoolExecutor(20) as pool:
         results = list(pool.map(call, range(20)))
-    assert _reviews(server) <= 2
+    assert token_reviews(server) <= 2
     busy = [took for what, took in results if what == "busy"]
     assert len(busy) >= 18
     assert max(busy) < review_s  # refused at once, not queued behind a slow review
 
 
 def test_a_flood_of_bad_tokens_does_not_evict_the_agents_cached_tokens(kube_test_server: ApiHandle) -> None:
-    server = _server(kube_test_server)
-    good = _agent_token(server, "good-token")
-    auth = _authenticator(kube_test_server, cache_size=4, negative_cache_size=4)
+    server = server_of(kube_test_server)
+    good = agent_token(server, "good-token", "node-a")
+    auth = authenticator(kube_test_server, cache_size=4, negative_cache_size=4)
     auth.authenticate(good)
     for i in range(50):
         with pytest.raises(Unauthenticated):
             auth.authenticate(f"flood-{i}")
-    before = _reviews(server)
+    before = token_reviews(server)
     auth.authenticate(good)
-    assert _reviews(server) == before
+    assert token_reviews(server) == before
 
 
 def test_calls_over_the_waiting_cap_are_refused_as_auth_busy_and_counted(kube_test_server: ApiHandle) -> None:
-    server = _server(kube_test_server)
+    server = server_of(kube_test_server)
     server.set_latency("POST", TOKEN_REVIEWS, 0.5)
     stats = IngestStats()
     grpc_server, port = build_ingest_server(address="127.0.0.1:0", accept=Accepted(),
-                                            authenticator=_authenticator(kube_test_server, max_waiting_calls=2,
+                                            authenticator=authenticator(kube_test_server, max_waiting_calls=2,
                                                                          max_reviews_in_flight=8),
                                             max_report_bytes=1 << 20, counters=stats)
     grpc_server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    call = channel.unary_unary(PATH)
+    call = channel.unary_unary(PUSH_REPORT)
     try:
         body = pb.PushReportRequest(report=eight_gpu_report("node-a")).SerializeToString()
         futures = [call.future(body, timeout=5, metadata=(("authorization", f"Bearer t-{i}"),)) for i in range(8)]
-        codes = []
-        for future in futures:
-            try:
-                future.result()
-                codes.append(grpc.StatusCode.OK)
-            except grpc.RpcError as err:
-                codes.append(err.code())  # type: ignore[attr-defined]
+        codes = [code_of(future.result) for future in futures]
     finally:
         channel.close()
         grpc_server.stop(None)
@@ -212,25 +193,20 @@ def test_calls_over_the_waiting_cap_are_refused_as_auth_busy_and_counted(kube_te
 
 
 def test_a_node_pushing_faster_than_its_rate_limit_is_refused_as_rate_limited(kube_test_server: ApiHandle) -> None:
-    token = _agent_token(_server(kube_test_server), "rate-token")
+    token = agent_token(server_of(kube_test_server), "rate-token", "node-a")
     stats = IngestStats()
     grpc_server, port = build_ingest_server(address="127.0.0.1:0", accept=Accepted(),
-                                            authenticator=_authenticator(kube_test_server),
+                                            authenticator=authenticator(kube_test_server),
                                             max_report_bytes=1 << 20, counters=stats,
                                             rate_limiter=RateLimiter(rate_per_s=0.01, burst=3))
     grpc_server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    stub = channel.unary_unary(PATH, request_serializer=pb.PushReportRequest.SerializeToString,
+    stub = channel.unary_unary(PUSH_REPORT, request_serializer=pb.PushReportRequest.SerializeToString,
                                response_deserializer=pb.PushReportResponse.FromString)
-    codes = []
     try:
-        for seq in range(1, 6):
-            try:
-                stub(pb.PushReportRequest(report=eight_gpu_report("node-a", sequence=seq)), timeout=5,
-                     metadata=(("authorization", f"Bearer {token}"),))
-                codes.append(grpc.StatusCode.OK)
-            except grpc.RpcError as err:
-                codes.append(err.code())  # type: ignore[attr-defined]
+        codes = [code_of(lambda s=seq: stub(pb.PushReportRequest(report=eight_gpu_report("node-a", sequence=s)),
+                                            timeout=5, metadata=(("authorization", f"Bearer {token}"),)))
+                 for seq in range(1, 6)]
     finally:
         channel.close()
         grpc_server.stop(None)
@@ -251,15 +227,15 @@ def test_the_rate_limiter_refills_and_keeps_a_bounded_number_of_buckets() -> Non
 
 def test_an_agent_with_a_cached_token_is_served_while_unknown_tokens_fill_the_waiting_cap(
         kube_test_server: ApiHandle) -> None:
-    server = _server(kube_test_server)
-    token = _agent_token(server, "cached-agent")
+    server = server_of(kube_test_server)
+    token = agent_token(server, "cached-agent", "node-a")
     stats = IngestStats()
     grpc_server, port = build_ingest_server(address="127.0.0.1:0", accept=Accepted(),
-                                            authenticator=_authenticator(kube_test_server, max_waiting_calls=2),
+                                            authenticator=authenticator(kube_test_server, max_waiting_calls=2),
                                             max_report_bytes=1 << 20, counters=stats)
     grpc_server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    call = channel.unary_unary(PATH, request_serializer=pb.PushReportRequest.SerializeToString,
+    call = channel.unary_unary(PUSH_REPORT, request_serializer=pb.PushReportRequest.SerializeToString,
                                response_deserializer=pb.PushReportResponse.FromString)
     try:
         call(pb.PushReportRequest(report=eight_gpu_report("node-a", sequence=1)), timeout=5,

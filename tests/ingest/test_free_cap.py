@@ -8,25 +8,23 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from kubernetes import client as k8s
 
-from accelscore.kube.config import from_kubeconfig
-from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.core.model import RESOURCE_USAGE_APS
 from accelscore.scorer.core.scoring import score_cluster
-from accelscore.scorer.core.scoring_config import ScoringConfig, default_scoring_config
+from accelscore.scorer.core.scoring_config import default_scoring_config
 from accelscore.scorer.ingest.node_table import NodeFacts, NodeTable
 from accelscore.scorer.ingest.plausible import cap_free
 from accelscore.scorer.ingest.summarize import summarize
-from accelscore.scorer.publish.policy import PublishPolicy
 from accelscore.scorer.service import ScorerService
-from tests.e2e.harness import wait_for
 from tests.ingest.sample import eight_gpu_report
+from tests.kubeapi.objects import node_body
 from tests.kubeapi.server import KubeApiServer
+from tests.rig.cluster import Rig
+from tests.rig.wait import wait_for
 
 GPU = "nvidia.com/gpu"
 EIGHT = {GPU: 8.0}
@@ -76,15 +74,10 @@ def test_a_capped_summary_keeps_the_mean_model_weight_and_unknown_stays_unknown(
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[KubeApiServer, ScorerService]]:
-    api_server = KubeApiServer()
-    api = from_kubeconfig(api_server.write_kubeconfig(tmp_path / "kubeconfig"))
-    core = k8s.CoreV1Api(api)
-    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="accelscore")))
-    core.create_node(k8s.V1Node(
-        metadata=k8s.V1ObjectMeta(name="n1"),
-        status=k8s.V1NodeStatus(allocatable={"cpu": "191500m", "memory": "2000Gi", GPU: "8"},
-                                capacity={"cpu": "191500m", "memory": "2000Gi", GPU: "8"})))
+def cluster(make_rig: Callable[..., Rig]) -> tuple[KubeApiServer, ScorerService]:
+    rig = make_rig(cluster="c1", nodes=0, publish=False)
+    core = rig.core
+    core.create_node(node_body("n1"))  # 8 GPUs, the cpu and memory the sample report claims
     for i in range(6):  # six 1-GPU pods bound to n1, running
         core.create_namespaced_pod("default", k8s.V1Pod(
             metadata=k8s.V1ObjectMeta(name=f"job-{i}"),
@@ -101,20 +94,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[KubeApiServer, ScorerService]]:
     done = core.read_namespaced_pod("done", "default")
     done.status = k8s.V1PodStatus(phase="Succeeded")
     core.replace_namespaced_pod_status("done", "default", done)
-    scoring = ScoringConfig()
-    config = ScorerConfig(cluster_name="c1", hub_kubeconfig=None, listen_address=("127.0.0.1", 0),
-                          metrics_address=("127.0.0.1", 0), agent_service_account="system:serviceaccount:a:b",
-                          token_audience="accelscore", disable_auth=True, max_report_bytes=1 << 20,
-                          scoring=scoring, log_level="info", namespace="accelscore",
-                          publish=PublishPolicy(min_interval_s=1.0, dead_band=5, valid_for_s=60.0,
-                                                min_fresh_ratio=0.5, stale_after_s=scoring.stale_after_s))
-    scorer = ScorerService(config=config, cluster_api=api).start()
-    try:
-        yield api_server, scorer
-    finally:
-        scorer.stop()
-        api.close()
-        api_server.stop()
+    return rig.api_server, rig.start_scorer(rescore_every_s=None)  # the test drives the passes
 
 
 def test_the_scorer_caps_a_stale_idle_claim_by_its_own_watch_of_bound_pods(

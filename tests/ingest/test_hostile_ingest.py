@@ -15,39 +15,24 @@ from collections.abc import Iterator
 
 import grpc
 
-from accelscore.scorer.ingest.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
 from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 from accelscore.v1 import report_pb2 as pb
-from tests.ingest.harness import AGENT_SA, Accepted
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ApiHandle
-from tests.kubeapi.server import KubeApiServer
-
-PATH = "/accelscore.v1.ReportService/PushReport"
-TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
-
-
-def _server(handle: ApiHandle) -> KubeApiServer:
-    assert handle.server is not None
-    return handle.server
-
-
-def _agent_token(server: KubeApiServer, token: str, node: str) -> str:
-    server.add_token(token, username=AGENT_SA, extra={EXTRA_POD_NAME: [f"agent-{node}"], EXTRA_NODE_NAME: [node]})
-    return token
-
-
-def _authenticator(handle: ApiHandle, **kwargs: object) -> TokenAuthenticator:
-    return TokenAuthenticator(api_client=handle.api_client(), audience="accelscore", agent_username=AGENT_SA,
-                              **kwargs)  # type: ignore[arg-type]
+from tests.rig.ingest import (
+    AGENT_SA,
+    PUSH_REPORT,
+    TOKEN_REVIEWS,
+    Accepted,
+    agent_token,
+    authenticator,
+    code_of,
+    server_of,
+)
 
 
 def _code(future: grpc.Future) -> grpc.StatusCode:
-    try:
-        future.result()
-    except grpc.RpcError as err:
-        return err.code()  # type: ignore[attr-defined, no-any-return]
-    return grpc.StatusCode.OK
+    return code_of(future.result)
 
 
 def _held_body(body: bytes, release: threading.Event) -> Iterator[bytes]:
@@ -57,17 +42,17 @@ def _held_body(body: bytes, release: threading.Event) -> Iterator[bytes]:
 
 
 def test_calls_refused_at_grpcs_concurrency_limit_leave_every_in_flight_slot_free(kube_test_server: ApiHandle) -> None:
-    server = _server(kube_test_server)
-    known = _agent_token(server, "known-agent", "node-a")
-    newcomer = _agent_token(server, "new-agent", "node-b")
+    server = server_of(kube_test_server)
+    known = agent_token(server, "known-agent", "node-a")
+    newcomer = agent_token(server, "new-agent", "node-b")
     stats = IngestStats()
     grpc_server, port = build_ingest_server(address="127.0.0.1:0", accept=Accepted(),
-                                            authenticator=_authenticator(kube_test_server, max_waiting_calls=2),
+                                            authenticator=authenticator(kube_test_server, max_waiting_calls=2),
                                             max_report_bytes=1 << 20, counters=stats, max_concurrent_rpcs=4)
     grpc_server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    unary = channel.unary_unary(PATH)
-    held = channel.stream_unary(PATH)
+    unary = channel.unary_unary(PUSH_REPORT)
+    held = channel.stream_unary(PUSH_REPORT)
     release = threading.Event()
 
     def body(node: str, sequence: int) -> bytes:
@@ -116,12 +101,12 @@ class _Server:
                         and k not in ("max_concurrent_rpcs",)}
         self.accepted, self.stats = Accepted(), IngestStats()
         self.grpc_server, port = build_ingest_server(
-            address="127.0.0.1:0", accept=self.accepted, authenticator=_authenticator(handle, **auth_options),
+            address="127.0.0.1:0", accept=self.accepted, authenticator=authenticator(handle, **auth_options),
             max_report_bytes=1 << 20, counters=self.stats, **options)  # type: ignore[arg-type]
         self.grpc_server.start()
         self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        self.unary = self.channel.unary_unary(PATH)
-        self.held = self.channel.stream_unary(PATH)
+        self.unary = self.channel.unary_unary(PUSH_REPORT)
+        self.held = self.channel.stream_unary(PUSH_REPORT)
 
     def push(self, token: str, node: str, sequence: int = 1, timeout: float | None = 5.0) -> grpc.Future:
         body = pb.PushReportRequest(report=eight_gpu_report(node, sequence=sequence)).SerializeToString()
@@ -134,9 +119,9 @@ class _Server:
 
 def test_body_less_calls_with_one_nodes_token_hold_no_other_agents_push_and_end_at_the_servers_deadline(
         kube_test_server: ApiHandle) -> None:
-    server = _server(kube_test_server)
-    stolen = _agent_token(server, "stolen", "node-x")
-    agents = {f"node-{i}": _agent_token(server, f"agent-{i}", f"node-{i}") for i in range(10)}
+    server = server_of(kube_test_server)
+    stolen = agent_token(server, "stolen", "node-x")
+    agents = {f"node-{i}": agent_token(server, f"agent-{i}", f"node-{i}") for i in range(10)}
     srv = _Server(kube_test_server, call_deadline_s=1.0)
     release = threading.Event()
     try:
@@ -160,8 +145,8 @@ def test_body_less_calls_with_one_nodes_token_hold_no_other_agents_push_and_end_
 
 
 def test_callers_sharing_an_unknown_token_wait_without_holding_a_warm_agents_push(kube_test_server: ApiHandle) -> None:
-    server = _server(kube_test_server)
-    warm = {f"warm-{i}": _agent_token(server, f"warm-token-{i}", f"warm-{i}") for i in range(5)}
+    server = server_of(kube_test_server)
+    warm = {f"warm-{i}": agent_token(server, f"warm-token-{i}", f"warm-{i}") for i in range(5)}
     srv = _Server(kube_test_server, max_waiting_calls=256)
     try:
         for node, token in warm.items():
@@ -181,8 +166,8 @@ def test_callers_sharing_an_unknown_token_wait_without_holding_a_warm_agents_pus
 
 def test_a_new_agent_is_reviewed_and_accepted_at_once_while_random_tokens_flood_the_reviews(
         kube_test_server: ApiHandle) -> None:
-    server = _server(kube_test_server)
-    newcomer = _agent_token(server, _jwt_token("node-new"), "node-new")
+    server = server_of(kube_test_server)
+    newcomer = agent_token(server, _jwt_token("node-new"), "node-new")
     srv = _Server(kube_test_server, max_reviews_in_flight=4)
     stop = threading.Event()
     flood_codes: list[grpc.StatusCode] = []

@@ -25,10 +25,10 @@ from accelscore.scorer.ingest.auth import (
     WrongIdentity,
     jwt_expiry,
 )
-from tests.ingest.harness import AGENT_SA, IngestServer
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ApiHandle
 from tests.kubeapi.server import KubeApiServer
+from tests.rig.ingest import AGENT_SA, IngestServer
 
 AGENT_NS = "open-cluster-management-agent-addon"
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"

@@ -9,8 +9,8 @@ import pytest
 
 from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 from accelscore.v1 import report_pb2 as pb
-from tests.ingest.harness import IngestServer
 from tests.ingest.sample import eight_gpu_report
+from tests.rig.ingest import IngestServer
 
 
 def test_an_accepted_report_reaches_accept_with_the_receive_time() -> None:

@@ -20,8 +20,8 @@ from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
-from tests.ingest.harness import Accepted, IngestServer
 from tests.ingest.sample import H100, eight_gpu_report
+from tests.rig.ingest import Accepted, IngestServer
 
 WATCHED = ("gpuNodeFree", "gpuClusterFree", "gpuClusterFit8", "gpuNodeAvailable", "gpuClusterAvailable")
 
@@ -51,39 +51,26 @@ def _scores(table: NodeTable) -> dict[str, int]:
     return {name: values[name] for name in WATCHED}
 
 
-class _Scorer:
+class _Scorer(IngestServer):
     """An ingest server whose accept is a real NodeTable with Node facts (as the scorer wires it)."""
 
     def __init__(self, facts: dict[str, NodeFacts]) -> None:
         self.table = NodeTable(cluster="c1", config=default_scoring_config())
         self.table.set_nodes(facts)
-        self.stats = IngestStats()
-        self.server, port = build_ingest_server(address="127.0.0.1:0", accept=self.table.accept, authenticator=None,
-                                                max_report_bytes=1 << 20, counters=self.stats)
-        self.server.start()
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        self.stub = pb_grpc.ReportServiceStub(self.channel)
-
-    def push(self, report: pb.NodeReport) -> grpc.StatusCode:
-        try:
-            self.stub.PushReport(pb.PushReportRequest(report=report), timeout=5)
-        except grpc.RpcError as err:
-            return err.code()  # type: ignore[attr-defined, no-any-return]
-        return grpc.StatusCode.OK
+        super().__init__(plaintext=True, accept=self.table.accept)
 
     def close(self) -> None:
-        self.channel.close()
-        self.server.stop(None)
+        self.stop()
 
 
 def test_a_node_reporting_1024_idle_gpus_while_its_node_advertises_8_moves_no_gpu_score() -> None:
     scorer = _Scorer({"busy-node": _facts("busy-node", 8), "liar": _facts("liar", 8)})
     try:
-        assert scorer.push(eight_gpu_report("busy-node", busy=8)) is grpc.StatusCode.OK
-        assert scorer.push(eight_gpu_report("liar", busy=8)) is grpc.StatusCode.OK
+        assert scorer.push_code(eight_gpu_report("busy-node", busy=8)) is grpc.StatusCode.OK
+        assert scorer.push_code(eight_gpu_report("liar", busy=8)) is grpc.StatusCode.OK
         before = _scores(scorer.table)
         assert {before[name] for name in ("gpuNodeFree", "gpuClusterFree", "gpuClusterFit8")} == {0}
-        assert scorer.push(_huge_idle_report("liar", 1024)) is grpc.StatusCode.FAILED_PRECONDITION
+        assert scorer.push_code(_huge_idle_report("liar", 1024)) is grpc.StatusCode.FAILED_PRECONDITION
         assert _scores(scorer.table) == before
         assert scorer.stats.snapshot()["implausible"] == 1
     finally:
@@ -94,8 +81,8 @@ def test_a_report_claiming_more_free_gpus_than_the_node_has_allocatable_is_refus
     scorer = _Scorer({"n1": NodeFacts("n1", True, capacity={"nvidia.com/gpu": 8.0},
                                       allocatable={"nvidia.com/gpu": 4.0})})
     try:
-        assert scorer.push(eight_gpu_report("n1", busy=0)) is grpc.StatusCode.FAILED_PRECONDITION
-        assert scorer.push(eight_gpu_report("n1", busy=4, sequence=2)) is grpc.StatusCode.FAILED_PRECONDITION
+        assert scorer.push_code(eight_gpu_report("n1", busy=0)) is grpc.StatusCode.FAILED_PRECONDITION
+        assert scorer.push_code(eight_gpu_report("n1", busy=4, sequence=2)) is grpc.StatusCode.FAILED_PRECONDITION
         assert scorer.stats.snapshot()["implausible"] == 2  # 8 idle GPUs; then 4 idle GPUs but allocatable 8
     finally:
         scorer.close()
@@ -104,7 +91,7 @@ def test_a_report_claiming_more_free_gpus_than_the_node_has_allocatable_is_refus
 def test_gpus_on_a_node_that_advertises_no_gpu_resource_are_refused() -> None:
     scorer = _Scorer({"cpu-only": NodeFacts("cpu-only", True, capacity={}, allocatable={})})
     try:
-        assert scorer.push(eight_gpu_report("cpu-only", busy=0)) is grpc.StatusCode.FAILED_PRECONDITION
+        assert scorer.push_code(eight_gpu_report("cpu-only", busy=0)) is grpc.StatusCode.FAILED_PRECONDITION
     finally:
         scorer.close()
 
@@ -112,7 +99,7 @@ def test_gpus_on_a_node_that_advertises_no_gpu_resource_are_refused() -> None:
 def test_a_truthful_report_within_the_nodes_amounts_is_accepted() -> None:
     scorer = _Scorer({"n1": _facts("n1", 8)})
     try:
-        assert scorer.push(eight_gpu_report("n1", busy=3)) is grpc.StatusCode.OK
+        assert scorer.push_code(eight_gpu_report("n1", busy=3)) is grpc.StatusCode.OK
         assert _scores(scorer.table)["gpuNodeFree"] > 0
     finally:
         scorer.close()
@@ -230,17 +217,17 @@ def _usage(table: NodeTable) -> tuple[dict[str, int], dict[str, float]]:
 def test_cpu_and_memory_beyond_the_nodes_allocatable_are_refused_and_move_no_usage_score() -> None:
     scorer = _Scorer({"n1": _host_facts("n1"), "n2": _host_facts("n2")})
     try:
-        assert scorer.push(eight_gpu_report("n1")) is grpc.StatusCode.OK
+        assert scorer.push_code(eight_gpu_report("n1")) is grpc.StatusCode.OK
         before = _usage(scorer.table)[0]
         for name, amount in (("cpu", 1e12), ("memory", 1e18)):
             liar = eight_gpu_report("n2", sequence=3)
             for res in liar.resources:
                 if res.name == name:
                     res.allocatable, res.requested, res.free = amount, 0.0, amount
-            assert scorer.push(liar) is grpc.StatusCode.FAILED_PRECONDITION
+            assert scorer.push_code(liar) is grpc.StatusCode.FAILED_PRECONDITION
         assert _usage(scorer.table)[0] == before
         assert scorer.stats.snapshot()["implausible"] == 2
-        assert scorer.push(eight_gpu_report("n2", sequence=4)) is grpc.StatusCode.OK  # the truth is taken
+        assert scorer.push_code(eight_gpu_report("n2", sequence=4)) is grpc.StatusCode.OK  # the truth is taken
     finally:
         scorer.close()
 
@@ -253,7 +240,7 @@ def test_a_hugely_negative_free_amount_leaves_every_usage_raw_value_finite_and_n
             for res in report.resources:
                 if res.name in ("cpu", "memory"):
                     res.requested, res.free = 1e308, -1e308
-            assert scorer.push(report) is grpc.StatusCode.OK  # an over-committed node: honest, kept
+            assert scorer.push_code(report) is grpc.StatusCode.OK  # an over-committed node: honest, kept
         raw = _usage(scorer.table)[1]
     finally:
         scorer.close()
@@ -264,14 +251,14 @@ def test_a_hugely_negative_free_amount_leaves_every_usage_raw_value_finite_and_n
 def test_a_thousand_unhealthy_mig_enabled_parents_on_an_8_gpu_node_are_refused() -> None:
     scorer = _Scorer({"n1": _host_facts("n1"), "liar": _host_facts("liar")})
     try:
-        assert scorer.push(eight_gpu_report("n1")) is grpc.StatusCode.OK
+        assert scorer.push_code(eight_gpu_report("n1")) is grpc.StatusCode.OK
         before = _scores(scorer.table), score_cluster(scorer.table.snapshot(), default_scoring_config(),
                                                       now=time.time())[1].as_dict()["gpuClusterHealthy"]
         liar = eight_gpu_report("liar", busy=0)
         for i in range(1016):  # MIG-enabled parents are not "whole" GPUs, so the old bound let them through
             liar.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id=f"GPU-mig-parent-{i}", index=8 + i, model=H100,
                              health=pb.HEALTH_UNHEALTHY, assignment_known=True, mig_enabled=True)
-        assert scorer.push(liar) is grpc.StatusCode.FAILED_PRECONDITION
+        assert scorer.push_code(liar) is grpc.StatusCode.FAILED_PRECONDITION
         after = _scores(scorer.table), score_cluster(scorer.table.snapshot(), default_scoring_config(),
                                                      now=time.time())[1].as_dict()["gpuClusterHealthy"]
     finally:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -13,28 +12,14 @@ import pytest
 from accelscore.agent.push import PushLoop, PushResult, ReportSender
 from accelscore.scorer.ingest.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
 from accelscore.v1 import report_pb2 as pb
-from tests.ingest.harness import AGENT_SA, IngestServer, shared_tls, tls_sender_kwargs
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ApiHandle
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.rig.ingest import AGENT_SA, IngestServer, shared_tls, tls_sender_kwargs
+from tests.rig.wait import free_port, wait_for
 
 
 def _busy_key(report: pb.NodeReport) -> tuple[int, ...]:
     return tuple(len(d.assignments) for d in report.devices)
-
-
-def _until(condition, timeout_s: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return bool(condition())
 
 
 @pytest.fixture
@@ -75,7 +60,7 @@ def test_sender_reports_rejected_for_an_invalid_report(server: IngestServer, sen
 
 
 def test_sender_reports_retryable_when_no_scorer_listens() -> None:
-    snd = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{_free_port()}"), token_file=None, timeout_s=2.0)
+    snd = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{free_port()}"), token_file=None, timeout_s=2.0)
     try:
         outcome = snd.send(eight_gpu_report("node-a"))
     finally:
@@ -90,7 +75,7 @@ def test_a_second_close_is_harmless_and_a_closed_sender_does_not_send(sender: Re
 
 
 def test_sender_reconnects_after_the_scorer_restarts() -> None:
-    port = _free_port()
+    port = free_port()
     snd = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{port}"), token_file=None, timeout_s=2.0)
     try:
         with IngestServer(port=port, tls=shared_tls()[0]):
@@ -159,14 +144,14 @@ def test_loop_pushes_at_once_when_an_assignment_changes(server: IngestServer, se
 
 
 def test_loop_keeps_only_the_newest_while_the_scorer_is_down_and_delivers_it_when_back() -> None:
-    port = _free_port()
+    port = free_port()
     sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{port}"), token_file=None, timeout_s=1.0)
     loop = _loop(sender, interval_s=60.0)
     try:
         for seq in range(1, 11):
             loop.offer(eight_gpu_report("node-a", sequence=seq, busy=seq % 8))
             time.sleep(0.03)
-        assert _until(lambda: loop.stats().pushes_failed >= 2)
+        wait_for(lambda: loop.stats().pushes_failed >= 2, timeout_s=5.0)
         with IngestServer(port=port, tls=shared_tls()[0]) as srv:
             assert srv.accepted.wait_for(1)
             time.sleep(0.3)
@@ -187,13 +172,13 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
         if len(sleeps) >= 14:
             stop.set()
 
-    sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{_free_port()}"), token_file=None, timeout_s=1.0)
+    sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{free_port()}"), token_file=None, timeout_s=1.0)
     loop = PushLoop(sender=sender, interval_s=60.0, change_key=_busy_key, stop_event=stop, backoff_initial_s=0.5,
                     backoff_max_s=4.0, sleep=record, final_push_timeout_s=0.2)
     loop.start()
     loop.offer(eight_gpu_report("node-a"))
     try:
-        assert _until(stop.is_set, 10.0)
+        wait_for(stop.is_set, timeout_s=10.0)
     finally:
         loop.stop(5.0)
         sender.close()
@@ -205,10 +190,10 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
 
 
 def test_stop_interrupts_a_backoff_promptly() -> None:
-    sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{_free_port()}"), token_file=None, timeout_s=1.0)
+    sender = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{free_port()}"), token_file=None, timeout_s=1.0)
     loop = _loop(sender, backoff_initial_s=30.0, backoff_max_s=60.0, final_push_timeout_s=0.5)
     loop.offer(eight_gpu_report("node-a"))
-    assert _until(lambda: loop.stats().pushes_failed >= 1)
+    wait_for(lambda: loop.stats().pushes_failed >= 1, timeout_s=5.0)
     started = time.monotonic()
     loop.stop(10.0)
     sender.close()
@@ -222,7 +207,7 @@ def test_a_rejected_report_is_not_retried_but_the_next_report_is_sent(server: In
         bad = eight_gpu_report("node-a", sequence=1)
         bad.host.load1 = -1.0
         loop.offer(bad)
-        assert _until(lambda: loop.stats().pushes_rejected == 1)
+        wait_for(lambda: loop.stats().pushes_rejected == 1, timeout_s=5.0)
         time.sleep(0.4)  # several intervals pass: the rejected report is not sent again
         assert loop.stats().pushes_rejected == 1 and server.rejected() == {"invalid_value": 1}
         loop.offer(eight_gpu_report("node-a", sequence=2))

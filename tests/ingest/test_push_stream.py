@@ -18,19 +18,11 @@ from accelscore.agent.push import PushLoop, PushResult, ReportSender
 from accelscore.scorer.ingest.admission import RateLimiter
 from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 from accelscore.v1 import report_pb2 as pb
-from tests.ingest.harness import Accepted, IngestServer
 from tests.ingest.sample import eight_gpu_report
+from tests.rig.ingest import Accepted, IngestServer
+from tests.rig.wait import wait_for
 
 STREAM = "/accelscore.v1.ReportService/PushReports"
-
-
-def _until(condition, timeout_s: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return bool(condition())
 
 
 class _Plain:
@@ -136,7 +128,7 @@ def test_a_rate_limited_push_is_retried_and_the_newest_report_delivered() -> Non
         loop.start()
         loop.offer(eight_gpu_report("node-a", sequence=3))
         loop.offer(eight_gpu_report("node-a", sequence=4))  # replaces 3 while it waits
-        assert _until(lambda: srv.accepted.sequences()[-1:] == [4])
+        wait_for(lambda: srv.accepted.sequences()[-1:] == [4], timeout_s=5.0)
     finally:
         loop.stop(5.0)
         srv.close()
@@ -160,7 +152,7 @@ def test_a_dropped_report_is_counted_by_reason_and_is_not_a_delivery(plain: _Pla
     loop.start()
     try:
         loop.offer(eight_gpu_report("node-a", sequence=3, now=made - 2))  # a replayed older report
-        assert _until(lambda: loop.stats().pushes_dropped == 1)
+        wait_for(lambda: loop.stats().pushes_dropped == 1, timeout_s=5.0)
     finally:
         loop.stop(5.0)
     stats = loop.stats()

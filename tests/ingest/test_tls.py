@@ -14,8 +14,8 @@ from accelscore.scorer.tls.certs import KeyPair, service_dns_names
 from accelscore.scorer.tls.credentials import EphemeralTls, certs, server_credentials
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
-from tests.ingest.harness import SERVER_NAME, Accepted, IngestServer, tls_channel
 from tests.ingest.sample import eight_gpu_report
+from tests.rig.ingest import SERVER_NAME, Accepted, IngestServer, tls_channel
 
 NAMES = service_dns_names("accelscore-scorer", "accelscore")
 

@@ -13,21 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.rig.wait import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _handshake_lines(extra_env: dict[str, str]) -> int:
     """Failed handshakes against a real `accelscore scorer` (TLS ingest), and the grpc core lines it logged."""
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("GRPC_VERBOSITY", "KUBECONFIG")}
     env.update(ACCELSCORE_DISABLE_AUTH="true", ACCELSCORE_LISTEN_ADDRESS=f"127.0.0.1:{port}",
-               ACCELSCORE_METRICS_ADDRESS=f"127.0.0.1:{_free_port()}", CLUSTER_NAME="c1", **extra_env)
+               ACCELSCORE_METRICS_ADDRESS="127.0.0.1:0", CLUSTER_NAME="c1", **extra_env)
     proc = subprocess.Popen([sys.executable, "-c", "import sys; from accelscore.cli import main; "
                              "sys.exit(main(['scorer']))"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)

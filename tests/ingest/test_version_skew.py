@@ -3,24 +3,21 @@ no number for) goes through today's real gRPC ingest, is accepted, and is scored
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from accelscore.options import add_options, resolve
-from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
 from accelscore.scorer.core.scoring import score_cluster
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.ingest.server import METHOD, SERVICE
 from accelscore.scorer.ingest.skew import MAX_NAMES_PER_ITEM, OTHER, UnknownItem, UnknownItemCounts, UnknownItemsMetrics
 from accelscore.scorer.ingest.summarize import summarize
-from accelscore.scorer.service import ScorerService
 from accelscore.v1 import report_pb2 as pb
-from tests.ingest.harness import IngestServer
 from tests.ingest.sample import eight_gpu_report
+from tests.rig.ingest import IngestServer
+from tests.rig.scorer import standalone_scorer
 
 FUTURE_KIND = 7  # a DeviceKind value this scorer's proto does not define (proto3 enums are open)
 BUSY = 5
@@ -119,10 +116,7 @@ def test_unknown_items_are_exported_as_a_counter_with_item_and_name() -> None:
 
 
 def test_the_scorers_own_metrics_carry_the_unknown_items_counter() -> None:
-    parser = argparse.ArgumentParser()
-    add_options(parser, SCORER_OPTIONS)
-    config = scorer_config_from(resolve(parser.parse_args(["--disable-auth"]), SCORER_OPTIONS, environ={}))
-    service = ScorerService(config=config)
+    service = standalone_scorer()
     service.ingest_stats.unknown.observe(newer_agent_report(time.time()))
     text = service.render().decode()
     assert 'accelscore_scorer_report_unknown_items_total{cluster="local",item="collector",name="gaudi"} 1.0' in text

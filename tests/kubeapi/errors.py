@@ -60,28 +60,19 @@ class ApiError(Exception):
     @classmethod
     def not_found(cls, resource: str, group: str, name: str) -> ApiError:
         """404 `<resource>.<group> "name" not found`."""
-        qualified = f"{resource}.{group}" if group else resource
-        details = {"name": name, "kind": resource}
-        if group:
-            details["group"] = group
+        qualified, details = _named(resource, group, name)
         return cls(404, f'{qualified} "{name}" not found', details=details)
 
     @classmethod
     def already_exists(cls, resource: str, group: str, name: str) -> ApiError:
         """409 AlreadyExists."""
-        qualified = f"{resource}.{group}" if group else resource
-        details = {"name": name, "kind": resource}
-        if group:
-            details["group"] = group
+        qualified, details = _named(resource, group, name)
         return cls(409, f'{qualified} "{name}" already exists', reason="AlreadyExists", details=details)
 
     @classmethod
     def conflict(cls, resource: str, group: str, name: str) -> ApiError:
         """409 Conflict on a stale resourceVersion, with the real server's wording."""
-        qualified = f"{resource}.{group}" if group else resource
-        details = {"name": name, "kind": resource}
-        if group:
-            details["group"] = group
+        qualified, details = _named(resource, group, name)
         message = (
             f'Operation cannot be fulfilled on {qualified} "{name}": the object has been modified; '
             "please apply your changes to the latest version and try again"
@@ -102,3 +93,11 @@ class ApiError(Exception):
         if group:
             details["group"] = group
         return cls(422, f'{kind_group} "{name}" is invalid: {joined}', details=details)
+
+
+def _named(resource: str, group: str, name: str) -> tuple[str, dict[str, str]]:
+    """`<resource>.<group>` as the apiserver names a kind in messages, and the Status details naming the object."""
+    details = {"name": name, "kind": resource}
+    if group:
+        details["group"] = group
+    return (f"{resource}.{group}" if group else resource), details

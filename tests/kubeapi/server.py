@@ -14,7 +14,7 @@ import re
 import secrets
 import socket
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -72,6 +72,10 @@ class KubeApiServer:
         )
         self._thread.start()
         self._stopped = False
+        # Tokens TokenReview authenticates (service-account style): add_token(token, username=..., audiences=...,
+        # extra=...), remove_token(token).
+        self.add_token = self._state.tokens.add
+        self.remove_token = self._state.tokens.remove
 
     def install_crds(self, crd_files: Sequence[Path]) -> None:
         """Serve more CRDs from now on, as a cluster does once they are applied (discovery lists them)."""
@@ -104,25 +108,6 @@ class KubeApiServer:
     def revoke_api_token(self, token: str) -> None:
         """Stop accepting `token` for API calls (every request with it gets 401)."""
         self._state.api_tokens.discard(token)
-
-    def add_token(
-        self,
-        token: str,
-        *,
-        username: str,
-        audiences: Sequence[str] = ("accelscore",),
-        expires_at: float | None = None,
-        extra: Mapping[str, Sequence[str]] | None = None,
-        groups: Sequence[str] = (),
-    ) -> None:
-        """Register a token that TokenReview will authenticate (service-account style)."""
-        self._state.tokens.add(
-            token, username=username, audiences=audiences, expires_at=expires_at, extra=extra, groups=groups
-        )
-
-    def remove_token(self, token: str) -> None:
-        """Make TokenReview reject `token` from now on."""
-        self._state.tokens.remove(token)
 
     def inject(self, method: str, path_regex: str, status: int, *, times: int = 1, reason: str = "",
                message: str = "") -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,20 +14,12 @@ from kubernetes import client as k8s
 
 from accelscore.crds import kueue_crd_paths
 from accelscore.kube.config import from_kubeconfig
-from accelscore.kube.hub_scores import GROUP as HUB_GROUP
-from accelscore.kube.hub_scores import PLURAL as HUB_PLURAL
-from accelscore.kube.hub_scores import VERSION as HUB_VERSION
-from accelscore.kube.hub_scores import HubClient
-from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.core.model import KUEUE_APS, ScoreSet
-from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.publish.policy import PublishPolicy
 from accelscore.scorer.service import ScorerService
-from tests.e2e.harness import wait_for
-from tests.ingest.sample import eight_gpu_report
-from tests.kubeapi.fixtures import ocm_crd_files
-from tests.kubeapi.objects import node_body
 from tests.kubeapi.server import KubeApiServer
+from tests.rig.cluster import Rig
+from tests.rig.wait import wait_for
 
 KUEUE = "kueue.x-k8s.io"
 V = "v1beta2"  # the version discovery prefers (the test server has no conversion webhook: write what is read)
@@ -59,75 +51,22 @@ def queue_status(used: int, *, active: bool = True) -> dict[str, Any]:
                             "reason": "Ready" if active else "FlavorNotFound", "message": "test"}]}
 
 
-class Cluster:
-    """A managed cluster API (optionally with Kueue) with two GPU nodes and a hub with the OCM CRDs."""
+def create(rig: Rig, plural: str, body: dict[str, Any], status: dict[str, Any] | None = None) -> None:
+    """A Kueue object (and its status, written as Kueue's controller writes it)."""
+    custom = k8s.CustomObjectsApi(rig.api)
+    custom.create_cluster_custom_object(KUEUE, V, plural, body)
+    if status is not None:
+        obj = custom.get_cluster_custom_object(KUEUE, V, plural, body["metadata"]["name"])
+        obj["status"] = status
+        custom.replace_cluster_custom_object_status(KUEUE, V, plural, body["metadata"]["name"], obj)
 
-    def __init__(self, workdir: Path, *, kueue: bool) -> None:
-        self.api_server = KubeApiServer(crd_files=kueue_crd_paths() if kueue else ())
-        self.hub_server = KubeApiServer(crd_files=ocm_crd_files())
-        self.kubeconfig = self.api_server.write_kubeconfig(workdir / "cluster.kubeconfig")
-        self.hub_kubeconfig = self.hub_server.write_kubeconfig(workdir / "hub.kubeconfig")
-        self.apis: list[Any] = []
-        self.api = self.client(self.kubeconfig)
-        self.custom = k8s.CustomObjectsApi(self.api)
-        self.nodes = ["gpu-0", "gpu-1"]
-        for name in self.nodes:
-            body = node_body(name)
-            body["metadata"]["labels"].update(POOL)
-            k8s.CoreV1Api(self.api).create_node(body)
-        k8s.CoreV1Api(self.client(self.hub_kubeconfig)).create_namespace({"metadata": {"name": CLUSTER}})
-        self.scorer: ScorerService | None = None
 
-    def client(self, kubeconfig: Path) -> Any:
-        api = from_kubeconfig(kubeconfig)
-        self.apis.append(api)
-        return api
-
-    def create(self, plural: str, body: dict[str, Any], status: dict[str, Any] | None = None) -> None:
-        self.custom.create_cluster_custom_object(KUEUE, V, plural, body)
-        if status is not None:
-            obj = self.custom.get_cluster_custom_object(KUEUE, V, plural, body["metadata"]["name"])
-            obj["status"] = status
-            self.custom.replace_cluster_custom_object_status(KUEUE, V, plural, body["metadata"]["name"], obj)
-
-    def start_scorer(self) -> ScorerService:
-        config = ScorerConfig(
-            cluster_name=CLUSTER, hub_kubeconfig=self.hub_kubeconfig, listen_address=("127.0.0.1", 0),
-            metrics_address=("127.0.0.1", 0), agent_service_account="system:serviceaccount:a:b",
-            token_audience="accelscore", disable_auth=True, max_report_bytes=1 << 20, scoring=ScoringConfig(),
-            publish=PublishPolicy(min_interval_s=0.0, dead_band=0, valid_for_s=60.0, min_fresh_ratio=0.5,
-                                  stale_after_s=60.0),
-            log_level="info", startup_grace_s=0.0, insecure_plaintext=True)
-        self.scorer = ScorerService(config=config, cluster_api=self.client(self.kubeconfig),
-                                    hub=HubClient(kubeconfig=self.hub_kubeconfig, namespace=CLUSTER)).start()
-        wait_for(lambda: self.scorer is not None and self.scorer.ready()[0])
-        return self.scorer
-
-    def report(self, *, busy: int) -> None:
-        """Each node's agent reports 8 GPUs of which `busy` are assigned (8 - busy free)."""
-        import time
-
-        assert self.scorer is not None
-        now = time.time()
-        for node in self.nodes:
-            self.scorer.accept(eight_gpu_report(node, now=now, busy=busy), now)
-
-    def hub_scores(self, name: str) -> dict[str, int] | None:
-        custom = k8s.CustomObjectsApi(self.client(self.hub_kubeconfig))
-        try:
-            obj = custom.get_namespaced_custom_object(HUB_GROUP, HUB_VERSION, CLUSTER, HUB_PLURAL, name)
-        except k8s.ApiException:
-            return None
-        scores = (obj.get("status") or {}).get("scores")
-        return None if scores is None else {s["name"]: s["value"] for s in scores}
-
-    def close(self) -> None:
-        if self.scorer is not None:
-            self.scorer.stop()
-        for api in self.apis:
-            api.close()
-        self.api_server.stop()
-        self.hub_server.stop()
+def start(rig: Rig) -> ScorerService:
+    """The scorer, ready, publishing at once (no grace, no minimum interval, no dead band); the test drives its
+    passes."""
+    scorer = rig.start_scorer(grace_s=0.0, rescore_every_s=None)
+    rig.wait_ready()
+    return scorer
 
 
 def kueue_set_of(scorer: ScorerService) -> ScoreSet | None:
@@ -136,33 +75,32 @@ def kueue_set_of(scorer: ScorerService) -> ScoreSet | None:
     return next((s for s in scorer.view.read()[0] if s.aps_name == KUEUE_APS), None)
 
 
-@pytest.fixture
-def kueue_cluster(tmp_path: Path) -> Iterator[Cluster]:
-    cluster = Cluster(tmp_path, kueue=True)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+def _cluster(make_rig: Callable[..., Rig], *, kueue: bool) -> Rig:
+    """Two GPU nodes in the flavor's pool, the cluster API serving Kueue's CRDs or not, a hub."""
+    return make_rig(cluster=CLUSTER, nodes=2, node_labels=POOL, cluster_crds=kueue_crd_paths() if kueue else (),
+                    policy=PublishPolicy(min_interval_s=0.0, dead_band=0, valid_for_s=60.0, min_fresh_ratio=0.5,
+                                         stale_after_s=60.0))
 
 
 @pytest.fixture
-def plain_cluster(tmp_path: Path) -> Iterator[Cluster]:
-    cluster = Cluster(tmp_path, kueue=False)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+def kueue_cluster(make_rig: Callable[..., Rig]) -> Rig:
+    return _cluster(make_rig, kueue=True)
 
 
-def test_exhausted_quota_scores_zero_and_cohort_borrowing_counts(kueue_cluster: Cluster) -> None:
+@pytest.fixture
+def plain_cluster(make_rig: Callable[..., Rig]) -> Rig:
+    return _cluster(make_rig, kueue=False)
+
+
+def test_exhausted_quota_scores_zero_and_cohort_borrowing_counts(kueue_cluster: Rig) -> None:
     c = kueue_cluster
-    c.create("resourceflavors", flavor("h100", POOL))
-    c.create("clusterqueues", cluster_queue("solo", nominal=4), queue_status(4))  # idle GPUs, quota used up
-    c.create("clusterqueues", cluster_queue("team-a", nominal=4, cohort="research"), queue_status(4))
-    c.create("clusterqueues", cluster_queue("team-b", nominal=4, cohort="research"), queue_status(1))
-    c.create("clusterqueues", cluster_queue("capped", nominal=2, cohort="research", borrowing=1), queue_status(2))
-    c.create("clusterqueues", cluster_queue("held", nominal=4), queue_status(0, active=False))
-    scorer = c.start_scorer()
+    create(c, "resourceflavors", flavor("h100", POOL))
+    create(c, "clusterqueues", cluster_queue("solo", nominal=4), queue_status(4))  # idle GPUs, quota used up
+    create(c, "clusterqueues", cluster_queue("team-a", nominal=4, cohort="research"), queue_status(4))
+    create(c, "clusterqueues", cluster_queue("team-b", nominal=4, cohort="research"), queue_status(1))
+    create(c, "clusterqueues", cluster_queue("capped", nominal=2, cohort="research", borrowing=1), queue_status(2))
+    create(c, "clusterqueues", cluster_queue("held", nominal=4), queue_status(0, active=False))
+    scorer = start(c)
     c.report(busy=5)  # 3 free H100s per node: 6 idle in the flavor's pool
     expected = {
         "cq.capped.gpu": 13, "cq.capped.gpu.count": 1,  # its borrowing limit: 1 beyond its own 2
@@ -176,7 +114,7 @@ def test_exhausted_quota_scores_zero_and_cohort_borrowing_counts(kueue_cluster: 
     assert wait_for(lambda: c.hub_scores(KUEUE_APS)) == expected
 
     # team-b's workloads finish: team-a may borrow more, bounded by the 6 free devices
-    c.custom.patch_cluster_custom_object_status(KUEUE, V, "clusterqueues", "team-b",
+    k8s.CustomObjectsApi(c.api).patch_cluster_custom_object_status(KUEUE, V, "clusterqueues", "team-b",
                                                 {"status": queue_status(0)})
     wait_for(lambda: (scorer.score_once(), c.hub_scores(KUEUE_APS) or {})[1].get("cq.team-a.gpu.count") == 4)
     # more devices free up: quota is the limit now (team-b's 4 + capped's 0 unused lendable)
@@ -186,10 +124,10 @@ def test_exhausted_quota_scores_zero_and_cohort_borrowing_counts(kueue_cluster: 
     assert scores["cq.team-a.gpu.count"] == 4 and scores["cq.solo.gpu.count"] == 0
 
 
-def test_without_kueue_nothing_changes_and_one_line_is_logged(plain_cluster: Cluster,
+def test_without_kueue_nothing_changes_and_one_line_is_logged(plain_cluster: Rig,
                                                              caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="accelscore"):
-        scorer = plain_cluster.start_scorer()
+        scorer = start(plain_cluster)
         plain_cluster.report(busy=5)
         for _ in range(5):
             scorer.score_once()
@@ -236,10 +174,10 @@ def test_an_older_kueue_serving_only_v1beta1_is_read_in_v1beta1(tmp_path: Path) 
         server.stop()
 
 
-def test_kueue_without_queues_publishes_one_empty_object_and_does_not_rewrite_it(kueue_cluster: Cluster) -> None:
+def test_kueue_without_queues_publishes_one_empty_object_and_does_not_rewrite_it(kueue_cluster: Rig) -> None:
     import time
 
-    scorer = kueue_cluster.start_scorer()
+    scorer = start(kueue_cluster)
     kueue_cluster.report(busy=5)
     assert wait_for(lambda: kueue_set_of(scorer)).scores == ()
     assert wait_for(lambda: kueue_cluster.hub_scores(KUEUE_APS) is not None)
@@ -253,19 +191,19 @@ def test_kueue_without_queues_publishes_one_empty_object_and_does_not_rewrite_it
 
 
 def test_kueue_installed_after_the_scorer_started_is_found_without_a_restart(
-        plain_cluster: Cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+        plain_cluster: Rig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     from accelscore.scorer.kueue import source as kueue_source
 
     monkeypatch.setattr(kueue_source, "REDISCOVER_S", 0.2)
     c = plain_cluster
     with caplog.at_level(logging.INFO, logger="accelscore"):
-        scorer = c.start_scorer()
+        scorer = start(c)
         c.report(busy=5)
         assert kueue_set_of(scorer) is None
         time.sleep(0.5)  # a few quiet looks: still absent, nothing more logged
         c.api_server.install_crds(kueue_crd_paths())  # the operator installs Kueue
-        c.create("resourceflavors", flavor("h100", POOL))
-        c.create("clusterqueues", cluster_queue("solo", nominal=4), queue_status(1))
+        create(c, "resourceflavors", flavor("h100", POOL))
+        create(c, "clusterqueues", cluster_queue("solo", nominal=4), queue_status(1))
         found = wait_for(lambda: kueue_set_of(scorer))
     assert found.as_dict()["cq.solo.gpu.count"] == 3
     absent = [r for r in caplog.records if "Kueue not found" in r.getMessage()]

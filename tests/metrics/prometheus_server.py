@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -14,11 +13,7 @@ from typing import Any
 
 import yaml
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.rig.wait import free_port
 
 
 class PrometheusServer:
@@ -29,7 +24,6 @@ class PrometheusServer:
         binary = shutil.which("prometheus")
         if binary is None:
             raise RuntimeError("the `prometheus` binary is missing: `apt-get install prometheus` (.ci/run does)")
-        self.port = free_port()
         config = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
             "rule_files": [str(p) for p in rule_files or []],
@@ -38,18 +32,29 @@ class PrometheusServer:
         }
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+        self._binary, self._workdir = binary, workdir
         self._log = (workdir / "prometheus.log").open("w")
+        self._start()
+
+    def _start(self) -> None:
+        # Prometheus cannot say which port it took: pick one first; `wait_ready` starts again on another if a test
+        # running beside this one took it meanwhile.
+        self.port = free_port()
         self._proc = subprocess.Popen(
-            [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
+            [self._binary, f"--config.file={self._workdir / 'prometheus.yml'}",
+             f"--storage.tsdb.path={self._workdir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}"],
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self._workdir = workdir
 
     def wait_ready(self, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
+        deadline, attempts = time.monotonic() + timeout_s, 1
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited: {(self._workdir / 'prometheus.log').read_text()[-2000:]}")
+                log = (self._workdir / "prometheus.log").read_text()
+                if "address already in use" in log and attempts < 3:
+                    attempts += 1
+                    self._start()
+                    continue
+                raise RuntimeError(f"prometheus exited: {log[-2000:]}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=1) as reply:
                     if reply.status == 200:
@@ -73,7 +78,7 @@ class PrometheusServer:
             result = self.query(expr)
             if result:
                 return result
-            time.sleep(0.5)
+            time.sleep(0.2)
         raise TimeoutError(f"no samples for {expr!r}; targets: {self.targets()}")
 
     def targets(self) -> list[dict[str, Any]]:

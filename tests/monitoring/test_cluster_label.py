@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import pytest
@@ -14,16 +13,8 @@ from accelscore.agent.collectors.host import HostCollector
 from accelscore.agent.collectors.nvidia import NvidiaCollector
 from accelscore.agent.config import AGENT_OPTIONS, agent_config_from
 from accelscore.agent.runner import CollectorSet
-from accelscore.options import add_options, resolve
-from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
-from accelscore.scorer.service import ScorerService
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
-
-
-def _values(options: tuple, environ: dict[str, str]) -> dict:
-    parser = argparse.ArgumentParser()
-    add_options(parser, options)
-    return resolve(parser.parse_args([]), options, environ=environ)
+from tests.rig.scorer import resolved, standalone_scorer
 
 
 def _clusters(exposition: bytes) -> tuple[int, set[str | None]]:
@@ -32,7 +23,7 @@ def _clusters(exposition: bytes) -> tuple[int, set[str | None]]:
 
 
 def _agent_exposition(environ: dict[str, str]) -> bytes:
-    config = agent_config_from(_values(AGENT_OPTIONS, {"NODE_NAME": "n1", **environ}))
+    config = agent_config_from(resolved(AGENT_OPTIONS, environ={"NODE_NAME": "n1", **environ}))
     collectors = CollectorSet([NvidiaCollector(nvml=FakeNvml(load_scenario("h100x8-idle")),
                                                gpu_advertised=lambda: True), HostCollector()])
     try:
@@ -53,8 +44,7 @@ def test_every_agent_series_has_the_cluster_label(environ: dict[str, str], clust
 @pytest.mark.parametrize(("environ", "cluster"), [({"CLUSTER_NAME": "east-1"}, "east-1"), ({}, "local")],
                          ids=["addon-sets-CLUSTER_NAME", "default"])
 def test_every_scorer_series_has_the_cluster_label(environ: dict[str, str], cluster: str) -> None:
-    config = scorer_config_from(_values(SCORER_OPTIONS, {"ACCELSCORE_DISABLE_AUTH": "true", **environ}))
-    service = ScorerService(config=config)
+    service = standalone_scorer(**environ)
     service.score_once()
     count, clusters = _clusters(service.render())
     assert count > 50 and clusters == {cluster}
@@ -71,7 +61,7 @@ def test_in_the_addon_install_the_agent_labels_with_the_managed_cluster_name() -
     rendered, _ = deploy.render_addon(deploy.kustomize(deploy.ADDON), cluster="gpu-east")
     [agent] = deploy.one(rendered, "DaemonSet", "accelscore-agent")["spec"]["template"]["spec"]["containers"]
     environ = {k: v for k, v in _literal_env(agent).items() if k == "CLUSTER_NAME"}
-    assert agent_config_from(_values(AGENT_OPTIONS, environ)).cluster_name == "gpu-east"
+    assert agent_config_from(resolved(AGENT_OPTIONS, environ=environ)).cluster_name == "gpu-east"
 
 
 def test_hub_publishing_gives_agent_and_scorer_the_same_cluster_name(tmp_path) -> None:

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from accelscore.scorer.custom.promql import PromQuery, PromValue, query_instant
-from tests.metrics.prometheus_server import free_port
 from tests.promql.fake_http import LoopbackServer, fixed, slow, trickle
+from tests.rig.wait import free_port
 
 
 def run(url: str, query: str, **kw: float) -> PromValue:
@@ -100,22 +100,13 @@ def server(request: pytest.FixtureRequest) -> Iterator[LoopbackServer]:
     srv.stop()
 
 
-@pytest.mark.parametrize("server", [slow(5.0)], indirect=True)
-def test_a_slow_server_is_unknown_within_the_timeout(server: LoopbackServer) -> None:
+@pytest.mark.parametrize("server", [slow(5.0), trickle(0.1)], indirect=True, ids=["slow-reply", "trickling-reply"])
+def test_a_slow_or_trickling_server_is_unknown_within_the_timeout(server: LoopbackServer) -> None:
     start = time.monotonic()
     got = run(server.url, "vector(1)", timeout_s=0.5)
     elapsed = time.monotonic() - start
     assert got == PromValue(None, None, "timeout after 0.5s")
-    assert 0.4 < elapsed < 2.5, elapsed  # well before the 5 s reply
-
-
-@pytest.mark.parametrize("server", [trickle(0.1)], indirect=True)
-def test_a_trickling_reply_is_cut_off_at_the_timeout(server: LoopbackServer) -> None:
-    start = time.monotonic()
-    got = run(server.url, "vector(1)", timeout_s=0.5)
-    elapsed = time.monotonic() - start
-    assert got == PromValue(None, None, "timeout after 0.5s")
-    assert elapsed < 2.5, elapsed  # the whole body would take ~7 s
+    assert 0.4 < elapsed < 4.5, elapsed  # before the 5 s reply, or the ~7 s the trickled body would take
 
 
 @pytest.mark.parametrize(("server", "reason"), [

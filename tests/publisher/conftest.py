@@ -1,18 +1,15 @@
-"""Fixtures for publisher tests: a cluster namespace on the hub (created and cleaned up), and hub helpers."""
+"""Fixtures for publisher tests: a cluster namespace on the hub (created and cleaned up)."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
-from accelscore.kube import hub_scores as scorer_hub
 from tests.kubeapi.fixtures import ApiHandle, ocm_crd_files, unique
 from tests.kubeapi.server import KubeApiServer
+from tests.rig.hub import make_namespace, remove_namespace
 
 
 @pytest.fixture
@@ -26,30 +23,13 @@ def hub_server(tmp_path: Path) -> Iterator[ApiHandle]:
         handle.close()
 
 
-def make_namespace(handle: ApiHandle, name: str) -> None:
-    """Create a cluster namespace on the hub."""
-    client.CoreV1Api(handle.api_client()).create_namespace({"metadata": {"name": name}})
-
-
-def cleanup(handle: ApiHandle, namespace: str) -> None:
-    """Delete our score objects and the namespace (a real hub keeps nothing from a test)."""
-    api = handle.api_client()
-    custom = client.CustomObjectsApi(api)
-    for name in ("resource-usage-score", "accelscore"):
-        with contextlib.suppress(ApiException):
-            custom.delete_namespaced_custom_object(scorer_hub.GROUP, scorer_hub.VERSION, namespace,
-                                                   scorer_hub.PLURAL, name)
-    with contextlib.suppress(ApiException):
-        client.CoreV1Api(api).delete_namespace(namespace)
-
-
 def _cluster_namespace(handle: ApiHandle) -> Iterator[str]:
     name = unique("accelscore-pub")
     make_namespace(handle, name)
     try:
         yield name
     finally:
-        cleanup(handle, name)
+        remove_namespace(handle, name)
 
 
 @pytest.fixture

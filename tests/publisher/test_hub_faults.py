@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from pathlib import Path
 
@@ -15,8 +14,8 @@ from accelscore.kube import hub_scores as scorer_hub
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
 from accelscore.scorer.publish.publisher import Publisher
 from tests.kubeapi.fixtures import ApiHandle, unique
-from tests.publisher.conftest import cleanup, make_namespace
-from tests.publisher.helpers import publisher, read, score_sets, status_puts, values
+from tests.rig.hub import make_namespace, publisher, read, remove_namespace, score_sets, status_puts, values
+from tests.rig.wait import free_port
 
 LOGGER = "accelscore.scorer.publish.publisher"
 
@@ -52,10 +51,7 @@ def rewritten_kubeconfig(source: Path, target: Path, *, server: str | None = Non
 
 def dead_url() -> str:
     """A loopback URL nobody listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 def test_unreachable_hub_is_retried_with_backoff_and_logged_once(
@@ -165,7 +161,7 @@ def test_missing_cluster_namespace_is_named_once_and_recovers(
         run_until_written(pub, t0 + 120)
         assert values(read(hub_api, namespace, ACCELSCORE_APS))["gpuClusterFree"] == 40
     finally:
-        cleanup(hub_api, namespace)
+        remove_namespace(hub_api, namespace)
 
 
 def test_rejected_credentials_are_reloaded_from_the_rewritten_kubeconfig(

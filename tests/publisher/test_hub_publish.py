@@ -14,7 +14,7 @@ from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Sco
 from accelscore.scorer.publish.policy import parse_rfc3339
 from accelscore.scorer.publish.publisher import Publisher
 from tests.kubeapi.fixtures import ApiHandle
-from tests.publisher.helpers import POLICY, publisher, read, score_sets, status_puts, values
+from tests.rig.hub import POLICY, publisher, read, score_sets, status_puts, values
 
 
 def test_first_publish_creates_the_object_then_writes_its_status(hub_api: ApiHandle, cluster_ns: str) -> None:

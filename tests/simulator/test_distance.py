@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 import pytest
@@ -89,12 +90,18 @@ NOT_ALL_LIVE = ("dead", "realistic", "stale")
 FLEET_NAMES = sorted(p.name for p in FLEETS.iterdir() if p.is_dir())
 
 
+@functools.cache
+def _fleet_matrix(fleet: str) -> list[matrix.Cell]:
+    # Once per process: the three tests below read the same cells, in whatever order the workers run them.
+    return matrix.run(FLEETS, TRACE_DIR, [EXAMPLES], config=default_scoring_config(), policy=pp.PublishPolicy(),
+                      opts=ReplayOptions(), tie_breaks=("name", "dead-first"), only=(fleet,))
+
+
 @pytest.fixture(scope="module", params=FLEET_NAMES)
 def matrix_cells(request: pytest.FixtureRequest) -> list[matrix.Cell]:
     """Every shipped example on one shipped fleet and every shipped trace, by name and dead-first (the rows
     docs/simulate.md's table has for that fleet; `accelscore simulate fixtures/fleets --matrix` makes them all)."""
-    return matrix.run(FLEETS, TRACE_DIR, [EXAMPLES], config=default_scoring_config(), policy=pp.PublishPolicy(),
-                      opts=ReplayOptions(), tie_breaks=("name", "dead-first"), only=(request.param,))
+    return _fleet_matrix(request.param)
 
 
 def test_dead_first_runs_where_a_cluster_is_dead_and_equals_the_name_order_elsewhere() -> None:

@@ -17,10 +17,7 @@ partitions, not amd.com/gpu). Per vendor: a Kueue ClusterQueue with quota on amd
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -50,13 +47,12 @@ LABELS = {"amd.com/gpu.product-name": "MI300X"}
 
 
 @pytest.fixture
-def workdir() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="mix-", dir="/tmp"))
+def workdir(short_dir: Path) -> Path:
+    directory = short_dir
     for n in range(64):  # the CPX partitions' platform devices (partition 0 of a GPU is its PCI device)
         if n % 8:
             (directory / "sys/devices/platform" / f"amdgpu_xcp_{n}" / "drm" / f"renderD{128 + n}").mkdir(parents=True)
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
+    return directory
 
 
 def _amd_report(node: str, scenario: str, podresources: str, workdir: Path, amounts: dict[str, tuple[float, float]],

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from concurrent import futures
 
@@ -14,17 +13,12 @@ import pytest
 from accelscore.agent.push import PushLoop, PushResult, ReportSender
 from accelscore.agent.report import change_key
 from tests.ingest.sample import eight_gpu_report
-from tests.zerogap.support import Rig, wait_for
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.rig.cluster import Rig
+from tests.rig.wait import free_port, wait_for
 
 
 def test_an_agent_started_before_its_scorer_delivers_once_the_scorer_is_up(rig: Rig) -> None:
-    port = _free_port()
+    port = free_port()
     loop = PushLoop(sender=ReportSender(address=f"127.0.0.1:{port}", token_file=None,
                                         insecure_plaintext=True, timeout_s=1.0),
                     interval_s=30.0, change_key=change_key, backoff_initial_s=0.1, backoff_max_s=0.5)

@@ -13,8 +13,9 @@ from accelscore.kube.hub_scores import HubClient
 from accelscore.scorer.core.model import ACCELSCORE_APS
 from accelscore.scorer.publish.publisher import Publisher
 from accelscore.scorer.service import ScorerService
-from tests.publisher.helpers import score_sets
-from tests.zerogap.support import FAST, Rig, wait_for, withdrawn
+from tests.rig.cluster import FAST, Rig
+from tests.rig.hub import score_sets, withdrawn
+from tests.rig.wait import wait_for
 
 
 class Agents:

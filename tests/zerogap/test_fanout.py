@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from accelscore.agent.push import FanoutSender, PushResult, ReportSender, SendOutcome, resolve_targets
 from tests.ingest.sample import eight_gpu_report
-from tests.zerogap.support import Rig, wait_for
+from tests.rig.cluster import Rig
+from tests.rig.wait import wait_for
 
 
 class FakeSender:

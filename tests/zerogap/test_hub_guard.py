@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,8 +26,8 @@ from accelscore.scorer.publish.policy import Condition, PublishPolicy, rfc3339, 
 from accelscore.scorer.publish.publisher import Publisher
 from tests.kubeapi.fixtures import ocm_crd_files
 from tests.kubeapi.server import KubeApiServer
-from tests.publisher.helpers import score_sets
-from tests.zerogap.support import wait_for
+from tests.rig.hub import score_sets
+from tests.rig.wait import free_port, wait_for
 
 FRESH = Condition("True", "NodesFresh", "4/4 schedulable nodes reported within 60s", 0.0)
 COMPAT = (Score("gpuClusterAvailable", 40), Score("cpuClusterAvailable", -20))
@@ -171,7 +170,7 @@ def test_a_scorer_that_comes_back_replaces_the_stale_form_at_once(hub: Hub) -> N
 def test_the_hub_guard_command_rewrites_an_expired_object_and_counts_it(hub: Hub, tmp_path: Path) -> None:
     dead = hub.namespace("cluster-gone")
     assert dead.write_status(ACCELSCORE_APS, status_body(OURS, FRESH, time.time() + 1)).error is None
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, KUBECONFIG=str(hub.kubeconfig), ACCELSCORE_GUARD_GRACE="0.5",
                ACCELSCORE_METRICS_ADDRESS=f"127.0.0.1:{port}")
     with (tmp_path / "guard.log").open("wb") as log:
@@ -184,12 +183,6 @@ def test_the_hub_guard_command_rewrites_an_expired_object_and_counts_it(hub: Hub
         finally:
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(15) == 0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _get(url: str) -> str | None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import time
 
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
-from tests.zerogap.support import Rig, wait_for, withdrawn
+from tests.rig.cluster import Rig
+from tests.rig.hub import withdrawn
+from tests.rig.wait import wait_for
 
 APS = (ACCELSCORE_APS, RESOURCE_USAGE_APS)
 
@@ -53,10 +55,9 @@ def test_a_cold_start_publishes_only_after_the_node_watch_synced(rig: Rig) -> No
         time.sleep(0.2)
     wait_for(lambda: _free(rig))
     assert scorer._node_watch.synced.is_set()
-    status = rig.hub_server._state.store.get(
-        next(t for t in rig.hub_server._state.types if t.plural == "addonplacementscores"),
-        rig.cluster, ACCELSCORE_APS)["status"]
-    assert status["conditions"][0]["message"].startswith(f"{rig.nodes}/{rig.nodes} schedulable nodes")
+    status = rig.hub_status(ACCELSCORE_APS)
+    nodes = len(rig.node_names)
+    assert status["conditions"][0]["message"].startswith(f"{nodes}/{nodes} schedulable nodes")
 
 
 def test_the_grace_period_opens_publishing_when_an_agent_never_reports(rig: Rig) -> None:

@@ -6,7 +6,8 @@ import time
 
 from accelscore.agent.push import PushResult, ReportSender
 from tests.ingest.sample import eight_gpu_report
-from tests.zerogap.support import Rig, wait_for
+from tests.rig.cluster import Rig
+from tests.rig.wait import wait_for
 
 
 def test_a_hub_answering_after_30s_leaves_ingest_and_scoring_at_their_normal_rate(rig: Rig) -> None:
@@ -20,7 +21,7 @@ def test_a_hub_answering_after_30s_leaves_ingest_and_scoring_at_their_normal_rat
         passes_before, started = scorer.passes, time.monotonic()
         latencies = []
         for i in range(30):  # 10 reports a second over gRPC while the hub call hangs
-            node = rig.node_names[i % rig.nodes]
+            node = rig.node_names[i % len(rig.node_names)]
             t0 = time.monotonic()
             outcome = sender.send(eight_gpu_report(node, sequence=100 + i, busy=i % 8))
             latencies.append(time.monotonic() - t0)

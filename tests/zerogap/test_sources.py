@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
-from accelscore.options import add_options, resolve
-from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
 from accelscore.scorer.core.model import ClusterSnapshot, Score, ScoreSet
 from accelscore.scorer.core.totals import ClusterTotals
 from accelscore.scorer.ha.startup import ViewState
 from accelscore.scorer.ingest.node_table import NodeTable
-from accelscore.scorer.service import ScorerService
 from accelscore.scorer.sources.base import Required
+from tests.rig.scorer import standalone_scorer
 
 
 class BacklogFile:
@@ -47,15 +43,6 @@ class BacklogFile:
         return ScoreSet("backlog", (Score("pending", int(snapshot.pending_gpu_requests)),), {}, 0, 0)
 
 
-def _service() -> ScorerService:
-    """No cluster API (so no watch sources of its own), auth off, ingest on a free loopback port."""
-    parser = argparse.ArgumentParser()
-    add_options(parser, SCORER_OPTIONS)
-    values = resolve(parser.parse_args([]), SCORER_OPTIONS, environ={
-        "ACCELSCORE_DISABLE_AUTH": "true", "ACCELSCORE_LISTEN_ADDRESS": "127.0.0.1:0"})
-    return ScorerService(config=scorer_config_from(values))
-
-
 @pytest.mark.parametrize(("sources", "state"), [
     ((), ViewState.NO_API),
     (((Required.VIEW, False),), ViewState.WAITING),
@@ -67,7 +54,7 @@ def _service() -> ScorerService:
         "only-optional"])
 def test_the_startup_state_is_what_the_sources_last_apply_put_in_the_table(
         sources: tuple[tuple[Required, bool], ...], state: ViewState) -> None:
-    service = _service()
+    service = standalone_scorer()  # no cluster API: no watch sources of its own
     for i, (required, synced) in enumerate(sources):
         source = BacklogFile(required, synced=synced)
         source.name = f"s{i}"
@@ -79,7 +66,7 @@ def test_the_startup_state_is_what_the_sources_last_apply_put_in_the_table(
 
 
 def test_a_new_input_plugs_in_by_the_protocol_alone() -> None:
-    service = _service()
+    service = standalone_scorer()
     source = BacklogFile(Required.NO, synced=True, gpus=5.0)
     service.sources.append(source)
     service.start()

@@ -22,13 +22,13 @@ from typing import Any
 from accelscore.agent.collectors.amd_read import AmdReader, LogicalGpu, fold_partitions
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
 from accelscore.agent.collectors.nvidia_worker import NvmlCallTimeout, NvmlWorker
-from accelscore.devices import Accelerator, CollectorName, DeviceKind, vendor_of_kind
+from accelscore.devices import Accelerator, CollectorName, DeviceKind, vendor_row
 
 __all__ = ["AmdCollector", "AmdSnapshot", "build_collector"]
 
 log = logging.getLogger(__name__)
 
-_RESOURCE = vendor_of_kind(DeviceKind.AMD_GPU).resource  # type: ignore[union-attr]  # a row of the table
+_RESOURCE = vendor_row(DeviceKind.AMD_GPU).resource
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,13 @@ class State(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Reading(Generic[T]):
+class Reading(Generic[T_co]):
     """One collection result: state, why, and the typed data (None unless state is OK)."""
 
     name: str
     state: State
     reason: str = ""
-    data: T | None = None
+    data: T_co | None = None
     duration_seconds: float = 0.0
     collected_at: float = 0.0  # wall-clock seconds (time.time())
 
@@ -35,7 +35,9 @@ class Reading(Generic[T]):
 class Collector(Protocol[T_co]):
     """Anything with a name, `collect()` and `close()`."""
 
-    name: str
+    @property
+    def name(self) -> str:  # pragma: no cover - protocol (read-only: a class attribute or a property satisfies it)
+        ...
 
     def collect(self) -> Reading[T_co]:  # pragma: no cover - protocol
         ...

@@ -17,8 +17,10 @@ class HostCollector:
 
     def __init__(self, *, psutil_module: ModuleType | None = None) -> None:
         if psutil_module is None:
-            import psutil as psutil_module
-        self._psutil = psutil_module
+            import psutil
+
+            psutil_module = psutil
+        self._psutil: ModuleType = psutil_module
         # First cpu_percent(None) call primes the counter; later calls measure since the previous one. It reads
         # /proc, which may be missing (a container without it): then every reading says so, the agent runs on.
         timed_reading(self.name, lambda: self._psutil.cpu_percent(interval=None))

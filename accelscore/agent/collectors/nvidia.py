@@ -13,11 +13,11 @@ from accelscore.agent.collectors.nvidia_events import XidWatcher
 from accelscore.agent.collectors.nvidia_read import GpuGone, GpuIdentity, GpuReader
 from accelscore.agent.collectors.nvidia_worker import NvmlCallTimeout, NvmlWorker
 from accelscore.agent.snapshots import GpuSnapshot, Health, NvidiaSnapshot
-from accelscore.devices import CollectorName, DeviceKind, vendor_of_kind
+from accelscore.devices import CollectorName, DeviceKind, vendor_row
 
 log = logging.getLogger(__name__)
 
-_RESOURCE = vendor_of_kind(DeviceKind.NVIDIA_GPU).resource  # type: ignore[union-attr]  # a row of the table
+_RESOURCE = vendor_row(DeviceKind.NVIDIA_GPU).resource
 
 
 class _NoDriver(Exception):
@@ -37,8 +37,10 @@ class NvidiaCollector:
                  gpu_advertised: Callable[[], bool | None] = lambda: None,
                  degraded_temperature_c: float = nvidia_health.DEFAULT_DEGRADED_TEMPERATURE_C,
                  xid_wait_ms: int = 500, read_processes: bool = False) -> None:
-        if nvml is None:
-            import pynvml as nvml  # the real library is only the default; tests inject a fake at this boundary
+        if nvml is None:  # the real library is only the default; tests inject a fake at this boundary
+            import pynvml
+
+            nvml = pynvml
         self._nvml = nvml
         self._timeout_s = call_timeout_s
         self._gpu_advertised = gpu_advertised

@@ -25,7 +25,7 @@ class _Job(Generic[T]):
     def __init__(self, fn: Callable[[], T]) -> None:
         self.fn = fn
         self.done = threading.Event()
-        self.result: T | None = None
+        self.result: tuple[T] | None = None  # (what fn returned,) once it returned
         self.error: BaseException | None = None
 
 
@@ -67,7 +67,9 @@ class NvmlWorker:
         self._wait(job)
         if job.error is not None:
             raise job.error
-        return job.result  # type: ignore[return-value]
+        if job.result is None:  # pragma: no cover - done is set only after fn returned or raised
+            raise RuntimeError("the NVML job ended without a result")
+        return job.result[0]
 
     def close(self, *, wait_s: float = 1.0) -> None:
         """Stop the thread after its current job; a hung call is abandoned (the thread is a daemon)."""
@@ -94,7 +96,7 @@ class NvmlWorker:
             if job is None:
                 return
             try:
-                job.result = job.fn()
+                job.result = (job.fn(),)
             except BaseException as err:  # noqa: BLE001 - handed to the waiting caller, which re-raises it
                 job.error = err
             finally:

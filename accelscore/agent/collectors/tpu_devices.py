@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -70,7 +71,8 @@ _BY_DEVICE_ID = {
 }
 
 
-class SysfsChip(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class SysfsChip:
     """One TPU chip as found in sysfs."""
 
     pci_address: str

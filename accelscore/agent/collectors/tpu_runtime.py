@@ -91,12 +91,12 @@ def parse_metric(name: MetricName, response: pb.MetricResponse) -> tuple[dict[in
         device, value = _device_id(metric), _gauge(metric)
         if device is None:
             problems.append(f"{name.value}: entry without an int device id")
-        elif not _valid(name, value):
+        elif value is None or not _valid(name, value):
             problems.append(f"{name.value}: bad value {value!r} for device {device}")
         elif device in values:
             problems.append(f"{name.value}: device {device} reported twice")
         else:
-            values[device] = float(value)  # type: ignore[arg-type]  # _valid ruled out None
+            values[device] = float(value)
     return values, problems
 
 

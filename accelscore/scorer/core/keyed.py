@@ -80,10 +80,9 @@ def _domains(snapshot: ClusterSnapshot, census: NodeCensus) -> dict[str, list[in
     out: dict[str, list[int]] = {}
     for entry in snapshot.nodes:
         s = entry.summary
-        clique = s.extras.clique if s is not None and s.extras is not None else ""
-        if not clique:
+        if s is None or s.extras is None or not s.extras.clique:
             continue
-        acc = out.setdefault(clique, [0, 0, 1])
+        acc = out.setdefault(s.extras.clique, [0, 0, 1])
         if id(s) in counted:
             acc[0] += s.scan.gpu_free  # free whole GPUs (0 when unknown)
             acc[1] += max(0, s.gpu_total)

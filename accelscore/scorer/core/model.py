@@ -8,10 +8,10 @@ within budget and memory O(nodes).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
 from accelscore.devices import AcceleratorFamily, family_resources
 from accelscore.scorer.core import lanes as _lanes
@@ -88,51 +88,62 @@ _LANE_KEYS_MAX = 4096
 _NO_KEYS: Mapping[str, int] = MappingProxyType({})
 
 
-def _number(name: str, cel_type: str, unit: str, doc: str) -> Any:
-    """A `NodeScan` field that is also a catalogued per-node number (`NODE_NUMBERS`)."""
+def catalogued(name: str, cel_type: str, unit: str, doc: str) -> Any:
+    """A field of a `catalogued_record` that is also a catalogued number: `NodeScan`'s (`NODE_NUMBERS`) or
+    `ClusterTotals`'s (`CLUSTER_NUMBERS`, accelscore.scorer.core.totals)."""
     return field(metadata={"number": (name, cel_type, unit, doc)})
 
 
-@dataclass(frozen=True, slots=True)
+_T = TypeVar("_T")
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field, catalogued))
+def catalogued_record(cls: type[_T]) -> type[_T]:
+    """A frozen, slotted dataclass whose `catalogued(...)` fields are required (so a type checker reads them)."""
+    return dataclass(frozen=True, slots=True)(cls)
+
+
+@catalogued_record
 class NodeScan:
     """Every per-node number a scoring pass or a CEL node filter reads, unknown already folded to 0.
 
-    Derived once per summary (`NodeSummary.scan`); a field declared with `_number(...)` is the catalogue
+    Derived once per summary (`NodeSummary.scan`); a field declared with `catalogued(...)` is the catalogue
     entry of that number (`NODE_NUMBERS`: CEL name, CEL type, unit, doc), so custom scores' `node.<name>`
     and docs/custom-scores.md read the same one. Everyone reads it by name; only the scoring pass reads
     `NodeSummary.row`, the few of these fields it needs (`PASS_ROW`) as one tuple.
     """
 
-    cpu_free_cores: float = _number("cpuFreeCores", "double", "cores", "allocatable - requested CPU (0 when unknown)")
-    memory_free_bytes: float = _number("memoryFreeBytes", "double", "bytes",
-                                       "allocatable - requested memory (0 when unknown)")
-    gpu_api_free: float = _number("gpuApiFree", "double", "GPUs",
-                                  f"allocatable - requested {GPU_RESOURCES_DOC} (0 when unknown)")
-    tpu_api_free: float = _number("tpuApiFree", "double", "chips",
-                                  f"allocatable - requested {TPU_RESOURCES_DOC} (0 when unknown)")
-    gpu_mem_free_max_bytes: float = _number("gpuMemFreeMaxBytes", "double", "bytes",
-                                            "most free memory on one healthy GPU or MIG instance that takes work")
-    gpu_free: int = _number("gpuFree", "int", "GPUs",
-                            "healthy physical GPUs with nothing assigned (0 when the assignment is unknown)")
-    tpu_free: int = _number("tpuFree", "int", "chips", "healthy TPU chips with nothing assigned (0 when unknown)")
+    cpu_free_cores: float = catalogued("cpuFreeCores", "double", "cores",
+                                       "allocatable - requested CPU (0 when unknown)")
+    memory_free_bytes: float = catalogued("memoryFreeBytes", "double", "bytes",
+                                          "allocatable - requested memory (0 when unknown)")
+    gpu_api_free: float = catalogued("gpuApiFree", "double", "GPUs",
+                                     f"allocatable - requested {GPU_RESOURCES_DOC} (0 when unknown)")
+    tpu_api_free: float = catalogued("tpuApiFree", "double", "chips",
+                                     f"allocatable - requested {TPU_RESOURCES_DOC} (0 when unknown)")
+    gpu_mem_free_max_bytes: float = catalogued("gpuMemFreeMaxBytes", "double", "bytes",
+                                               "most free memory on one healthy GPU or MIG instance that takes work")
+    gpu_free: int = catalogued("gpuFree", "int", "GPUs",
+                               "healthy physical GPUs with nothing assigned (0 when the assignment is unknown)")
+    tpu_free: int = catalogued("tpuFree", "int", "chips", "healthy TPU chips with nothing assigned (0 when unknown)")
     counts: int  # SUMMARY_LANES packed (accelscore.scorer.core.lanes): the pass sums them in one addition
     gpu_free_bit: int  # best_fit.free_bit(gpu_free): the pass ORs these; node maxima and best fit read the set
     tpu_free_bit: int
-    gpu_healthy: int = _number("gpuHealthy", "int", "GPUs", "physical GPUs HEALTHY or DEGRADED")
-    gpu_total: int = _number("gpuTotal", "int", "GPUs", "physical GPUs seen by the GPU collector")
-    gpu_compute_free: float = _number("gpuComputeFree", "double", "newest-part equivalents",
-                                      "Σ model weight over the node's free GPUs (`--gpu-model-weights`; B200 = 1.0)")
-    tpu_total: int = _number("tpuTotal", "int", "chips", "TPU chips seen by the TPU collector")
+    gpu_healthy: int = catalogued("gpuHealthy", "int", "GPUs", "physical GPUs HEALTHY or DEGRADED")
+    gpu_total: int = catalogued("gpuTotal", "int", "GPUs", "physical GPUs seen by the GPU collector")
+    gpu_compute_free: float = catalogued("gpuComputeFree", "double", "newest-part equivalents",
+                                         "Σ model weight over the node's free GPUs (`--gpu-model-weights`; B200 = 1.0)")
+    tpu_total: int = catalogued("tpuTotal", "int", "chips", "TPU chips seen by the TPU collector")
     # Issue 23: per product and per partition profile, shares, NVLink domain (docs/scores.md).
-    gpu_free_by_product: Mapping[str, int] = _number(
+    gpu_free_by_product: Mapping[str, int] = catalogued(
         "gpuFreeByProduct", "map(string, int)", "GPUs", "free whole GPUs per product, named as GPU feature "
         "discovery labels it (`NVIDIA-H100-80GB-HBM3`); MIG-enabled and shared GPUs are not whole")
-    mig_free: Mapping[str, int] = _number(
+    mig_free: Mapping[str, int] = catalogued(
         "migFree", "map(string, int)", "instances", "free MIG instances per profile (`3g.40gb`), plus the "
         "partitions DRA partitionable GPUs still allow")
-    gpu_shares_free: int = _number("gpuSharesFree", "int", "shares",
-                                   "free time-slicing replicas, HAMi shares or DRA consumable-capacity "
-                                   "shares on healthy shared GPUs")
+    gpu_shares_free: int = catalogued("gpuSharesFree", "int", "shares",
+                                      "free time-slicing replicas, HAMi shares or DRA consumable-capacity "
+                                      "shares on healthy shared GPUs")
     gpu_product: str = ""  # the product of the node's GPUs when they are of one ("" none or several): pass runs
     extras: NodeExtras | None = None  # what the node has beyond whole GPUs of one product (None: nothing)
 
@@ -162,9 +173,12 @@ class NodeNumber:
     get: Callable[[NodeScan], Any]  # the value from a scan (ZERO_SCAN for a node without a summary)
 
 
-NODE_NUMBERS: tuple[NodeNumber, ...] = tuple(
-    NodeNumber(f.metadata["number"][0], f.name, *f.metadata["number"][1:], get=attrgetter(f.name))
-    for f in fields(NodeScan) if "number" in f.metadata)
+def _node_number(f: Field[Any]) -> NodeNumber:
+    name, cel_type, unit, doc = f.metadata["number"]
+    return NodeNumber(name, f.name, cel_type, unit, doc, get=attrgetter(f.name))
+
+
+NODE_NUMBERS: tuple[NodeNumber, ...] = tuple(_node_number(f) for f in fields(NodeScan) if "number" in f.metadata)
 
 
 def _zero(cel_type: str) -> Any:

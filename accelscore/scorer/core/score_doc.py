@@ -6,10 +6,9 @@ checks that the committed page equals `render_page(old)`, so the reference canno
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
+from accelscore.docpage import page_command, replace_between
 from accelscore.scorer.core import score_table
 from accelscore.scorer.core.score_table import KeyedSpec, Scale, ScoreSpec
 from accelscore.scorer.core.scoring_config import SCORING_OPTIONS
@@ -31,9 +30,9 @@ def _num(x: float) -> str:
 
 def _default(spec: ScoreSpec | KeyedSpec) -> str:
     """The default ref or bounds, and how to override it."""
-    if spec.scale is Scale.CEIL:
-        return f"ref {_num(spec.default)} ({_flag('score_refs')} `{spec.config_key}=…`)"
-    lo, hi = spec.default
+    if isinstance(spec, KeyedSpec) or spec.scale is Scale.CEIL:
+        return f"ref {_num(spec.ref)} ({_flag('score_refs')} `{spec.config_key}=…`)"
+    lo, hi = spec.bounds
     return f"min:max {_num(lo)}:{_num(hi)} ({_flag('compat_bounds')} `{spec.config_key}=…`)"
 
 
@@ -58,25 +57,13 @@ def render_tables() -> str:
 
 def render_page(page: str) -> str:
     """`page` with the text between its markers replaced by the current tables."""
-    head, begin, rest = page.partition(BEGIN)
-    _, end, tail = rest.partition(END)
-    if not (begin and end):
-        raise ValueError(f"the page lacks the markers {BEGIN!r} ... {END!r}")
-    return f"{head}{BEGIN}\n{render_tables()}{END}{tail}"
+    return replace_between(page, BEGIN, END, render_tables())
 
 
 def main(argv: list[str] | None = None) -> int:
     """Print the tables (`--markdown`) or rewrite a page's generated part in place (`--write PAGE`)."""
-    parser = argparse.ArgumentParser(prog="python -m accelscore.scorer.core.score_doc", description=__doc__)
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--markdown", action="store_true", help="print the generated tables")
-    group.add_argument("--write", metavar="PAGE", type=Path, help="replace the generated part of PAGE")
-    args = parser.parse_args(argv)
-    if args.markdown:
-        sys.stdout.write(render_tables())
-        return 0
-    args.write.write_text(render_page(args.write.read_text(encoding="utf-8")), encoding="utf-8")
-    return 0
+    return page_command(argv, prog="python -m accelscore.scorer.core.score_doc",
+                        description=__doc__, render=render_tables, render_page=render_page)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,20 @@ class ScoreSpec:
     meaning: str  # one line, also the /metrics and docs help
     formula: str  # the raw value, as the docs show it
 
+    @property
+    def ref(self) -> float:
+        """A CEIL score's default ref: the raw value that maps to 100."""
+        if isinstance(self.default, tuple):
+            raise TypeError(f"{self.name} maps linearly: it has bounds, not a ref")
+        return self.default
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """A LINEAR score's default (min, max)."""
+        if not isinstance(self.default, tuple):
+            raise TypeError(f"{self.name} maps by a ref: it has no bounds")
+        return self.default
+
 
 APS: Mapping[str, ApsSpec] = MappingProxyType({
     RESOURCE_USAGE_APS: ApsSpec(
@@ -215,6 +229,11 @@ class KeyedSpec:
     formula: str
     aps: str = ACCELSCORE_APS
     scale: Scale = Scale.CEIL
+
+    @property
+    def ref(self) -> float:
+        """The default ref of every score of the family."""
+        return self.default
 
     @property
     def name(self) -> str:

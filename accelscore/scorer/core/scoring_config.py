@@ -20,9 +20,10 @@ from accelscore.scorer.core.score_table import KEYED, SCORES, Scale
 # Raw value at which each accelscore score saturates at 100, and upstream's min:max per resource for
 # resource-usage-score: both are the defaults of the score table's entries.
 DEFAULT_SCORE_REFS: Mapping[str, float] = MappingProxyType(
-    {spec.config_key: spec.default for spec in (*SCORES, *KEYED) if spec.scale is Scale.CEIL})
+    {**{spec.config_key: spec.ref for spec in SCORES if spec.scale is Scale.CEIL},
+     **{spec.config_key: spec.ref for spec in KEYED}})
 DEFAULT_COMPAT_BOUNDS: Mapping[str, tuple[float, float]] = MappingProxyType(
-    {spec.config_key: spec.default for spec in SCORES if spec.scale is Scale.LINEAR})
+    {spec.config_key: spec.bounds for spec in SCORES if spec.scale is Scale.LINEAR})
 COMPAT_RESOURCES = tuple(DEFAULT_COMPAT_BOUNDS)
 
 # Case-insensitive substring of the NVML model name -> relative throughput; the first match wins, so a

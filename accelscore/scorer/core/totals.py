@@ -11,7 +11,7 @@ the exact compute units (`accelscore.scorer.core.lanes`). That keeps a pass over
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from fractions import Fraction
 from operator import attrgetter
 from typing import Any
@@ -28,14 +28,10 @@ from accelscore.scorer.core.model import (
     ClusterSnapshot,
     NodeExtras,
     NodeSummary,
+    catalogued,
+    catalogued_record,
 )
 from accelscore.scorer.core.node_state import NodeCensus, census
-
-
-def _total(name: str, cel_type: str, unit: str, doc: str) -> Any:
-    """A `ClusterTotals` field that is also a catalogued cluster number (`CLUSTER_NUMBERS`)."""
-    return field(metadata={"number": (name, cel_type, unit, doc)})
-
 
 _NODE_MAX = "most on one counted node"
 DOMAIN_LABELS_DOC = " / ".join(f"`{v.domain_label}`" for v in VENDORS if v.domain_label)  # NVLink domain labels
@@ -44,47 +40,49 @@ PRODUCT_LABELS_DOC = " / ".join(f"`{v.product_label}`" for v in VENDORS
 _GPU, _TPU = GPU_RESOURCES_DOC, TPU_RESOURCES_DOC
 
 
-@dataclass(frozen=True, slots=True)
+@catalogued_record
 class ClusterTotals:
     """Per-node maxima and cluster sums over the counted nodes, plus the node census. Exact where it matters.
 
-    A field declared with `_total(...)` is its own catalogue entry (custom scores' `cluster.<name>`); API
+    A field declared with `catalogued(...)` is its own catalogue entry (custom scores' `cluster.<name>`); API
     level node maxima floor at 0 (upstream), sums keep over-commit negatives.
     """
 
     census: NodeCensus
-    cpu_free_node_max: float = _total("cpuFreeNodeMaxCores", "double", "cores", f"allocatable - requested CPU, "
-                                      f"{_NODE_MAX}")
-    cpu_free_sum: float = _total("cpuFreeCores", "double", "cores", "allocatable - requested CPU, summed")
-    memory_free_node_max_bytes: float = _total("memoryFreeNodeMaxBytes", "double", "bytes",
-                                               f"allocatable - requested memory, {_NODE_MAX}")
-    memory_free_sum_bytes: float = _total("memoryFreeBytes", "double", "bytes",
-                                          "allocatable - requested memory, summed")
-    gpu_api_free_node_max: float = _total("gpuApiFreeNodeMax", "double", "GPUs",
-                                          f"allocatable - requested {_GPU}, {_NODE_MAX}")
-    gpu_api_free_sum: float = _total("gpuApiFree", "double", "GPUs", f"allocatable - requested {_GPU}, summed")
-    tpu_api_free_node_max: float = _total("tpuApiFreeNodeMax", "double", "chips",
-                                          f"allocatable - requested {_TPU}, {_NODE_MAX}")
-    tpu_api_free_sum: float = _total("tpuApiFree", "double", "chips", f"allocatable - requested {_TPU}, summed")
-    gpu_free_node_max: int = _total("gpuFreeNodeMax", "int", "GPUs", f"healthy, unassigned GPUs, {_NODE_MAX}")
+    cpu_free_node_max: float = catalogued("cpuFreeNodeMaxCores", "double", "cores", f"allocatable - requested CPU, "
+                                          f"{_NODE_MAX}")
+    cpu_free_sum: float = catalogued("cpuFreeCores", "double", "cores", "allocatable - requested CPU, summed")
+    memory_free_node_max_bytes: float = catalogued("memoryFreeNodeMaxBytes", "double", "bytes",
+                                                   f"allocatable - requested memory, {_NODE_MAX}")
+    memory_free_sum_bytes: float = catalogued("memoryFreeBytes", "double", "bytes",
+                                              "allocatable - requested memory, summed")
+    gpu_api_free_node_max: float = catalogued("gpuApiFreeNodeMax", "double", "GPUs",
+                                              f"allocatable - requested {_GPU}, {_NODE_MAX}")
+    gpu_api_free_sum: float = catalogued("gpuApiFree", "double", "GPUs", f"allocatable - requested {_GPU}, summed")
+    tpu_api_free_node_max: float = catalogued("tpuApiFreeNodeMax", "double", "chips",
+                                              f"allocatable - requested {_TPU}, {_NODE_MAX}")
+    tpu_api_free_sum: float = catalogued("tpuApiFree", "double", "chips", f"allocatable - requested {_TPU}, summed")
+    gpu_free_node_max: int = catalogued("gpuFreeNodeMax", "int", "GPUs", f"healthy, unassigned GPUs, {_NODE_MAX}")
     gpu_fits: tuple[int, ...]  # per FIT_SIZES: sum over nodes of floor(free / k) (gpuFit<k> below)
-    gpu_total: int = _total("gpuTotal", "int", "GPUs", "GPUs, summed")
-    gpu_healthy: int = _total("gpuHealthy", "int", "GPUs", "healthy (or degraded) GPUs, summed")
-    gpu_mem_free_node_max_bytes: float = _total("gpuMemFreeNodeMaxBytes", "double", "bytes",
-                                                "most free memory on one healthy GPU or MIG instance")
-    gpu_compute_free: Fraction = _total(  # noqa: RUF009 (a field() carrying metadata, not a shared default)
+    gpu_total: int = catalogued("gpuTotal", "int", "GPUs", "GPUs, summed")
+    gpu_healthy: int = catalogued("gpuHealthy", "int", "GPUs", "healthy (or degraded) GPUs, summed")
+    gpu_mem_free_node_max_bytes: float = catalogued("gpuMemFreeNodeMaxBytes", "double", "bytes",
+                                                    "most free memory on one healthy GPU or MIG instance")
+    gpu_compute_free: Fraction = catalogued(
         "gpuComputeFree", "double", "newest-part equivalents",
         "Σ model weight over free GPUs (`--gpu-model-weights`; B200 = 1.0), exact")
-    tpu_free_node_max: int = _total("tpuFreeNodeMax", "int", "chips", f"healthy, unassigned TPU chips, {_NODE_MAX}")
-    tpu_free_sum: int = _total("tpuFree", "int", "chips", "healthy, unassigned TPU chips, summed")
-    tpu_total: int = _total("tpuTotal", "int", "chips", "TPU chips, summed")
+    tpu_free_node_max: int = catalogued("tpuFreeNodeMax", "int", "chips", f"healthy, unassigned TPU chips, {_NODE_MAX}")
+    tpu_free_sum: int = catalogued("tpuFree", "int", "chips", "healthy, unassigned TPU chips, summed")
+    tpu_total: int = catalogued("tpuTotal", "int", "chips", "TPU chips, summed")
     # Demand not yet on any node (the whole cluster's, never filtered).
-    pending_gpu_requests: float = _total("pendingGpuRequests", "double", "GPUs", f"{_GPU} requested by Pending pods "
-                                         "with no node, plus the GPUs their unallocated ResourceClaims ask (whole "
-                                         "cluster, never filtered; infinite while unknown)")
-    pending_tpu_requests: float = _total("pendingTpuRequests", "double", "chips", f"{_TPU} requested by Pending pods "
-                                         "with no node, plus the chips their unallocated ResourceClaims ask (whole "
-                                         "cluster, never filtered; infinite while unknown)")
+    pending_gpu_requests: float = catalogued("pendingGpuRequests", "double", "GPUs",
+                                             f"{_GPU} requested by Pending pods with no node, plus the GPUs their "
+                                             "unallocated ResourceClaims ask (whole cluster, never filtered; "
+                                             "infinite while unknown)")
+    pending_tpu_requests: float = catalogued("pendingTpuRequests", "double", "chips",
+                                             f"{_TPU} requested by Pending pods with no node, plus the chips their "
+                                             "unallocated ResourceClaims ask (whole cluster, never filtered; "
+                                             "infinite while unknown)")
     # Bit f set: some counted node has exactly f free GPUs (f capped; accelscore.scorer.core.best_fit reads it).
     gpu_free_seen: int = 0
     # Keyed (accelscore.scorer.core.keyed): per GPU product its SUMMARY_LANES sums; per MIG profile (free, total);
@@ -128,13 +126,17 @@ def _fit_number(k: int) -> ClusterNumber:
                          f"Σ ⌊free GPUs / {k}⌋", lambda t: t.gpu_fit(k))
 
 
+def _cluster_number(f: Field[Any]) -> ClusterNumber:
+    name, cel_type, unit, doc = f.metadata["number"]
+    return ClusterNumber(name, cel_type, unit, doc, get=attrgetter(f.name))
+
+
 # Every cluster number: the catalogued fields, then those derived from them (sums that live in a lane tuple,
 # the census).
 CLUSTER_NUMBERS: tuple[ClusterNumber, ...] = (
     ClusterNumber("gpuFree", "int", "GPUs", "healthy, unassigned GPUs, summed (unknown assignment counts 0)",
                   attrgetter("gpu_free_sum")),
-    *(ClusterNumber(*f.metadata["number"], get=attrgetter(f.name)) for f in fields(ClusterTotals)
-      if "number" in f.metadata),
+    *(_cluster_number(f) for f in fields(ClusterTotals) if "number" in f.metadata),
     *(_fit_number(k) for k in FIT_SIZES),
     ClusterNumber("gpuFreeByProduct", "map(string, int)", "GPUs", "free whole GPUs per product (as GPU feature "
                   "discovery labels it), summed", lambda t: {p: v[0] for p, v in t.gpu_by_product.items()}),
@@ -156,7 +158,8 @@ def _node_max(seen: int, counted: tuple[NodeSummary, ...], number: str) -> int:
     top = seen.bit_length() - 1
     if top < FREE_CAP:
         return max(top, 0)
-    return max(getattr(s.scan, number) for s in counted)  # some node has >= FREE_CAP free: exact, off the fast path
+    # Some node has >= FREE_CAP free: exact, off the fast path.
+    return int(max(getattr(s.scan, number) for s in counted))
 
 
 def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: float) -> ClusterTotals:

@@ -20,8 +20,6 @@ from google.protobuf.message import Message
 
 from accelscore.vendor.cel.expr import checked_pb2, syntax_pb2
 
-_EXPR = syntax_pb2.Expr.DESCRIPTOR
-
 
 def checked_expr(serialized: bytes) -> checked_pb2.CheckedExpr:
     """The CheckedExpr inside cel-expr-python's serialized Any."""
@@ -35,8 +33,8 @@ def checked_expr(serialized: bytes) -> checked_pb2.CheckedExpr:
 
 def _exprs(message: Message) -> Iterator[syntax_pb2.Expr]:
     """Every Expr in a message tree (calls, selects, lists, maps, comprehensions alike)."""
-    if message.DESCRIPTOR is _EXPR:
-        yield message  # type: ignore[misc]
+    if isinstance(message, syntax_pb2.Expr):
+        yield message
     for field, value in message.ListFields():
         if field.message_type is None:
             continue

@@ -9,16 +9,15 @@ input tables of docs/custom-scores.md (`python -m accelscore.scorer.custom.field
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from cel_expr_python import cel
 
+from accelscore.docpage import page_command, replace_between
 from accelscore.scorer.core.model import NODE_NUMBERS, ZERO_SCAN, NodeEntry, NodeNumber, NodeScan
 from accelscore.scorer.core.totals import CLUSTER_NUMBERS, ClusterTotals
 
@@ -148,25 +147,13 @@ def render_tables() -> str:
 
 def render_page(page: str) -> str:
     """`page` with the text between its markers replaced by the current tables."""
-    head, begin, rest = page.partition(BEGIN)
-    _, end, tail = rest.partition(END)
-    if not (begin and end):
-        raise ValueError(f"the page lacks the markers {BEGIN!r} ... {END!r}")
-    return f"{head}{BEGIN}\n{render_tables()}{END}{tail}"
+    return replace_between(page, BEGIN, END, render_tables())
 
 
 def main(argv: list[str] | None = None) -> int:
     """Print the tables (`--markdown`) or rewrite a page's generated part in place (`--write PAGE`)."""
-    parser = argparse.ArgumentParser(prog="python -m accelscore.scorer.custom.fields", description=__doc__)
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--markdown", action="store_true", help="print the generated tables")
-    group.add_argument("--write", metavar="PAGE", type=Path, help="replace the generated part of PAGE")
-    args = parser.parse_args(argv)
-    if args.markdown:
-        sys.stdout.write(render_tables())
-        return 0
-    args.write.write_text(render_page(args.write.read_text(encoding="utf-8")), encoding="utf-8")
-    return 0
+    return page_command(argv, prog="python -m accelscore.scorer.custom.fields",
+                        description=__doc__, render=render_tables, render_page=render_page)
 
 
 if __name__ == "__main__":

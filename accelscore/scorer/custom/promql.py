@@ -90,8 +90,10 @@ def parse_prom_query(raw: dict, where: str) -> PromQuery:
         raise ConfigError(f"{where}.name: must be an identifier (letters, digits, _; not starting with a digit), "
                           f"got {name!r}")
     url = raw.get("url")
-    parsed = urllib.parse.urlsplit(url) if isinstance(url, str) else None
-    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
+    if not isinstance(url, str):
+        raise ConfigError(f"{where}.url: must be an http(s) URL, got {url!r}")
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ConfigError(f"{where}.url: must be an http(s) URL, got {url!r}")
     if parsed.query or parsed.fragment:
         raise ConfigError(f"{where}.url: must be the Prometheus base URL, without ?query or #fragment")

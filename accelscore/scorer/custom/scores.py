@@ -505,10 +505,10 @@ def _one(compiled: CompiledScore, snapshot: ClusterSnapshot, columns: _Columns,
          values: Mapping[str, float | None], *, now: float, stale_after_s: float) -> float:
     """One definition's raw value; _Budget or _Unknown (with the reason) when it has none this pass."""
     d = compiled.definition
-    key = d.node_filter
-    if key not in by_filter:
+    key, node_filter = d.node_filter, compiled.node_filter
+    if key not in by_filter and node_filter is not None:  # "" (no filter, node_filter None) is in by_filter already
         try:
-            kept = _select(compiled.node_filter, columns, spending)  # type: ignore[arg-type]
+            kept = _select(node_filter, columns, spending)
         except _EvalFailed as failed:
             by_filter[key] = f"node filter evaluation failed: {failed}"
         else:

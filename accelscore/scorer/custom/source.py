@@ -94,8 +94,8 @@ class CustomScoresSource:
         path = values.get("custom_scores")
         if not path:
             return None
-        budget = values.get("custom_scores_budget") or DEFAULT_BUDGET
-        return cls(str(path), budget=int(budget))  # type: ignore[call-overload]
+        budget = values.get("custom_scores_budget")
+        return cls(str(path), budget=budget if isinstance(budget, int) and budget else DEFAULT_BUDGET)
 
     def current(self) -> CustomScores:
         """The definitions, re-read first when the file may have changed (at most every check_every_s)."""
@@ -178,8 +178,9 @@ class CustomScoresSource:
         """Run every query once now (local mode --once: no background round to wait for)."""
         self.current()
         poller = self._poller
-        for q in () if poller is None else poller.queries:
-            poller.poll_once(q)  # type: ignore[union-attr]
+        if poller is not None:
+            for q in poller.queries:
+                poller.poll_once(q)
 
     def prom_values(self) -> dict[str, dict[str, float | None]]:
         """score -> query -> the poller's value now (None = unknown: failed, stale, or not queried yet)."""

@@ -99,13 +99,15 @@ class LeaderElector:
         self._set_leading(leading(last_renewed=self._last_renewed, now=self._clock(), timing=self.timing))
 
     def _write(self, move: Move, record: LeaseRecord, current: LeaseObject | None, now: float) -> None:
-        fields = dict(holder=record.holder, duration_s=int(record.duration_s), acquire_time=record.acquire_time,
-                      renew_time=record.renew_time, transitions=record.transitions)
+        holder, duration_s, transitions = record.holder, int(record.duration_s), record.transitions
         try:
             if move is Move.CREATE or current is None:
-                written = self._store.create(**fields)
+                written = self._store.create(holder=holder, duration_s=duration_s, acquire_time=record.acquire_time,
+                                             renew_time=record.renew_time, transitions=transitions)
             else:
-                written = self._store.update(**fields, resource_version=current.resource_version)
+                written = self._store.update(holder=holder, duration_s=duration_s, acquire_time=record.acquire_time,
+                                             renew_time=record.renew_time, transitions=transitions,
+                                             resource_version=current.resource_version)
         except Conflict:
             return  # another candidate wrote first: read again next round
         except KubeError as err:

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -411,7 +411,7 @@ def jwt_expiry(token: str) -> float | None:
     return float(exp)
 
 
-def bearer_token(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | None:
+def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | None:
     """The token of an `authorization: Bearer <token>` gRPC metadata entry, or None."""
     for key, value in metadata or ():
         if key == "authorization" and isinstance(value, str):

@@ -71,11 +71,12 @@ def _accepted_answer(received_at: float) -> bytes:
     """PushReportResponse{accepted_time} serialized by hand: field 1 (Timestamp: seconds = 1, nanos = 2), the
     same bytes protobuf writes, without building two messages per report."""
     seconds, nanos = divmod(int(received_at * 1e9), 10**9)
-    inner = b"\x08" + _varint(seconds) + (b"\x10" + _varint(nanos) if nanos else b"")
-    return b"\x0a" + _varint(len(inner)) + inner
+    inner = b"\x08" + varint(seconds) + (b"\x10" + varint(nanos) if nanos else b"")
+    return b"\x0a" + varint(len(inner)) + inner
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """`n` as a protobuf varint (a length prefix of a message built by hand)."""
     out = bytearray()
     while True:
         byte, n = n & 0x7F, n >> 7
@@ -228,10 +229,10 @@ class ReportIngest:
                         return  # the agent closed its side
                     received_at = self._clock()
                     watchdog.last = time.monotonic()
-                    if identity is not None:
+                    if identity is not None and self._auth is not None:
                         if received_at >= valid_until:  # the cached review ran out: ask again (the token may be gone)
                             async with asyncio.timeout(self._deadline_s):
-                                identity = await self._identity(context)
+                                identity = await self._authenticate(self._auth, context)
                             valid_until = self._valid_until(token)
                         self._rate_check(identity.node)
                     answer = self.take(body, identity, received_at)
@@ -313,10 +314,13 @@ class ReportIngest:
         return _accepted_answer(received_at)
 
     async def _identity(self, context: grpc.aio.ServicerContext) -> Identity | None:
-        if self._auth is None:
-            return None
+        """The caller's identity; None when auth is off."""
+        return None if self._auth is None else await self._authenticate(self._auth, context)
+
+    @staticmethod
+    async def _authenticate(auth: TokenAuthenticator, context: grpc.aio.ServicerContext) -> Identity:
         try:
-            return await self._auth.authenticate_async(bearer_token(context.invocation_metadata()))
+            return await auth.authenticate_async(bearer_token(context.invocation_metadata()))
         except AuthError as err:
             raise _refused(err.reason, str(err)) from None
 

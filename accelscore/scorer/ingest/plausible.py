@@ -122,13 +122,13 @@ def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mappin
             parts[kind] = parts.get(kind, 0) + 1
     checks: list[tuple[str, float, float, str]] = []
     for vendor in VENDORS:
-        kind = vendor.device_kind
-        if kind not in physical and vendor.partition_kind not in parts:
+        whole = vendor.device_kind
+        if whole not in physical and vendor.partition_kind not in parts:
             continue
-        whole_cap, whole_source = whole_kinds[kind]
+        whole_cap, whole_source = whole_kinds[whole]
         dra_whole = _dra(dra, "whole", (vendor,))
         whole_cap, whole_source = whole_cap + dra_whole, whole_source + (" + DRA devices" if dra_whole else "")
-        checks.append((f"whole {vendor.name} devices", unsplit.get(kind, 0), whole_cap, whole_source))
+        checks.append((f"whole {vendor.name} devices", unsplit.get(whole, 0), whole_cap, whole_source))
         if vendor.partition_kind:
             cap, source = partition_kinds[vendor.partition_kind]
             dra_all = dra_whole + _dra(dra, "partitions", (vendor,))
@@ -137,7 +137,7 @@ def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mappin
             # A partitioned parent is advertised as its partitions (at least one each), so every physical
             # device, split or not, fits in whole + partition resources: thousands of MIG-enabled parents
             # (unhealthy, to sink gpuClusterHealthy) are as implausible as thousands of whole GPUs.
-            checks.append((f"physical {vendor.name} devices", physical.get(kind, 0), cap, source))
+            checks.append((f"physical {vendor.name} devices", physical.get(whole, 0), cap, source))
     if dra_known or not uses_dra:
         gpu_dra, tpu_dra = (_dra(dra, "usable", _family(f)) for f in (AcceleratorFamily.GPU, AcceleratorFamily.TPU))
         checks.append(("free GPUs", summary.gpu_free, bounds.free_gpus + gpu_dra,
@@ -194,23 +194,25 @@ def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float], requeste
     were capped (empty: unchanged)."""
     gpus, tpus = _family(AcceleratorFamily.GPU), _family(AcceleratorFamily.TPU)
     gpu_bound, tpu_bound = _bound(gpus, allocatable, requested, dra), _bound(tpus, allocatable, requested, dra)
-    changes: dict[str, object] = {}
+    gpu_free, gpu_compute_free, gpu_free_api = summary.gpu_free, summary.gpu_compute_free, summary.gpu_free_api
+    tpu_free, tpu_free_api = summary.tpu_free, summary.tpu_free_api
     capped: list[str] = []
     if summary.gpu_free_known and summary.gpu_free > gpu_bound + _EPS:
-        free = int(gpu_bound)
+        gpu_free = int(gpu_bound)
         # Keep the mean model weight of the free GPUs: which of them are really taken is not known.
-        changes["gpu_free"] = free
-        changes["gpu_compute_free"] = summary.gpu_compute_free * free / summary.gpu_free
+        gpu_compute_free = summary.gpu_compute_free * gpu_free / summary.gpu_free
         capped.append(_label(gpus, allocatable, dra))
     if summary.gpu_free_api is not None and summary.gpu_free_api > gpu_bound + _EPS:
-        changes["gpu_free_api"] = gpu_bound
+        gpu_free_api = gpu_bound
         capped.append(_label(gpus, allocatable, dra))
     if summary.tpu_free_known and summary.tpu_free > tpu_bound + _EPS:
-        changes["tpu_free"] = int(tpu_bound)
+        tpu_free = int(tpu_bound)
         capped.append(_label(tpus, allocatable, dra))
     if summary.tpu_free_api is not None and summary.tpu_free_api > tpu_bound + _EPS:
-        changes["tpu_free_api"] = tpu_bound
+        tpu_free_api = tpu_bound
         capped.append(_label(tpus, allocatable, dra))
-    if not changes:
+    if not capped:
         return summary, ()
-    return dataclasses.replace(summary, **changes), tuple(dict.fromkeys(capped))  # each resource once
+    return (dataclasses.replace(summary, gpu_free=gpu_free, gpu_compute_free=gpu_compute_free,
+                                gpu_free_api=gpu_free_api, tpu_free=tpu_free, tpu_free_api=tpu_free_api),
+            tuple(dict.fromkeys(capped)))  # each resource once

@@ -32,11 +32,13 @@ class UnknownItem(enum.StrEnum):
 
 
 class _Named(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
 
 class _Kinded(Protocol):
-    kind: int
+    @property
+    def kind(self) -> int: ...
 
 
 class _Report(Protocol):

@@ -7,6 +7,7 @@ NaN, a negative count, or unknown-read-as-free.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from accelscore.devices import (
     KINDS,
@@ -67,8 +68,8 @@ def _api_free(report: report_pb2.NodeReport, node_state: int) -> dict[str, float
 
 def _family_api_free(free: dict[str, float | None], resources: tuple[str, ...]) -> float | None:
     """Σ free over a family's vendor resources the report lists; None when it lists none (unknown)."""
-    known = [free[r] for r in resources if free[r] is not None]
-    return sum(known) if known else None  # type: ignore[arg-type]
+    known = [value for r in resources if (value := free[r]) is not None]
+    return sum(known) if known else None
 
 
 def _mem_free(device: report_pb2.Device) -> float:
@@ -107,7 +108,7 @@ def _shared(resource: str) -> bool:
 
 
 def _gpu_part(
-    report: report_pb2.NodeReport, config: ScoringConfig, states: dict[str, int], kubelet_ok: bool,
+    report: report_pb2.NodeReport, config: ScoringConfig, states: Mapping[str, int], kubelet_ok: bool,
 ) -> tuple[int, int, int, bool, float, float, str, NodeExtras | None]:
     """(total, healthy, free, free_known, mem_free_max_bytes, compute_free, product, extras) over physical GPUs;
     free counts whole GPUs only (gpu_layout: MIG-enabled and shared GPUs are not whole).
@@ -162,7 +163,7 @@ def _gpu_part(
     return len(gpus), healthy, free, free_known, mem_max, units / COMPUTE_SCALE, product, extras
 
 
-def _tpu_part(report: report_pb2.NodeReport, states: dict[str, int], kubelet_ok: bool) -> tuple[int, int, bool]:
+def _tpu_part(report: report_pb2.NodeReport, states: Mapping[str, int], kubelet_ok: bool) -> tuple[int, int, bool]:
     """(total, free, free_known) over TPU chips, each vouched for by its own vendor's collector."""
     chips = [d for d in report.devices if d.kind in _TPU]
     assignment_known = kubelet_ok and all(d.assignment_known for d in chips)
@@ -172,7 +173,7 @@ def _tpu_part(report: report_pb2.NodeReport, states: dict[str, int], kubelet_ok:
     return total, free if known else 0, known
 
 
-def _vouched(device: report_pb2.Device, states: dict[str, int]) -> bool:
+def _vouched(device: report_pb2.Device, states: Mapping[str, int]) -> bool:
     """Whether a device's presence and health are vouched for: its vendor's collector was OK; or it is a DRA
     device, the `dra` collector was OK and the vendor's telemetry is simply not on this host (ABSENT or
     unnamed): then its driver's ResourceSlice and taints vouch for it (docs/dra.md)."""
@@ -182,7 +183,7 @@ def _vouched(device: report_pb2.Device, states: dict[str, int]) -> bool:
     return device.source == _DRA and states.get(_DRA_COLLECTOR) == _OK and vendor in (None, _ABSENT)
 
 
-def _family_read(collectors: frozenset[str], states: dict[str, int], devices: list[report_pb2.Device]) -> bool:
+def _family_read(collectors: frozenset[str], states: Mapping[str, int], devices: list[report_pb2.Device]) -> bool:
     """Whether a family's free count can be known: one of its vendors' collectors was read (OK), or the `dra`
     collector vouches for some of its devices; and no vendor collector the report names is UNKNOWN (it may hold
     devices nobody can see). ABSENT = that vendor has no hardware here; unnamed = an older agent."""

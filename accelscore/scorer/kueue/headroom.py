@@ -288,7 +288,9 @@ def _physical(flavors: Iterable[FlavorInfo], entries: Sequence[NodeEntry]) -> di
     pass per label key that sums the free devices per label value."""
     rows = []
     for entry in entries:
-        scan = entry.summary.scan  # type: ignore[union-attr]  # counted entries all have one
+        if entry.summary is None:  # counted entries all have one
+            continue
+        scan = entry.summary.scan
         gpu, tpu = scan.gpu_free, scan.tpu_free  # 0 when the assignment is unknown (model.NodeScan)
         if gpu or tpu:
             rows.append((entry.labels, gpu, tpu))

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 import grpc
 
@@ -172,14 +172,14 @@ class SecretTls:
             log.info("issued a new CA and serving certificate (serving cert expires %s)",
                      certs.not_after(material.serving.cert_pem).isoformat())
             return material
-        material = _material_from(stored.data)
+        held = _material_from(stored.data)
         try:
-            due = material is None or certs.needs_renewal(material, dns_names=self._dns_names, now=now)
+            due = held is None or certs.needs_renewal(held, dns_names=self._dns_names, now=now)
         except certs.CertError:
             due = True
-        if not due and material is not None:
-            return material
-        ca = material.ca if material is not None and certs.ca_usable(material.ca, now=now) else None
+        if not due and held is not None:
+            return held
+        ca = held.ca if held is not None and certs.ca_usable(held.ca, now=now) else None
         if ca is None:
             log.warning("the TLS Secret holds no usable CA: issuing a new CA (agents pick it up from the CA "
                         "ConfigMap on their next reconnect)")
@@ -206,9 +206,12 @@ def server_credentials(source: TlsSource, *, check_every_s: float = 60.0,
     """grpc server credentials serving `source`'s pair; a handshake at most every `check_every_s` asks again."""
     rotation = _Rotation(source, check_every_s=check_every_s, monotonic=monotonic)
     initial = rotation.pair
+    # grpc calls the fetcher on handshakes; None keeps the current pair (grpc's documented contract, which its
+    # type stubs leave out).
+    fetch = cast(Callable[[], grpc.ServerCertificateConfiguration], rotation.fetch)
     return grpc.dynamic_ssl_server_credentials(
-        grpc.ssl_server_certificate_configuration([(initial.key_pem, initial.cert_pem)]),
-        rotation.fetch, require_client_authentication=False)
+        grpc.ssl_server_certificate_configuration([(initial.key_pem, initial.cert_pem)]), fetch,
+        require_client_authentication=False)
 
 
 class _Rotation:

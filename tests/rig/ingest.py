@@ -1,4 +1,4 @@
-"""A real ingest server on loopback that records what it accepted, and a raw client for it.
+"""A bare ingest server on loopback (no scorer behind it) that records what it accepted, and a raw client for it.
 
 TLS by default, with a CA and serving certificate issued by the scorer's own code (`EphemeralTls`): the CA
 is written to `ca_file` and clients dial 127.0.0.1 while verifying the name `SERVER_NAME`.
@@ -10,22 +10,63 @@ import functools
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import grpc
 
-from accelscore.scorer.ingest.auth import TokenAuthenticator
+from accelscore.scorer.ingest.auth import EXTRA_NODE_NAME, EXTRA_POD_NAME, TokenAuthenticator
+from accelscore.scorer.ingest.handler import Accept
 from accelscore.scorer.ingest.server import IngestStats, build_ingest_server
 from accelscore.scorer.tls.certs import service_dns_names
 from accelscore.scorer.tls.credentials import EphemeralTls, server_credentials
 from accelscore.v1 import report_pb2 as pb
 from accelscore.v1 import report_pb2_grpc as pb_grpc
+from tests.kubeapi.fixtures import ApiHandle
+from tests.kubeapi.server import KubeApiServer
 
+# The agents' identity (the scorer's default --agent-service-account) and the scorer Service's name.
 AGENT_SA = "system:serviceaccount:open-cluster-management-agent-addon:accelscore-agent"
 SERVER_NAME = "accelscore-scorer.accelscore.svc"
 TLS_OPTIONS = (("grpc.ssl_target_name_override", SERVER_NAME),)
+PUSH_REPORT = "/accelscore.v1.ReportService/PushReport"
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+
+
+def server_of(handle: ApiHandle) -> KubeApiServer:
+    """The test server behind a handle (the tests that mint tokens need it)."""
+    assert handle.server is not None
+    return handle.server
+
+
+def agent_token(server: KubeApiServer, token: str, node: str) -> str:
+    """`token`, minted for the agent pod on `node`: TokenReview answers it as the agents' service account."""
+    server.add_token(token, username=AGENT_SA, extra={EXTRA_POD_NAME: [f"agent-{node}"], EXTRA_NODE_NAME: [node]})
+    return token
+
+
+def token_reviews(server: KubeApiServer) -> int:
+    """How many TokenReviews the test server has answered."""
+    return sum(1 for r in server.requests if r.method == "POST" and r.path == TOKEN_REVIEWS)
+
+
+def authenticator(handle: ApiHandle, **options: Any) -> TokenAuthenticator:
+    """The scorer's TokenAuthenticator on `handle`'s API for the agents' identity; `options` as it takes them."""
+    return TokenAuthenticator(api_client=handle.api_client(), audience="accelscore", agent_username=AGENT_SA,
+                              **options)
+
+
+def code_of(call: Callable[[], object]) -> grpc.StatusCode:
+    """The status code a gRPC call (or a future's `result`) ends with."""
+    try:
+        call()
+    except grpc.RpcError as err:
+        code: grpc.StatusCode = err.code()  # type: ignore[attr-defined]  # every RpcError raised is a Call
+        return code
+    return grpc.StatusCode.OK
 
 
 def tls_channel(address: str, ca_pem: bytes) -> grpc.Channel:
@@ -84,7 +125,10 @@ class IngestServer:
     """A started ingest server (context manager) with its stats, accepted log and a client stub."""
 
     def __init__(self, *, authenticator: TokenAuthenticator | None = None, max_report_bytes: int = 1 << 20,
-                 port: int = 0, plaintext: bool = False, tls: EphemeralTls | None = None) -> None:
+                 port: int = 0, plaintext: bool = False, tls: EphemeralTls | None = None, accept: Accept | None = None,
+                 **options: Any) -> None:
+        """`accept`: where accepted reports go (default: the `accepted` record); `options`: more settings of
+        `build_ingest_server` (rate_limiter, call_deadline_s, ...)."""
         self.accepted = Accepted()
         self.stats = IngestStats()
         self._dir = Path(tempfile.mkdtemp(prefix="accelscore-ingest-"))
@@ -96,8 +140,8 @@ class IngestServer:
             self.ca_file.write_bytes(tls.ca_pem)
             credentials = server_credentials(tls)
         self.server, self.port = build_ingest_server(
-            address=f"127.0.0.1:{port}", accept=self.accepted, authenticator=authenticator,
-            max_report_bytes=max_report_bytes, counters=self.stats, credentials=credentials)
+            address=f"127.0.0.1:{port}", accept=accept or self.accepted, authenticator=authenticator,
+            max_report_bytes=max_report_bytes, counters=self.stats, credentials=credentials, **options)
         self.server.start()
         self.address = f"127.0.0.1:{self.port}"
         self.plaintext = plaintext
@@ -121,11 +165,7 @@ class IngestServer:
 
     def push_code(self, report: pb.NodeReport, token: str | None = None) -> grpc.StatusCode:
         """The status code of one PushReport call."""
-        try:
-            self.push(report, token)
-        except grpc.RpcError as err:
-            return err.code()  # type: ignore[attr-defined, no-any-return]
-        return grpc.StatusCode.OK
+        return code_of(lambda: self.push(report, token))
 
     def rejected(self) -> dict[str, int]:
         """Non-zero rejection counts by reason."""
