@@ -59,6 +59,9 @@ def agent_token(node: str) -> str:
 def serve(kubeconfig: str, mode: str) -> None:
     """Child: an ingest server (or grpc's floor) on one CPU; answers each stdin line with its counters."""
     _pin(0)
+    from accelscore.cli import grpc_environment
+
+    grpc_environment()  # as `accelscore scorer` sets it, before grpc is imported
     if mode == "stream-noop":
         asyncio.run(_noop_server())
         return
