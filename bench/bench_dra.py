@@ -1,11 +1,14 @@
 """The scorer with 5,000 DRA nodes (issue 22): 8 GPUs each in a ResourceSlice, half of them held by ResourceClaims,
 the slices and claims fed through the DRA source's own watch callbacks (as its watches deliver them, parsed by
 `kube.dra`), every node's report a DRA report from the agent's join. Budgets (DESIGN §5): a scoring pass over
-5,000 nodes <= 2 ms; the scorer <= 150 MB RSS at 5,000 nodes.
+5,000 nodes <= 2 ms; the scorer <= 150 MB RSS at 5,000 nodes. Also what the pending backlog's DRA part costs
+there (`scorer.dra.demand`): 500 pending pods' unallocated claims, their DeviceClass's CEL selectors evaluated over
+every slice the first time and over changed slices after.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import time
@@ -16,10 +19,12 @@ import kubernetes.client  # noqa: F401 - the real scorer loads it (watches, Toke
 from accelscore.agent.collectors.dra import DraSnapshot
 from accelscore.agent.dra_join import join_dra
 from accelscore.agent.snapshots import DynamicAssignment, KubeletSnapshot
-from accelscore.devices.dra import counted_devices
+from accelscore.devices.dra import DraClaim, RequestOption, counted_devices
+from accelscore.devices.dra_class import device_class
 from accelscore.kube.dra import parse_claim, parse_slice
 from accelscore.scorer.config import SCORER_OPTIONS, scorer_config_from
 from accelscore.scorer.core.scoring import score_cluster
+from accelscore.scorer.dra.demand import Backlog, ClaimRef, FamilyCache, backlog
 from accelscore.scorer.dra.source import DraSource
 from accelscore.scorer.service import ScorerService, scoring_pass
 from accelscore.v1 import report_pb2 as pb
@@ -71,6 +76,51 @@ def _report(node: str, slice_doc: dict[str, Any]) -> pb.NodeReport:
              kubelet=KubeletSnapshot((), (), held, frozenset(("ml", f"p{i}") for i in range(HELD))), node=None)
     report.resources.add(name="nvidia.com/gpu", allocatable=8, requested=HELD, free=8 - HELD)
     return report
+
+
+PENDING = 500  # pending pods, each waiting on an unallocated claim of its own
+_CLASSES = {name: device_class({"metadata": {"name": name}, "spec": {"selectors": [{"cel": {"expression": e}}]}})
+            for name, e in (("gpu.nvidia.com", "device.driver == 'gpu.nvidia.com' && "
+                                                "device.attributes['gpu.nvidia.com'].type == 'gpu'"),
+                            ("nic.example.com", "device.driver == 'dra.net'"))}
+
+
+def _backlog_cost(dra: DraSource, name: str) -> tuple[float, float, Backlog]:
+    """(ms to count PENDING claims of class `name` the first time, ms after one slice changed, the count)."""
+    claims = {("ml", f"p{i}"): DraClaim("ml", f"p{i}", "", requests=((RequestOption(name),),)) for i in range(PENDING)}
+    refs = [ClaimRef("ml", f"p{i}") for i in range(PENDING)]
+    cache = FamilyCache()
+
+    def count(slices: dict[str, Any]) -> Backlog:
+        return backlog(refs, claims=claims, templates={}, families=lambda c: cache.families(_CLASSES[c], slices))
+
+    slices = dict(dra._slices)
+    started = time.perf_counter()
+    first = count(slices)
+    first_ms = (time.perf_counter() - started) * 1e3
+    one = next(iter(slices))
+    changed = dict(slices)
+
+    def after_one_slice_changed() -> None:
+        changed[one] = dataclasses.replace(slices[one])  # a new object, as a watch event delivers it
+        count(changed)
+
+    return first_ms, _median_ms(after_one_slice_changed, 21), first
+
+
+def _backlog_rows(dra: DraSource) -> list[Row]:
+    """The backlog's DRA part: a GPU class (found in the first device of each slice) and a NIC class (every GPU
+    device evaluated, none selected: the worst case), first over every slice, then after one slice changed."""
+    rows = []
+    for name, expected in (("gpu.nvidia.com", float(PENDING)), ("nic.example.com", 0.0)):
+        first_ms, again_ms, found = _backlog_cost(dra, name)
+        assert found.gpus == expected and not found.unknown, found
+        rows += [Row(f"pending backlog, {PENDING} DRA claims of {name}: first count", first_ms, "ms",
+                     f"{len(dra._slices):,} slices ({NODES * 8:,} devices): CEL until the class's family is found, "
+                     "every device where none is; once per class"),
+                 Row(f"pending backlog, {PENDING} DRA claims of {name}: after a slice event", again_ms, "ms",
+                     "median of 21: one slice evaluated again")]
+    return rows
 
 
 def _median_ms(fn: Any, repeat: int) -> float:
@@ -135,4 +185,5 @@ def run() -> list[Row]:
         Row("DRA view, every node recomputed (initial sync)", full_ms, "ms", "once per sync or taint-rule change"),
         Row("claim change -> DRA view -> table -> scoring pass", event_ms, "ms",
             "median of 21: one node's view recomputed and recounted"),
+        *_backlog_rows(dra),
     ]

@@ -26,6 +26,10 @@ def _why(d: pb.Device, held_children: dict[str, list[str]]) -> str:
         return f"not free: {name}" + (f" ({d.health_reason})" if d.health_reason else "")
     if not d.assignment_known:
         return "not free: assignment unknown"
+    if d.assignments and d.dra_shareable:
+        holders = sorted({f"{a.namespace}/{a.pod}" if a.namespace else a.pod for a in d.assignments})
+        return (f"not free as a whole: shared by {', '.join(holders[:3])}" + (f" and {len(holders) - 3} more"
+                if len(holders) > 3 else "") + " (the shares left: the scorer, from ResourceClaims)")
     if d.assignments:
         holders = sorted({f"{a.namespace}/{a.pod}" if a.namespace else a.pod for a in d.assignments})
         return "not free: held by " + ", ".join(holders[:3]) + (f" and {len(holders) - 3} more" if len(holders) > 3

@@ -133,6 +133,7 @@ def _mark(wire: pb.Device, device: DraDevice, dra: DraSnapshot, held: Iterable[D
     """Source, DRA identity, assignment and taint health of one wire device; whether a taint took it out."""
     wire.source = DeviceSource.DRA
     wire.dra_driver, wire.dra_pool, wire.dra_device = device.key
+    wire.dra_shareable = device.multiple_allocations  # its shares: what the claims leave, counted by the scorer
     wire.assignment_known = known
     for a in held:
         wire.assignments.add(namespace=a.namespace, pod=a.pod, container=a.container, resource_name=a.driver,

@@ -4,15 +4,18 @@
 which devices count (the newest generation of a complete pool), which are unhealthy (a NoSchedule or NoExecute
 taint, from the slice or a DeviceTaintRule; other effects, including unknown ones, are informational, as the API
 says consumers must treat them), which physical device a DRA device is (the vendor table's identity attribute),
-and, for partitionable devices (`sharedCounters` / `consumesCounters`), what the unconsumed counters still allow.
+for partitionable devices (`sharedCounters` / `consumesCounters`) what the unconsumed counters still allow, and for
+shareable ones (`allowMultipleAllocations`) what their claims leave of their capacity (`devices.dra_capacity`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
-from accelscore.devices.names import DeviceKind
+from accelscore.devices.dra_capacity import CapacityPolicy, SharedCapacity, shared_capacity
+from accelscore.devices.names import AcceleratorFamily, DeviceKind
 from accelscore.devices.vendors import DraIdentity, Vendor, vendor_of_driver
 
 __all__ = [
@@ -25,6 +28,7 @@ __all__ = [
     "DraTaint",
     "NodeDraView",
     "PhysicalRef",
+    "RequestOption",
     "TaintRule",
     "counted_devices",
     "fits",
@@ -63,6 +67,7 @@ class DraDevice:
     consumes: tuple[tuple[str, Counters], ...] = ()  # (counter set, counters) per consumption entry
     taints: tuple[DraTaint, ...] = ()
     multiple_allocations: bool = False  # allowMultipleAllocations: shared by consumable capacity
+    policies: tuple[tuple[str, CapacityPolicy], ...] = ()  # capacity name -> requestPolicy (shareable devices)
 
     @property
     def key(self) -> DeviceKey:
@@ -245,6 +250,17 @@ class ClaimResult:
     device: str
     admin_access: bool = False  # admin access consumes nothing (the device stays allocatable)
     share_id: str = ""
+    consumed: Mapping[str, float] | None = None  # consumedCapacity (shareable devices); None: not stated
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOption:
+    """One way a claim's request can be met: `exactly`, or one `firstAvailable` subrequest."""
+
+    device_class: str
+    count: int = 1  # ExactCount's count (the API's default is 1)
+    all_devices: bool = False  # allocationMode All: every matching device, however many that is
+    admin_access: bool = False  # admin access allocates nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +271,8 @@ class DraClaim:
     name: str
     node: str  # "" when the allocation is not pinned to one node by name
     results: tuple[ClaimResult, ...] = ()
+    # Not allocated yet: what it asks, one tuple of options per request (None: allocated, it asks nothing more).
+    requests: tuple[tuple[RequestOption, ...], ...] | None = None
 
     def holds(self) -> Iterable[DeviceKey]:
         return ((r.driver, r.pool, r.device) for r in self.results if not r.admin_access)
@@ -270,33 +288,62 @@ class NodeDraView:
     usable: Mapping[str, int] = field(default_factory=dict)
     free: Mapping[str, int] = field(default_factory=dict)
     partitions: Mapping[str, int] = field(default_factory=dict)
+    # Shareable GPUs and partitions not tainted out: what their claims leave (docs/dra.md, "Shareable devices").
+    shared: Mapping[DeviceKey, SharedCapacity] = field(default_factory=dict)
+
+
+_NONE_SHARED: Mapping[DeviceKey, SharedCapacity] = MappingProxyType({})  # most nodes: one object for all
 
 
 def node_view(slices: Iterable[DraSlice], claims: Iterable[DraClaim], rules: Iterable[TaintRule] = ()) -> NodeDraView:
     """One node's DRA capacity and allocation from its slices, the claims allocated on it and the taint rules."""
     pools = counted_devices(slices)
     rules = tuple(rules)
+    claims = tuple(claims)
     held = {key for claim in claims for key in claim.holds()}
     left = remaining_counters(pools.counter_sets, (d for d in pools.devices if d.key in held))
     whole: dict[str, int] = {}
     usable: dict[str, int] = {}
     free: dict[str, int] = {}
     partitions: dict[str, int] = {}
+    shareable: list[tuple[DraDevice, PhysicalRef]] = []
     for device in pools.devices:
         ref = physical_ref(device)
         if ref is None:
             continue
         name = ref.vendor.name
+        tainted = bool(unhealthy_taints(device, rules))
+        if device.multiple_allocations and ref.vendor.family is AcceleratorFamily.GPU and not tainted:
+            shareable.append((device, ref))
         if ref.partition:
             partitions[name] = partitions.get(name, 0) + 1
             continue
         whole[name] = whole.get(name, 0) + 1
-        if unhealthy_taints(device, rules):
+        if tainted:
             continue
         usable[name] = usable.get(name, 0) + 1
         if device.key not in held and (not device.consumes or fits(device, left)):
             free[name] = free.get(name, 0) + 1
-    return NodeDraView(whole, usable, free, partitions)
+    shared = _shared(shareable, claims, held, left) if shareable else _NONE_SHARED
+    return NodeDraView(whole, usable, free, partitions, shared)
+
+
+def _shared(devices: Iterable[tuple[DraDevice, PhysicalRef]], claims: Iterable[DraClaim], held: set[DeviceKey],
+            left: Mapping[tuple[str, str, str], Mapping[str, float]]) -> dict[DeviceKey, SharedCapacity]:
+    """What the claims leave of each shareable device (a partitionable one that is not held takes a claim only
+    while its counters are there, as any partition)."""
+    allocations: dict[DeviceKey, list[Mapping[str, float] | None]] = {}
+    for claim in claims:
+        for r in claim.results:
+            if not r.admin_access:
+                allocations.setdefault((r.driver, r.pool, r.device), []).append(r.consumed)
+    out: dict[DeviceKey, SharedCapacity] = {}
+    for device, ref in devices:
+        memory = ref.vendor.dra.memory_capacity if ref.vendor.dra is not None else "memory"
+        allocatable = device.key in held or not device.consumes or fits(device, left)
+        out[device.key] = shared_capacity(device.capacity, dict(device.policies), allocations.get(device.key, ()),
+                                          memory=memory, allocatable=allocatable)
+    return out
 
 
 def free_devices(slices: Iterable[DraSlice], claims: Iterable[DraClaim], rules: Iterable[TaintRule] = ()

@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
-from accelscore.devices.dra import ClaimResult, DraClaim, DraDevice, DraSlice, DraTaint, TaintRule
+from accelscore.devices.dra import ClaimResult, DraClaim, DraDevice, DraSlice, DraTaint, RequestOption, TaintRule
+from accelscore.devices.dra_capacity import CapacityPolicy
 from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import NotFound, call
 from accelscore.kube.nodes import JsonObject, object_name
@@ -28,11 +29,13 @@ log = logging.getLogger(__name__)
 GROUP = "resource.k8s.io"
 SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")  # newest first; v1 wherever it is served
 TAINT_RULE_VERSIONS = ("v1beta2", "v1alpha3")
-RESOURCE_SLICES, RESOURCE_CLAIMS, DEVICE_CLASSES, DEVICE_TAINT_RULES = (
-    "resourceslices", "resourceclaims", "deviceclasses", "devicetaintrules")
+RESOURCE_SLICES, RESOURCE_CLAIMS, DEVICE_CLASSES, DEVICE_TAINT_RULES, RESOURCE_CLAIM_TEMPLATES = (
+    "resourceslices", "resourceclaims", "deviceclasses", "devicetaintrules", "resourceclaimtemplates")
+_NAMESPACED = frozenset({RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES})
 
-__all__ = ["DEVICE_CLASSES", "DEVICE_TAINT_RULES", "GROUP", "RESOURCE_CLAIMS", "RESOURCE_SLICES", "discover",
-           "first_error", "parse_claim", "parse_slice", "parse_taint_rule", "watch_dra"]
+__all__ = ["DEVICE_CLASSES", "DEVICE_TAINT_RULES", "GROUP", "RESOURCE_CLAIMS", "RESOURCE_CLAIM_TEMPLATES",
+           "RESOURCE_SLICES", "discover", "first_error", "parse_claim", "parse_requests", "parse_slice",
+           "parse_taint_rule", "parse_template", "unallocated_claim", "watch_dra"]
 
 
 def discover(api_client: ApiClient) -> dict[str, str]:
@@ -62,14 +65,14 @@ def discover(api_client: ApiClient) -> dict[str, str]:
 
 def watch_dra(api_client: ApiClient, *, plural: str, version: str, transform: Callable[[JsonObject], V],
               field_selector: str = "", on_change: OnChange | None = None, **options: Any) -> WatchCache[Any, V]:
-    """Every object of one DRA kind (ResourceClaims across all namespaces, keyed (namespace, name); the
-    cluster-scoped kinds keyed by name), optionally narrowed by a field selector (`spec.nodeName=<node>`)."""
+    """Every object of one DRA kind (ResourceClaims and their templates across all namespaces, keyed (namespace,
+    name); the cluster-scoped kinds keyed by name), optionally narrowed by a field selector (`spec.nodeName=<node>`)."""
     api = client.CustomObjectsApi(api_client)
 
     def list_objects(**kwargs: Any) -> Any:
         return api.list_cluster_custom_object(GROUP, version, plural, **kwargs)
 
-    key = namespaced_key if plural == RESOURCE_CLAIMS else object_name
+    key = namespaced_key if plural in _NAMESPACED else object_name
     suffix = f"/{field_selector.partition('=')[2]}" if field_selector else ""
     return WatchCache(list_func=list_objects, raw=True, key=key, transform=transform, on_change=on_change,
                       field_selector=field_selector, name=f"dra-{plural}{suffix}", **options)
@@ -106,6 +109,30 @@ def _counters(raw: Any, where: str) -> dict[str, float]:
             for name, value in ((raw or {}).items() if isinstance(raw, dict) else ()) if isinstance(value, dict)}
 
 
+def _quantities(raw: Any, where: str) -> dict[str, float] | None:
+    """`{name: quantity}` (an allocation's consumedCapacity) as parsed amounts; None when not stated."""
+    if not isinstance(raw, dict) or not raw:
+        return None
+    return {sys.intern(str(name)): _amount(value, f"{where}.{name}") for name, value in raw.items()}
+
+
+def _policies(raw: Any, where: str) -> tuple[tuple[str, CapacityPolicy], ...]:
+    """`capacity.<name>.requestPolicy` of a shareable device: its default and the least a request may ask."""
+    out: list[tuple[str, CapacityPolicy]] = []
+    for name, value in (raw or {}).items() if isinstance(raw, dict) else ():
+        policy = (value or {}).get("requestPolicy") if isinstance(value, dict) else None
+        if not isinstance(policy, dict):
+            continue
+        here = f"{where}.{name}.requestPolicy"
+        default = _amount(policy["default"], f"{here}.default") if policy.get("default") is not None else None
+        valid_range = policy.get("validRange") or {}
+        values = [_amount(v, f"{here}.validValues") for v in policy.get("validValues") or ()]
+        least = (_amount(valid_range["min"], f"{here}.validRange.min") if valid_range.get("min") is not None
+                 else min(values) if values else None)
+        out.append((sys.intern(str(name)), CapacityPolicy(default, least)))
+    return tuple(out)
+
+
 def _taint(raw: Any) -> DraTaint | None:
     if not isinstance(raw, dict) or not raw.get("key"):
         return None
@@ -117,10 +144,12 @@ def _device(raw: JsonObject, driver: str, pool: str, version: str) -> DraDevice:
     consumes = tuple((str(c.get("counterSet") or ""), _counters(c.get("counters"), "consumesCounters"))
                      for c in body.get("consumesCounters") or () if isinstance(c, dict))
     taints = tuple(t for t in (_taint(x) for x in body.get("taints") or ()) if t is not None)
+    shareable = bool(body.get("allowMultipleAllocations"))
     return DraDevice(driver=driver, pool=pool, name=sys.intern(str(raw.get("name") or "")),
                      attributes=_attributes(body.get("attributes")),
                      capacity=_counters(body.get("capacity"), "capacity"), consumes=consumes, taints=taints,
-                     multiple_allocations=bool(body.get("allowMultipleAllocations")))
+                     multiple_allocations=shareable,
+                     policies=_policies(body.get("capacity"), "capacity") if shareable else ())
 
 
 def parse_slice(obj: JsonObject) -> DraSlice:
@@ -158,9 +187,50 @@ def parse_claim(obj: JsonObject) -> DraClaim | None:
         return None
     meta = obj.get("metadata") or {}
     results = tuple(ClaimResult(str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""),
-                                bool(r.get("adminAccess")), str(r.get("shareID") or ""))
+                                bool(r.get("adminAccess")), str(r.get("shareID") or ""),
+                                _quantities(r.get("consumedCapacity"), "consumedCapacity"))
                     for r in ((allocation.get("devices") or {}).get("results") or ()) if isinstance(r, dict))
     return DraClaim(str(meta.get("namespace") or ""), str(meta.get("name") or ""), _claim_node(allocation), results)
+
+
+def unallocated_claim(obj: JsonObject) -> DraClaim:
+    """A ResourceClaim not allocated yet: it holds nothing, and asks for what its requests say."""
+    meta = obj.get("metadata") or {}
+    return DraClaim(str(meta.get("namespace") or ""), str(meta.get("name") or ""), node="",
+                    requests=parse_requests(obj.get("spec"), version=_version_of(obj)))
+
+
+def parse_template(obj: JsonObject) -> tuple[tuple[RequestOption, ...], ...]:
+    """What a claim made from this ResourceClaimTemplate will ask (`spec.spec`)."""
+    return parse_requests((obj.get("spec") or {}).get("spec"), version=_version_of(obj))
+
+
+def parse_requests(spec: Any, *, version: str = "v1") -> tuple[tuple[RequestOption, ...], ...]:
+    """A ResourceClaimSpec's `devices.requests`: per request its options (`exactly`, or each `firstAvailable`
+    subrequest; v1beta1 puts the exact request's fields on the request itself)."""
+    requests = ((spec or {}).get("devices") or {}).get("requests") if isinstance(spec, dict) else None
+    out: list[tuple[RequestOption, ...]] = []
+    for request in requests or ():
+        if not isinstance(request, dict):
+            continue
+        alternatives = request.get("firstAvailable")
+        if alternatives:
+            out.append(tuple(_option(a) for a in alternatives if isinstance(a, dict)))
+        else:
+            exact = request if version == "v1beta1" else request.get("exactly")
+            out.append((_option(exact if isinstance(exact, dict) else {}),))
+    return tuple(out)
+
+
+def _option(raw: JsonObject) -> RequestOption:
+    count = raw.get("count")
+    return RequestOption(str(raw.get("deviceClassName") or ""),
+                         count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1,
+                         all_devices=raw.get("allocationMode") == "All", admin_access=bool(raw.get("adminAccess")))
+
+
+def _version_of(obj: JsonObject) -> str:
+    return str(obj.get("apiVersion") or "").rpartition("/")[2] or "v1"
 
 
 def _claim_node(allocation: JsonObject) -> str:

@@ -175,7 +175,7 @@ class ScorerService:
         api, wake = self._cluster_api, self._wake.set
         dra = DraInput(api, wake=wake, watch_options=watch_options)
         return [NodeSource(api, wake=wake, watch_options=watch_options),
-                PendingPodsSource(api, wake=wake, watch_options=watch_options),
+                PendingPodsSource(api, wake=wake, watch_options=watch_options, dra=dra.dra_source),
                 BoundPodsSource(api, wake=wake, watch_options=watch_options),
                 dra,
                 custom,

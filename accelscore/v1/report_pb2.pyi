@@ -101,7 +101,7 @@ class XidCount(_message.Message):
     def __init__(self, xid: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class Device(_message.Message):
-    __slots__ = ("kind", "id", "index", "model", "pci_bus_id", "parent_id", "health", "health_reason", "assignment_known", "assignments", "memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes", "utilization_ratio", "memory_utilization_ratio", "temperature_celsius", "power_watts", "power_limit_watts", "energy_joules_total", "ecc_uncorrected_total", "remapped_rows_pending", "remapped_rows_failed", "retired_pages_pending", "clock_event_reasons", "mig_enabled", "last_xid", "xid_counts", "source", "profile", "share_count", "partitions_available", "dra_driver", "dra_pool", "dra_device", "tpu_generation", "tpu_cores", "duty_cycle_ratio")
+    __slots__ = ("kind", "id", "index", "model", "pci_bus_id", "parent_id", "health", "health_reason", "assignment_known", "assignments", "memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes", "utilization_ratio", "memory_utilization_ratio", "temperature_celsius", "power_watts", "power_limit_watts", "energy_joules_total", "ecc_uncorrected_total", "remapped_rows_pending", "remapped_rows_failed", "retired_pages_pending", "clock_event_reasons", "mig_enabled", "last_xid", "xid_counts", "source", "profile", "share_count", "partitions_available", "dra_driver", "dra_pool", "dra_device", "dra_shareable", "tpu_generation", "tpu_cores", "duty_cycle_ratio")
     KIND_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +136,7 @@ class Device(_message.Message):
     DRA_DRIVER_FIELD_NUMBER: _ClassVar[int]
     DRA_POOL_FIELD_NUMBER: _ClassVar[int]
     DRA_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    DRA_SHAREABLE_FIELD_NUMBER: _ClassVar[int]
     TPU_GENERATION_FIELD_NUMBER: _ClassVar[int]
     TPU_CORES_FIELD_NUMBER: _ClassVar[int]
     DUTY_CYCLE_RATIO_FIELD_NUMBER: _ClassVar[int]
@@ -173,10 +174,11 @@ class Device(_message.Message):
     dra_driver: str
     dra_pool: str
     dra_device: str
+    dra_shareable: bool
     tpu_generation: str
     tpu_cores: int
     duty_cycle_ratio: float
-    def __init__(self, kind: _Optional[_Union[DeviceKind, str]] = ..., id: _Optional[str] = ..., index: _Optional[int] = ..., model: _Optional[str] = ..., pci_bus_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., health: _Optional[_Union[Health, str]] = ..., health_reason: _Optional[str] = ..., assignment_known: _Optional[bool] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., memory_total_bytes: _Optional[int] = ..., memory_used_bytes: _Optional[int] = ..., memory_reserved_bytes: _Optional[int] = ..., utilization_ratio: _Optional[float] = ..., memory_utilization_ratio: _Optional[float] = ..., temperature_celsius: _Optional[float] = ..., power_watts: _Optional[float] = ..., power_limit_watts: _Optional[float] = ..., energy_joules_total: _Optional[float] = ..., ecc_uncorrected_total: _Optional[int] = ..., remapped_rows_pending: _Optional[bool] = ..., remapped_rows_failed: _Optional[bool] = ..., retired_pages_pending: _Optional[bool] = ..., clock_event_reasons: _Optional[int] = ..., mig_enabled: _Optional[bool] = ..., last_xid: _Optional[int] = ..., xid_counts: _Optional[_Iterable[_Union[XidCount, _Mapping]]] = ..., source: _Optional[_Union[DeviceSource, str]] = ..., profile: _Optional[str] = ..., share_count: _Optional[int] = ..., partitions_available: _Optional[_Iterable[_Union[ProfileCount, _Mapping]]] = ..., dra_driver: _Optional[str] = ..., dra_pool: _Optional[str] = ..., dra_device: _Optional[str] = ..., tpu_generation: _Optional[str] = ..., tpu_cores: _Optional[int] = ..., duty_cycle_ratio: _Optional[float] = ...) -> None: ...
+    def __init__(self, kind: _Optional[_Union[DeviceKind, str]] = ..., id: _Optional[str] = ..., index: _Optional[int] = ..., model: _Optional[str] = ..., pci_bus_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., health: _Optional[_Union[Health, str]] = ..., health_reason: _Optional[str] = ..., assignment_known: _Optional[bool] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., memory_total_bytes: _Optional[int] = ..., memory_used_bytes: _Optional[int] = ..., memory_reserved_bytes: _Optional[int] = ..., utilization_ratio: _Optional[float] = ..., memory_utilization_ratio: _Optional[float] = ..., temperature_celsius: _Optional[float] = ..., power_watts: _Optional[float] = ..., power_limit_watts: _Optional[float] = ..., energy_joules_total: _Optional[float] = ..., ecc_uncorrected_total: _Optional[int] = ..., remapped_rows_pending: _Optional[bool] = ..., remapped_rows_failed: _Optional[bool] = ..., retired_pages_pending: _Optional[bool] = ..., clock_event_reasons: _Optional[int] = ..., mig_enabled: _Optional[bool] = ..., last_xid: _Optional[int] = ..., xid_counts: _Optional[_Iterable[_Union[XidCount, _Mapping]]] = ..., source: _Optional[_Union[DeviceSource, str]] = ..., profile: _Optional[str] = ..., share_count: _Optional[int] = ..., partitions_available: _Optional[_Iterable[_Union[ProfileCount, _Mapping]]] = ..., dra_driver: _Optional[str] = ..., dra_pool: _Optional[str] = ..., dra_device: _Optional[str] = ..., dra_shareable: _Optional[bool] = ..., tpu_generation: _Optional[str] = ..., tpu_cores: _Optional[int] = ..., duty_cycle_ratio: _Optional[float] = ...) -> None: ...
 
 class ResourceAmount(_message.Message):
     __slots__ = ("name", "allocatable", "requested", "free")

@@ -62,10 +62,11 @@ def test_managed_cluster_roles_grant_exactly_what_each_process_needs(
                         for v in rule["verbs"]}
     read = {("", r, v) for r in ("nodes", "pods") for v in READ_VERBS}
     kueue = {("kueue.x-k8s.io", r, v) for r in ("clusterqueues", "resourceflavors", "cohorts") for v in READ_VERBS}
-    # DRA, read-only: the agent its node's slices and taint rules; the scorer also claims and classes (docs/dra.md).
+    # DRA, read-only: the agent its node's slices and taint rules; the scorer also claims, claim templates (the
+    # pending backlog) and classes (docs/dra.md).
     agent_dra = {("resource.k8s.io", r, v) for r in ("resourceslices", "devicetaintrules") for v in READ_VERBS}
-    scorer_dra = agent_dra | {("resource.k8s.io", r, v) for r in ("resourceclaims", "deviceclasses")
-                              for v in READ_VERBS}
+    scorer_dra = agent_dra | {("resource.k8s.io", r, v) for r in ("resourceclaims", "resourceclaimtemplates",
+                                                                  "deviceclasses") for v in READ_VERBS}
     kueue_config = {("", "configmaps", "get")}  # resourceNames: kueue-manager-config only (checked below)
     assert sorted(grants.values(), key=len) == [
         read | agent_dra,

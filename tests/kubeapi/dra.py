@@ -5,7 +5,9 @@ checked per served version (v1 flat devices, v1beta1 `devices[].basic`). On top,
 `pkg/apis/resource/validation` that the product's readers depend on: a ResourceSlice is for exactly one of a
 node, a node selector, all nodes or per-device selection; its pool is named with a positive slice count; device
 names are unique DNS labels; at most 128 devices (64 with taints or counter consumption); a device taint's effect
-is NoSchedule, NoExecute or None. Field selectors: `spec.nodeName` and `spec.driver` on ResourceSlices.
+is NoSchedule, NoExecute or None. Field selectors: `spec.nodeName` and `spec.driver` on ResourceSlices. A
+ResourceClaim's status (its allocation: results, shareID, consumedCapacity) is checked against the schema on status
+updates too, as the apiserver decodes and validates a typed status.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ FIELD_LABELS = {"ResourceSlice": frozenset({"metadata.name", "spec.nodeName", "s
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _EFFECTS = ("NoSchedule", "NoExecute", "None")
 _MAX_DEVICES, _MAX_DEVICES_TAINTED = 128, 64
+STATUS_CHECKED = frozenset({"ResourceClaim"})  # kinds whose status updates are validated like their creation
 Obj = dict[str, Any]
 Cause = dict[str, str]
 

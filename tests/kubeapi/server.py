@@ -62,6 +62,7 @@ class KubeApiServer:
         store.listeners.append(admission.note_change)
         store.kind_checks["ValidatingAdmissionPolicy"] = policy_causes
         store.kind_checks.update(dra.kind_checks())
+        store.status_checked.update(dra.STATUS_CHECKED)
         self._state.authorizer = Authorizer(lambda plural: store.lookup(RBAC_GROUP, plural))
         self._state.namespaces = NamespaceController(store, lambda: self._state.types)
         self._httpd = _HTTPServer(("127.0.0.1", 0), KubeHandler)

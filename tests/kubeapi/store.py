@@ -57,6 +57,7 @@ class Store:
         # Validating admission (set by the server) and per-kind create/update validation beyond ObjectMeta.
         self.admission: Callable[[Attributes], None] | None = None
         self.kind_checks: dict[str, Callable[[Obj], list[dict[str, str]]]] = {}
+        self.status_checked: set[str] = set()  # kinds whose check also runs on a status update (typed status)
         self.listeners: list[Callable[[ResourceType], None]] = []  # told of every stored change, under `cond`
 
     def lookup(self, group: str, plural: str) -> dict[tuple[str, str], Obj]:
@@ -96,7 +97,7 @@ class Store:
         meta = obj["metadata"]
         causes = objectmeta.object_meta_causes(meta, namespaced=rt.namespaced, check=objectmeta.name_check(rt.kind))
         check = self.kind_checks.get(rt.kind) if not rt.custom else None
-        if check is not None and not status_only:
+        if check is not None and (not status_only or rt.kind in self.status_checked):
             causes += check(obj)
         if rt.custom:
             spec = rt.schemas.get(version) or {}

@@ -41,6 +41,16 @@ TPU_RESOURCES_DOC = " + ".join(f"`{r}`" for r in family_resources(AcceleratorFam
 
 
 @dataclass(frozen=True, slots=True)
+class DraShare:
+    """A healthy DRA device its slice lets several claims share (`Device.dra_shareable`), as the node reported it:
+    its shares and the memory a new claim can get are what its claims leave, which only the scorer's own DRA view
+    knows (`scorer.ingest.dra_shares` folds them in)."""
+
+    key: tuple[str, str, str]  # (driver, pool, device)
+    memory_free: float | None  # bytes free by the vendor's telemetry (None: no telemetry of it)
+
+
+@dataclass(frozen=True, slots=True)
 class NodeExtras:
     """What a node has beyond whole GPUs of one product (most nodes have nothing here: `NodeSummary.extras` None).
 
@@ -53,6 +63,7 @@ class NodeExtras:
     shares_total: int = 0
     clique: str = ""  # NVLink domain: the vendor's domain label (GPU feature discovery: <clusterUUID>.<cliqueId>)
     products: tuple[tuple[str, int, int], ...] = ()  # (product, free whole GPUs, GPUs): only with several products
+    dra_shared: tuple[DraShare, ...] = ()  # shareable DRA devices, counted once the scorer's DRA view is folded in
     # Derived for the scoring pass: the profiles (one tuple object per distinct list, so nodes of one layout
     # share it), and the counts packed as lanes (free and total per profile, then shares free and total):
     # the pass sums the packs of nodes with the same profiles in one addition each (accelscore.scorer.core.keyed).
@@ -120,7 +131,8 @@ class NodeScan:
         "migFree", "map(string, int)", "instances", "free MIG instances per profile (`3g.40gb`), plus the "
         "partitions DRA partitionable GPUs still allow")
     gpu_shares_free: int = _number("gpuSharesFree", "int", "shares",
-                                   "free time-slicing replicas or HAMi shares on healthy shared GPUs")
+                                   "free time-slicing replicas, HAMi shares or DRA consumable-capacity "
+                                   "shares on healthy shared GPUs")
     gpu_product: str = ""  # the product of the node's GPUs when they are of one ("" none or several): pass runs
     extras: NodeExtras | None = None  # what the node has beyond whole GPUs of one product (None: nothing)
 

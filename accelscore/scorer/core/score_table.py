@@ -148,13 +148,16 @@ SCORES: tuple[ScoreSpec, ...] = (
           "Σ over counted nodes of healthy GPUs with nothing assigned", lambda t: t.gpu_free_sum),
     *(_fit(k) for k in FIT_SIZES),
     _ceil("gpuNodeMemFree", 80.0, "GiB", "most free device memory on one healthy GPU or MIG instance that takes work",
-          "max over such GPUs/instances on counted nodes of total - used - reserved",
+          "max over such GPUs/instances on counted nodes of total - used - reserved; a DRA device shared by "
+          "capacity: its memory capacity minus what its claims consumed (at most total - used), while a claim of "
+          "the least size its policy allows fits",
           lambda t: Fraction(t.gpu_mem_free_node_max_bytes) / _GIB),
     _ceil("gpuClusterComputeFree", 64.0, "newest-part equivalents", "free GPUs weighted by model throughput",
           "Σ over free GPUs of the model weight (`--gpu-model-weights`; B200 = 1.0), exact",
           lambda t: t.gpu_compute_free),
     _ceil("gpuClusterHeadroom", 64.0, "GPUs", "free GPUs left after the pending backlog",
-          "max(0, gpuClusterFree raw - GPUs requested by Pending pods with no node)", _headroom),
+          "max(0, gpuClusterFree raw - GPUs requested by Pending pods with no node, by their requests and "
+          "their unallocated ResourceClaims); 0 while that backlog is unknown", _headroom),
     _ceil("gpuClusterHealthy", 100.0, "percent", "share of the counted nodes' GPUs that are healthy",
           "100 · healthy or degraded GPUs / GPUs (0 with no GPUs)", lambda t: _percent(t.gpu_healthy, t.gpu_total)),
     _ceil("tpuNodeFree", 8.0, "chips", "most healthy, unassigned TPU chips on one node",
@@ -173,8 +176,10 @@ SCORES: tuple[ScoreSpec, ...] = (
           lambda t: 1 if t.fresh_nodes else 0),
     *(_pack(k) for k in FIT_SIZES),
     _ceil("gpuClusterSharesFree", 64.0, "shares",
-          "free shares of time-sliced or HAMi-shared GPUs (a share is not a GPU: never in the whole-GPU scores)",
-          "Σ over healthy shared GPUs on counted nodes of share count - shares assigned",
+          "free shares of time-sliced, HAMi-shared or DRA capacity-shared GPUs (a share is not a GPU: never in the "
+          "whole-GPU scores)",
+          "Σ over healthy shared GPUs on counted nodes of share count - shares assigned; a DRA device shared by "
+          "capacity: how many more claims of its driver's default size its capacity left takes",
           lambda t: t.shares_free),
     _ceil("gpuClusterDomainsFree", 8.0, "NVLink domains",
           f"NVLink domains (nodes labelled with one {DOMAIN_LABELS_DOC}) whose every GPU is free",

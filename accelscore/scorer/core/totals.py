@@ -80,9 +80,11 @@ class ClusterTotals:
     tpu_total: int = _total("tpuTotal", "int", "chips", "TPU chips, summed")
     # Demand not yet on any node (the whole cluster's, never filtered).
     pending_gpu_requests: float = _total("pendingGpuRequests", "double", "GPUs", f"{_GPU} requested by Pending pods "
-                                         "with no node (whole cluster, never filtered)")
+                                         "with no node, plus the GPUs their unallocated ResourceClaims ask (whole "
+                                         "cluster, never filtered; infinite while unknown)")
     pending_tpu_requests: float = _total("pendingTpuRequests", "double", "chips", f"{_TPU} requested by Pending pods "
-                                         "with no node (whole cluster, never filtered)")
+                                         "with no node, plus the chips their unallocated ResourceClaims ask (whole "
+                                         "cluster, never filtered; infinite while unknown)")
     # Bit f set: some counted node has exactly f free GPUs (f capped; accelscore.scorer.core.best_fit reads it).
     gpu_free_seen: int = 0
     # Keyed (accelscore.scorer.core.keyed): per GPU product its SUMMARY_LANES sums; per MIG profile (free, total);

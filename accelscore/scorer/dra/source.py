@@ -1,5 +1,7 @@
-"""The scorer's DRA source: watches of every ResourceSlice, every allocated ResourceClaim and the DeviceTaintRules,
-folded into one `NodeDraView` per node for plausibility and the free-count cap (`ingest.plausible`).
+"""The scorer's DRA source: watches of every ResourceSlice, every ResourceClaim and the DeviceTaintRules, folded into
+one `NodeDraView` per node for plausibility, the free-count cap (`ingest.plausible`) and shareable devices' shares
+(`ingest.dra_shares`); and, for the pending backlog, the DeviceClasses and ResourceClaimTemplates that say what
+unallocated claims ask for (`backlog`, `scorer.dra.demand`).
 
 Watch events only mark the nodes they touch; `views()` recomputes those nodes once per scoring pass, so a pass
 costs O(changed nodes), not O(devices in the cluster). DRA is optional: where `resource.k8s.io` is not served the
@@ -15,8 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from accelscore.devices.dra import DraClaim, DraDevice, DraSlice, NodeDraView, TaintRule, free_devices, node_view
+from accelscore.devices.dra_class import device_class
 from accelscore.kube import dra as kube_dra
 from accelscore.kube.errors import KubeError
+from accelscore.scorer.dra.demand import Backlog, ClaimRef, Families, FamilyCache, backlog
 
 __all__ = ["REDISCOVER_S", "DraSource"]
 
@@ -44,6 +48,10 @@ class DraSource:
         # node -> (devices a new claim could get, counters left per set): Kueue's DRA physical headroom.
         self._free: dict[str, tuple[tuple[DraDevice, ...], dict[tuple[str, str, str], dict[str, float]]]] = {}
         self.watches: dict[str, Any] = {}
+        # What unallocated claims ask for (the pending backlog): not needed for the node views, so apart.
+        self.demand_watches: dict[str, Any] = {}
+        self._epoch = 0  # bumps on every slice, claim, class or template event: the backlog is recounted
+        self._families = FamilyCache()
         self.present = False
 
     @classmethod
@@ -71,6 +79,12 @@ class DraSource:
             source.watches["rules"] = kube_dra.watch_dra(
                 api_client, plural=kube_dra.DEVICE_TAINT_RULES, version=versions[kube_dra.DEVICE_TAINT_RULES],
                 transform=kube_dra.parse_taint_rule, on_change=source._rules_changed, **watch_options)
+        for name, plural, transform in (("classes", kube_dra.DEVICE_CLASSES, device_class),
+                                        ("templates", kube_dra.RESOURCE_CLAIM_TEMPLATES, kube_dra.parse_template)):
+            if plural in versions:
+                source.demand_watches[name] = kube_dra.watch_dra(
+                    api_client, plural=plural, version=versions[plural], transform=transform,
+                    on_change=source._demand_changed, **watch_options)
         return source
 
     @property
@@ -78,7 +92,7 @@ class DraSource:
         return self.present and all(w.synced.is_set() for w in self.watches.values())
 
     def stop(self) -> None:
-        for watch in self.watches.values():
+        for watch in (*self.watches.values(), *self.demand_watches.values()):
             watch.stop()
 
     # ------------------------------------------------------------------ events (watch threads)
@@ -93,6 +107,7 @@ class DraSource:
                 self._slices[name] = value
                 self._slice_nodes.setdefault(value.node, set()).add(name)
                 self._dirty.add(value.node)
+            self._epoch += 1
         self._notify()
 
     def _claim_changed(self, etype: str, key: tuple[str, str], value: Any) -> None:
@@ -105,6 +120,12 @@ class DraSource:
                 self._claims[key] = value
                 self._claim_nodes.setdefault(value.node, set()).add(key)
                 self._dirty.add(value.node)
+            self._epoch += 1
+        self._notify()
+
+    def _demand_changed(self, *_: Any) -> None:
+        with self._lock:
+            self._epoch += 1
         self._notify()
 
     def _rules_changed(self, *_: Any) -> None:
@@ -146,6 +167,41 @@ class DraSource:
             return dict(self._views), changed
 
 
+    # ------------------------------------------------------------------ the pending backlog
+
+    def demand_stamp(self) -> tuple[object, ...]:
+        """Changes whenever what `backlog` would say may have changed (an event, a watch syncing)."""
+        return (self._epoch, *(w.synced.is_set() for w in (*self.watches.values(), *self.demand_watches.values())))
+
+    def backlog(self, refs: list[ClaimRef]) -> Backlog:
+        """GPUs and TPU chips the pending pods' unallocated claims ask for (`scorer.dra.demand`; unknown until the
+        claim and DeviceClass watches have synced, and the template watch where a claim is not made yet)."""
+        claims_watch, classes_watch = self.watches.get("claims"), self.demand_watches.get("classes")
+        if claims_watch is None or not claims_watch.synced.is_set():
+            return Backlog(unknown="ResourceClaims not listed yet")
+        if classes_watch is None or not classes_watch.synced.is_set():
+            return Backlog(unknown="DeviceClasses not listed (yet)")
+        templates_watch = self.demand_watches.get("templates")
+        templates = (templates_watch.items() if templates_watch is not None and templates_watch.synced.is_set()
+                     else None)
+        classes = classes_watch.items()
+        with self._lock:
+            claims = {r.key: self._claims[r.key] for r in refs if r.claim and r.key in self._claims}
+            slices = dict(self._slices)
+
+        asked: set[str] = set()
+
+        def families(name: str) -> Families | None:
+            asked.add(name)
+            cls = classes.get(name)
+            if cls is None or cls.errors:
+                return None
+            return self._families.families(cls, slices)
+
+        result = backlog(refs, claims=claims, templates=templates, families=families)
+        self._families.keep_only(asked)
+        return result
+
     def free_by_node(self) -> dict[str, tuple[tuple[DraDevice, ...], dict[tuple[str, str, str], dict[str, float]]]]:
         """Per node, the devices a new claim could get and the counters left (as of the last `views()`)."""
         with self._lock:
@@ -153,10 +209,6 @@ class DraSource:
 
 
 def _claim_or_skip(obj: dict[str, Any]) -> DraClaim:
-    """Claims not yet allocated hold nothing: kept as an empty claim so a later allocation is an update."""
-    return kube_dra.parse_claim(obj) or DraClaim(*_ns_name(obj), node="")
-
-
-def _ns_name(obj: dict[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    """Claims not yet allocated hold nothing: kept with what they ask (the pending backlog), so a later allocation
+    is an update."""
+    return kube_dra.parse_claim(obj) or kube_dra.unallocated_claim(obj)

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 
 from accelscore.devices import VENDORS
-from accelscore.scorer.core.model import NodeExtras
+from accelscore.scorer.core.model import DraShare, NodeExtras
 from accelscore.v1 import report_pb2
 
 # The Node labels naming a node's NVLink domain (the vendor table: GPU feature discovery's clique label).
@@ -90,11 +90,13 @@ def _products(gpus: Devices, free_whole: Devices) -> tuple[tuple[str, int, int],
 
 
 def extras(gpus: Devices, migs: Mapping[str, Devices], report: report_pb2.NodeReport, *, usable: Devices,
-           free_whole: Devices, free_known: bool) -> tuple[str, NodeExtras | None]:
+           free_whole: Devices, free_known: bool, dra_shared: tuple[DraShare, ...] = ()
+           ) -> tuple[str, NodeExtras | None]:
     """The node's product ("" with none or several) and what it has beyond whole GPUs (None: nothing).
 
-    `usable` are the healthy GPUs (health known), `free_whole` those counted free as whole GPUs. Most nodes
-    have one model and nothing else, and take the short way (summarize runs per report: ~1 µs here).
+    `usable` are the healthy GPUs (health known), `free_whole` those counted free as whole GPUs, `dra_shared` the
+    healthy shareable DRA devices (their shares come from the scorer's DRA view). Most nodes have one model and
+    nothing else, and take the short way (summarize runs per report: ~1 µs here).
     """
     models = {gpu.model for gpu in gpus}
     several = _products(gpus, free_whole) if len(models) > 1 else ()
@@ -112,7 +114,7 @@ def extras(gpus: Devices, migs: Mapping[str, Devices], report: report_pb2.NodeRe
         offers = offers or len(gpu.partitions_available) > 0
     partitions = _partitions(usable, migs, free_known) if offers else ()
     clique = next((report.node.labels[k] for k in DOMAIN_LABELS if k in report.node.labels), "")
-    if not (partitions or shares_total or clique or several):
+    if not (partitions or shares_total or clique or several or dra_shared):
         return only, None
     return only, NodeExtras(mig=partitions, shares_free=shares_free, shares_total=shares_total,
-                            clique=sys.intern(clique[:_MAX_KEY * 2]), products=several)
+                            clique=sys.intern(clique[:_MAX_KEY * 2]), products=several, dra_shared=dra_shared)

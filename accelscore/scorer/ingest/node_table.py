@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from accelscore.devices.dra import NodeDraView
 from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary, Taint
 from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.ingest.dra_shares import fold_shares
 from accelscore.scorer.ingest.plausible import NodeBounds, cap_free, implausible, node_bounds
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.scorer.ingest.validate import Rejection
@@ -95,18 +96,18 @@ class NodeTable:
 
     def _recount(self, name: str) -> None:
         """(Under the lock.) What scoring counts for `name`: its reported summary, free capped at the Node's
-        allocatable - requested when both are known. Called when either side changes, so a pod that just
-        ended raises the bound without waiting for the node's next report."""
+        allocatable - requested when both are known, its shareable DRA devices' shares from the DRA view. Called
+        when either side changes, so a pod or claim that just ended counts without waiting for the next report."""
         summary = self._reported[name]
         facts = None if self._nodes is None else self._nodes.get(name)
         dra_unknown = self._dra is None and name in self._uses_dra  # no bound yet for its DRA devices
+        view = None if self._dra is None else self._dra.get(name)
         if facts is not None and facts.allocatable is not None and self._requested is not None and not dra_unknown:
-            summary, capped = cap_free(summary, dra=None if self._dra is None else self._dra.get(name),
-                                       allocatable=facts.allocatable,
+            summary, capped = cap_free(summary, dra=view, allocatable=facts.allocatable,
                                        requested=self._requested.get(name, {}))
             for resource in capped:
                 self._capped[resource] = self._capped.get(resource, 0) + 1
-        self._summaries[name] = summary
+        self._summaries[name] = fold_shares(summary, view)
 
     def set_nodes(self, nodes: Mapping[str, NodeFacts]) -> None:
         """Replace the Node watch's view; summaries of nodes that no longer exist are dropped."""

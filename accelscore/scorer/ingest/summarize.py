@@ -17,7 +17,7 @@ from accelscore.devices import (
     family_resources,
     resource_info,
 )
-from accelscore.scorer.core.model import COMPUTE_SCALE, NodeExtras, NodeSummary
+from accelscore.scorer.core.model import COMPUTE_SCALE, DraShare, NodeExtras, NodeSummary
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.ingest import gpu_layout
 from accelscore.v1 import report_pb2
@@ -84,12 +84,21 @@ def _takes_more_work(device: report_pb2.Device) -> bool:
     """Unassigned, or assigned only through sharing (time-slicing `::N` ids, a vendor's shared resource).
 
     An exclusively allocated GPU may sit idle with its memory free, but no new pod can be bound to it,
-    so its memory must not advertise room for shared or inference work.
+    so its memory must not advertise room for shared or inference work. A DRA device with a claim on it takes
+    more only as far as its claims leave of its capacity, which the scorer's own view says (`dra_shares`).
     """
     assignments = device.assignments
     if not assignments:  # the common case, without a generator (ingest runs this per device per report)
         return True
+    if device.source == _DRA:
+        return False
     return all("::" in a.device_id or _shared(a.resource_name) for a in assignments)
+
+
+def _dra_share(device: report_pb2.Device) -> DraShare:
+    """A shareable DRA device as reported: its key and its telemetry's free memory (None: none read)."""
+    telemetry = device.HasField("memory_used_bytes") and device.memory_total_bytes > 0
+    return DraShare((device.dra_driver, device.dra_pool, device.dra_device), _mem_free(device) if telemetry else None)
 
 
 def _shared(resource: str) -> bool:
@@ -123,6 +132,7 @@ def _gpu_part(
     mem_max = 0.0
     usable_gpus: list[report_pb2.Device] = []
     free_gpus: list[report_pb2.Device] = []
+    shared: list[DraShare] = []  # shareable DRA devices (rare): counted from the scorer's view of their claims
     for gpu in gpus:
         instances = migs.get(gpu.id, ())
         usable = gpu.health in _USABLE and _vouched(gpu, states)
@@ -130,11 +140,15 @@ def _gpu_part(
             continue  # unhealthy or unknown health: neither healthy, nor free, nor memory
         healthy += 1
         usable_gpus.append(gpu)
+        if gpu.dra_shareable:
+            shared.append(_dra_share(gpu))
         if instances or gpu.mig_enabled:  # unset reads False
             # A MIG-enabled GPU offers its instances' memory; an instance of unknown health offers nothing.
             for mig in instances:
                 if mig.health in _USABLE and _takes_more_work(mig):
                     mem_max = max(mem_max, _mem_free(mig))
+                if mig.dra_shareable and mig.health in _USABLE:
+                    shared.append(_dra_share(mig))
         elif _takes_more_work(gpu):
             mem_max = max(mem_max, _mem_free(gpu))
         if free_known and not gpu.assignments and gpu_layout.is_whole(gpu, instances):
@@ -144,7 +158,7 @@ def _gpu_part(
     if not free_known:
         free, units, mem_max = 0, 0, 0.0  # which memory can take work is unknown, so none counts
     product, extras = gpu_layout.extras(gpus, migs, report, usable=usable_gpus, free_whole=free_gpus,
-                                        free_known=free_known)
+                                        free_known=free_known, dra_shared=tuple(shared) if free_known else ())
     return len(gpus), healthy, free, free_known, mem_max, units / COMPUTE_SCALE, product, extras
 
 

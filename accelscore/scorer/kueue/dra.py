@@ -7,9 +7,9 @@ Kueue (v0.18+, `KueueDRAIntegration`) charges DRA devices to quota resources thr
   (a vendor's own resource name is already counted from the node reports and is left to them);
 - a mapping's `sources[].counter` (Kueue v0.19, partitionable devices): units = the named counter (e.g. `memory`)
   left in the counter sets of the driver's devices that match its `deviceSelector`.
-A device matches a DeviceClass when every CEL selector of the class is true for it (`device.driver`,
-`device.attributes[<domain>].<name>`, `device.capacity[<domain>].<name>`), evaluated with cel-cpp; a selector that
-does not compile (e.g. Kubernetes' `quantity()` library, which cel-cpp lacks) matches nothing, and says why.
+A device matches a DeviceClass when every CEL selector of the class is true for it (`devices.dra_class`, cel-cpp);
+a selector that does not compile (e.g. Kubernetes' `quantity()` library, which cel-cpp lacks) matches nothing, and
+says why.
 Sources: kubernetes-sigs/kueue `apis/config/v1beta2/configuration_types.go` (DeviceClassMapping,
 DeviceClassCounterSource) and `site/content/en/v0.19/docs/tasks/manage/setup_dra.md` at commit ff69552.
 """
@@ -21,76 +21,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cel_expr_python import cel
-
 from accelscore.devices import VENDORS
 from accelscore.devices.dra import DraDevice
+from accelscore.devices.dra_class import DeviceClassInfo, Selector, device_class
+from accelscore.devices.dra_class import compile_selector as _compile
 
 __all__ = ["DeviceClassInfo", "DraQuota", "device_class", "dra_quota"]
 
 log = logging.getLogger(__name__)
 
-_ENV = cel.NewEnv(variables={"device": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)})
 _VENDOR_RESOURCES = frozenset(v.resource for v in VENDORS)
 Free = Mapping[str, tuple[tuple[DraDevice, ...], Mapping[tuple[str, str, str], Mapping[str, float]]]]
-
-
-@dataclass(frozen=True)
-class Selector:
-    """One compiled CEL selector (None program: it did not compile, so it matches nothing)."""
-
-    expression: str
-    program: Any = field(default=None, compare=False)
-    error: str = ""
-
-    def matches(self, device: DraDevice) -> bool:
-        if self.program is None:
-            return False
-        try:
-            return self.program.eval(data={"device": _cel_device(device)}).value() is True
-        except Exception:  # noqa: BLE001 - a runtime error (a missing attribute) is "no match", as the scheduler says
-            return False
-
-
-def _compile(expression: str) -> Selector:
-    try:
-        return Selector(expression, _ENV.compile(expression))
-    except Exception as err:  # noqa: BLE001 - cel-cpp raises RuntimeError with the checker's message
-        return Selector(expression, None, str(err).splitlines()[0])
-
-
-def _cel_device(device: DraDevice) -> dict[str, Any]:
-    """The `device` variable of a DRA CEL selector: attributes and capacity grouped by domain (bare names are the
-    driver's own domain)."""
-    attributes: dict[str, dict[str, Any]] = {}
-    for name, value in device.attributes.items():
-        domain, _, short = name.rpartition("/")
-        attributes.setdefault(domain or device.driver, {})[short] = value
-    capacity: dict[str, dict[str, Any]] = {}
-    for name, value in device.capacity.items():
-        domain, _, short = name.rpartition("/")
-        capacity.setdefault(domain or device.driver, {})[short] = value
-    return {"driver": device.driver, "attributes": attributes, "capacity": capacity,
-            "allowMultipleAllocations": device.multiple_allocations}
-
-
-@dataclass(frozen=True)
-class DeviceClassInfo:
-    name: str
-    selectors: tuple[Selector, ...] = ()
-    extended_resource: str = ""
-
-    def matches(self, device: DraDevice) -> bool:
-        return all(s.matches(device) for s in self.selectors)
-
-
-def device_class(obj: Mapping[str, Any]) -> DeviceClassInfo:
-    """A DeviceClass (API JSON): its CEL selectors compiled, its extendedResourceName."""
-    spec = obj.get("spec") or {}
-    selectors = tuple(_compile(str((s.get("cel") or {}).get("expression") or "false"))
-                      for s in spec.get("selectors") or () if isinstance(s, Mapping))
-    return DeviceClassInfo(str((obj.get("metadata") or {}).get("name") or ""), selectors,
-                           str(spec.get("extendedResourceName") or ""))
 
 
 @dataclass(frozen=True)
