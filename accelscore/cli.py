@@ -50,10 +50,22 @@ def build_parser() -> argparse.ArgumentParser:
 # log volume from outside traffic (issue 21). Its INFO lines are off unless the operator asks for them; grpc reads
 # this once, when it is first imported, so it is set before any subcommand module loads.
 GRPC_VERBOSITY_DEFAULT = "ERROR"
+# grpc's EventEngine endpoints and listener hand every socket read and write to a pool of threads, each woken per
+# message: on the ingest's one core that cost ~20 µs of CPU per report (bench/bench_ingest.py). grpc's own poller
+# (the completion queue's thread does the I/O) is the long-standing default this turns back on; an operator's
+# GRPC_EXPERIMENTS wins. Also read once, at grpc's first import: tests/conftest.py and the ingest benchmark set it
+# the same way, so what is tested and measured is what runs.
+GRPC_EXPERIMENTS_DEFAULT = "-event_engine_listener,-event_engine_for_all_other_endpoints"
+
+
+def grpc_environment() -> None:
+    """grpc's process settings (see above), unless the environment sets them; before grpc is first imported."""
+    os.environ.setdefault("GRPC_VERBOSITY", GRPC_VERBOSITY_DEFAULT)
+    os.environ.setdefault("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS_DEFAULT)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    os.environ.setdefault("GRPC_VERBOSITY", GRPC_VERBOSITY_DEFAULT)
+    grpc_environment()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):

@@ -23,6 +23,7 @@ from accelscore.scorer.ingest.admission import RateLimiter
 from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.ingest.server import DEFAULT_BURST, IngestServer, IngestStats, build_ingest_server
 from accelscore.scorer.ingest.skew import UnknownItemsMetrics
+from accelscore.scorer.ingest.whole_gpus import Row
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.publish.publisher import HubWriter, Publisher
 from accelscore.scorer.publish.worker import PublishWorker
@@ -124,9 +125,11 @@ class ScorerService:
 
     # ------------------------------------------------------------------ wiring
 
-    def accept(self, report: report_pb2.NodeReport, received_at: float) -> None:
-        """Ingest hands over an authenticated, validated report; scoring wakes at once."""
-        self.table.accept(report, received_at)
+    def accept(self, report: report_pb2.NodeReport, received_at: float, *,
+               rows: tuple[Row, ...] | None = None) -> None:
+        """Ingest hands over an authenticated, validated report (`rows`: its devices, read already); scoring wakes
+        at once."""
+        self.table.accept(report, received_at, rows=rows)
         self._wake.set()
 
     def start(self) -> ScorerService:

@@ -22,6 +22,7 @@ after the metadata checks pass.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 import time
@@ -37,6 +38,7 @@ from accelscore.scorer.ingest.node_table import ReportRefused
 from accelscore.scorer.ingest.ordering import ReportOrder
 from accelscore.scorer.ingest.skew import UnknownItemCounts
 from accelscore.scorer.ingest.validate import MAX_CLOCK_SKEW_S, Rejection, RejectReason, validate_report
+from accelscore.scorer.ingest.whole_gpus import Row, read_devices
 from accelscore.v1 import report_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,9 @@ CODES: dict[RejectReason, grpc.StatusCode] = {
     RejectReason.INTERNAL: grpc.StatusCode.INTERNAL,
 }
 
-Accept = Callable[[pb.NodeReport, float], None]
+# accept(report, received_at): take a validated report or raise ReportRefused. One that also takes `rows=` is
+# handed the devices ingest's hot path read already (`whole_gpus.read_devices`; None: not that shape).
+Accept = Callable[..., None]
 
 
 def _accepted_answer(received_at: float) -> bytes:
@@ -164,6 +168,7 @@ class ReportIngest:
                  max_clock_skew_s: float = MAX_CLOCK_SKEW_S, node_calls: NodeCalls | None = None,
                  call_deadline_s: float = CALL_DEADLINE_S, stream_idle_s: float = STREAM_IDLE_S) -> None:
         self._accept = accept
+        self._accept_rows = "rows" in inspect.signature(accept).parameters
         self._auth = authenticator
         self._max_bytes = max_report_bytes
         self._stats = stats
@@ -272,9 +277,6 @@ class ReportIngest:
         if not message.HasField("report"):
             raise _refused(RejectReason.MALFORMED, "request has no report")
         report = message.report
-        # Held for the whole call: validation, summary and plausibility each walk the devices, and upb hands out
-        # the same wrappers while these live instead of making (and dropping) new ones on every walk.
-        devices = list(report.devices)  # noqa: F841
         if identity is not None:
             try:
                 check_node(identity, report.node_name)
@@ -283,12 +285,16 @@ class ReportIngest:
         else:
             self._rate_check(report.node_name[:253])  # auth off: the claimed name is all there is
         unknown: list[tuple[str, str]] = []
-        rejection = validate_report(report, now=received_at, max_clock_skew_s=self._skew, unknown=unknown)
+        # The hot path: a report of valid whole GPUs is read once here; the rows go on to `accept`.
+        rows = read_devices(report)
+        rejection = validate_report(report, now=received_at, max_clock_skew_s=self._skew, unknown=unknown,
+                                    devices_checked=rows is not None)
         if rejection is not None:
             raise _Refused(rejection)
-        return self._ordered_accept(report, received_at, unknown)
+        return self._ordered_accept(report, received_at, unknown, rows)
 
-    def _ordered_accept(self, report: pb.NodeReport, received_at: float, unknown: list[tuple[str, str]]) -> bytes:
+    def _ordered_accept(self, report: pb.NodeReport, received_at: float, unknown: list[tuple[str, str]],
+                        rows: tuple[Row, ...] | None) -> bytes:
         node, instance, sequence = report.node_name, report.agent_instance, report.sequence
         when = min(report.time.seconds + report.time.nanos / 1e9, received_at)
         # One lock over check, accept and keep: two pushes for one node cannot overtake each other.
@@ -301,7 +307,10 @@ class ReportIngest:
                 log.debug("dropped stale report for %s/%s/%d", node, instance, sequence)
                 return pb.PushReportResponse(dropped_reason=RejectReason.STALE_SEQUENCE.value).SerializeToString()
             try:
-                self._accept(report, received_at)
+                if self._accept_rows:
+                    self._accept(report, received_at, rows=rows)
+                else:
+                    self._accept(report, received_at)
             except ReportRefused as refused:
                 raise _Refused(refused.rejection) from None
             except Exception:

@@ -13,6 +13,7 @@ from accelscore.scorer.ingest.dra_shares import fold_shares
 from accelscore.scorer.ingest.plausible import NodeBounds, cap_free, implausible, node_bounds
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.scorer.ingest.validate import Rejection
+from accelscore.scorer.ingest.whole_gpus import Row, summarize_whole_gpus
 from accelscore.v1 import report_pb2
 
 
@@ -61,9 +62,13 @@ class NodeTable:
         self._uses_dra: set[str] = set()  # nodes whose newest report has DRA devices
         self.version = 0  # bumps on every change, so the scoring loop can skip idle passes
 
-    def accept(self, report: report_pb2.NodeReport, received_at: float) -> NodeSummary:
-        """Summarise once at ingest, keep only the newest per node; `ReportRefused` when implausible."""
-        summary = summarize(report, self._config, received_at=received_at)
+    def accept(self, report: report_pb2.NodeReport, received_at: float, *,
+               rows: tuple[Row, ...] | None = None) -> NodeSummary:
+        """Summarise once at ingest, keep only the newest per node; `ReportRefused` when implausible. `rows`: the
+        devices ingest read already (`whole_gpus.read_devices`)."""
+        fast = summarize_whole_gpus(report, self._config, received_at=received_at, rows=rows)
+        summary, counts = fast if fast is not None else (summarize(report, self._config, received_at=received_at),
+                                                         None)
         with self._lock:
             facts = None if self._nodes is None else self._nodes.get(report.node_name)
             bounds = self._bounds.get(report.node_name)
@@ -73,11 +78,12 @@ class NodeTable:
                 bounds = (facts, node_bounds(facts.capacity, facts.allocatable))
                 with self._lock:
                     self._bounds[report.node_name] = bounds
-            rejection = implausible(report, summary, bounds=bounds[1],
+            rejection = implausible(report, summary, bounds=bounds[1], counts=counts,
                                     dra=None if dra is None else dra.get(report.node_name), dra_known=dra is not None)
             if rejection is not None:
                 raise ReportRefused(rejection)
-        uses_dra = any(d.source == report_pb2.DEVICE_SOURCE_DRA for d in report.devices)
+        uses_dra = counts.uses_dra if counts is not None else any(
+            d.source == report_pb2.DEVICE_SOURCE_DRA for d in report.devices)
         with self._lock:
             if uses_dra:
                 self._uses_dra.add(report.node_name)

@@ -35,8 +35,8 @@ from accelscore.scorer.core.model import NodeSummary
 from accelscore.scorer.ingest.validate import Rejection, RejectReason
 from accelscore.v1 import report_pb2 as pb
 
-__all__ = ["HOST_RESOURCES", "NodeBounds", "accelerator_resource", "bounded_resource", "cap_free", "implausible",
-           "node_bounds"]
+__all__ = ["HOST_RESOURCES", "DeviceCounts", "NodeBounds", "accelerator_resource", "bounded_resource", "cap_free",
+           "device_counts", "implausible", "node_bounds"]
 
 _EPS = 1e-9
 _REL_EPS = 1e-9  # host amounts are parsed from the same quantity on both sides; this only absorbs rounding
@@ -63,6 +63,10 @@ def _sum(amounts: Mapping[str, float], vendors: Iterable[Vendor], roles: tuple[R
 
 def _family(family: AcceleratorFamily) -> tuple[Vendor, ...]:
     return tuple(v for v in VENDORS if v.family is family)
+
+
+_WHOLE_KINDS = frozenset(v.device_kind for v in VENDORS)
+_PARTITION_KINDS = frozenset(v.partition_kind for v in VENDORS if v.partition_kind)
 
 
 def _dra(view: NodeDraView | None, field: str, vendors: Iterable[Vendor]) -> float:
@@ -96,23 +100,26 @@ def node_bounds(capacity: Mapping[str, float], allocatable: Mapping[str, float])
                       _sum(allocatable, _family(AcceleratorFamily.TPU), _COUNTED), dict(allocatable))
 
 
-def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mapping[str, float] | None = None,
-                allocatable: Mapping[str, float] | None = None, bounds: NodeBounds | None = None,
-                dra: NodeDraView | None = None, dra_known: bool = True) -> Rejection | None:
-    """Why `report` claims more than its Node (and its ResourceSlices, `dra`) advertise, or None (one pass over
-    the devices). `bounds` are the Node's folded once (`node_bounds`); else they are folded here from `capacity`
-    and `allocatable`. `dra_known` False: the scorer's DRA view is not there yet (watches syncing): DRA devices
-    are then left out of the bounds, and a report with DRA devices is bounded only where the device plugin is."""
-    if bounds is None:
-        bounds = node_bounds(capacity or {}, allocatable or {})
+@dataclass(frozen=True, slots=True)
+class DeviceCounts:
+    """A report's devices as plausibility counts them (one pass; `device_counts`, or ingest's hot path)."""
+
+    physical: Mapping[int, int]  # kind -> every physical device, partitioned or not
+    unsplit: Mapping[int, int]  # kind -> physical devices not split into partitions
+    partitions: Mapping[int, int]  # partition kind -> partitions
+    uses_dra: bool  # any device is a DRA device
+
+
+def device_counts(report: pb.NodeReport, *, dra_known: bool = True) -> DeviceCounts:
+    """The report's device counts; `dra_known` False leaves DRA devices out (the scorer's DRA view is not there)."""
     uses_dra = any(d.source == _DRA_SOURCE for d in report.devices)
     devices = [(d.kind, d.id, d.parent_id, d.mig_enabled) for d in report.devices
                if dra_known or d.source != _DRA_SOURCE]
     parents = {parent for _, _, parent, _ in devices if parent}
-    physical: dict[int, int] = {}  # kind -> every physical device, partitioned or not
-    unsplit: dict[int, int] = {}  # kind -> physical devices not split into partitions
+    physical: dict[int, int] = {}
+    unsplit: dict[int, int] = {}
     parts: dict[int, int] = {}
-    whole_kinds, partition_kinds = bounds.whole, bounds.partitions
+    whole_kinds, partition_kinds = _WHOLE_KINDS, _PARTITION_KINDS
     for kind, dev_id, _, mig_enabled in devices:
         if kind in whole_kinds:
             physical[kind] = physical.get(kind, 0) + 1
@@ -120,6 +127,24 @@ def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mappin
                 unsplit[kind] = unsplit.get(kind, 0) + 1
         elif kind in partition_kinds:
             parts[kind] = parts.get(kind, 0) + 1
+    return DeviceCounts(physical, unsplit, parts, uses_dra)
+
+
+def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mapping[str, float] | None = None,
+                allocatable: Mapping[str, float] | None = None, bounds: NodeBounds | None = None,
+                dra: NodeDraView | None = None, dra_known: bool = True,
+                counts: DeviceCounts | None = None) -> Rejection | None:
+    """Why `report` claims more than its Node (and its ResourceSlices, `dra`) advertise, or None (one pass over
+    the devices). `bounds` are the Node's folded once (`node_bounds`); else they are folded here from `capacity`
+    and `allocatable`. `dra_known` False: the scorer's DRA view is not there yet (watches syncing): DRA devices
+    are then left out of the bounds, and a report with DRA devices is bounded only where the device plugin is.
+    `counts`: the report's `device_counts` when the caller has them already."""
+    if bounds is None:
+        bounds = node_bounds(capacity or {}, allocatable or {})
+    if counts is None:
+        counts = device_counts(report, dra_known=dra_known)
+    uses_dra, physical, unsplit, parts = counts.uses_dra, counts.physical, counts.unsplit, counts.partitions
+    whole_kinds, partition_kinds = bounds.whole, bounds.partitions
     checks: list[tuple[str, float, float, str]] = []
     for vendor in VENDORS:
         whole = vendor.device_kind

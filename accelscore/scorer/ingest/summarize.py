@@ -234,3 +234,10 @@ def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_
         gpu_product=product,
         extras=extras,
     )
+
+
+# The rules ingest's one-pass hot path (`whole_gpus`) shares with this module: one definition of each.
+GPU_KINDS, USABLE, VOUCHER, OK = _GPU, _USABLE, _VOUCHER, _OK
+GPU_COLLECTORS, TPU_COLLECTORS = _GPU_COLLECTORS, _TPU_COLLECTORS
+GPU_RESOURCES, TPU_RESOURCES = _GPU_RESOURCES, _TPU_RESOURCES
+api_free, family_api_free, family_read, takes_more_work = _api_free, _family_api_free, _family_read, _takes_more_work

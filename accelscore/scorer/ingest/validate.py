@@ -82,15 +82,17 @@ def node_name_problem(name: str) -> str | None:
 
 
 def validate_report(report: pb.NodeReport, *, now: float, max_clock_skew_s: float = MAX_CLOCK_SKEW_S,
-                    unknown: list[tuple[str, str]] | None = None) -> Rejection | None:
+                    unknown: list[tuple[str, str]] | None = None, devices_checked: bool = False) -> Rejection | None:
     """The first reason `report` must be refused, or None when it is acceptable. `unknown`, when given, gets
     ("collector", name) and ("device_kind", kind) of what this version does not know (a newer agent's: not
-    refused), found on the same pass so ingest reads no field twice."""
+    refused), found on the same pass so ingest reads no field twice. `devices_checked`: the caller found every
+    device valid and of a known kind already (ingest's hot path, `whole_gpus.read_devices`)."""
     try:
         _check_header(report, now, max_clock_skew_s)
         _check_collectors(report.collectors, unknown)
         _check_resources(report.resources)
-        _check_devices(report.devices, unknown)
+        if not devices_checked:
+            _check_devices(report.devices, unknown)
         if report.HasField("node"):
             _check_node(report.node)
         if report.HasField("host"):
@@ -173,7 +175,7 @@ def _check_devices(devices: Sequence[pb.Device], unknown: list[tuple[str, str]] 
                 and 0.0 <= dev.temperature_celsius < inf and 0.0 <= dev.power_watts < inf
                 and 0.0 <= dev.power_limit_watts < inf and 0.0 <= dev.energy_joules_total < inf
                 and len(dev.model) <= limit and len(dev.parent_id) <= limit
-                and (not assignments or _assignments_ok(assignments))
+                and (not assignments or assignments_ok(assignments))
                 and len(dev.xid_counts) <= MAX_XID_KINDS_PER_DEVICE):
             _device_problem(i, dev, seen)
         seen.add(dev_id)
@@ -181,7 +183,7 @@ def _check_devices(devices: Sequence[pb.Device], unknown: list[tuple[str, str]] 
             unknown.append(("device_kind", str(kind)))
 
 
-def _assignments_ok(assignments: Sequence[pb.Assignment]) -> bool:
+def assignments_ok(assignments: Sequence[pb.Assignment]) -> bool:
     if len(assignments) > MAX_ASSIGNMENTS_PER_DEVICE:
         return False
     return all(a.pod and a.namespace for a in assignments)
@@ -206,7 +208,7 @@ def _device_problem(i: int, dev: pb.Device, seen: set[str]) -> None:
     if len(assignments) > MAX_ASSIGNMENTS_PER_DEVICE:
         raise _Bad(RejectReason.OVERSIZED, f"devices[{dev_id}] has {len(assignments)} assignments "
                                            f"(at most {MAX_ASSIGNMENTS_PER_DEVICE})")
-    if not _assignments_ok(assignments):
+    if not assignments_ok(assignments):
         raise _Bad(RejectReason.MALFORMED, f"devices[{dev_id}] has an assignment without pod or namespace")
     raise _Bad(RejectReason.OVERSIZED, f"devices[{dev_id}] has {len(dev.xid_counts)} xid counts")
 

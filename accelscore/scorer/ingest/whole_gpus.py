@@ -1,0 +1,158 @@
+"""Ingest's hot path: a report of whole GPUs summarized and counted for plausibility in one pass over its devices.
+
+Why: the ingest must take 10,000 8-GPU reports/s on one core (DESIGN §5). `summarize` and
+`plausible.implausible` each walk the devices and read their fields through protobuf (~60 ns a field, and a
+Python call per helper), ~60 µs a report between them. Most nodes are whole GPUs handed out by the device
+plugin: for that shape this module reads each device once (one `attrgetter` call) and gives the summary and
+the device counts plausibility needs. Any other shape — a MIG or partitioned GPU, a share, a DRA or TPU
+device, a kind of a newer agent, GPUs of several models — gives None and the caller takes the general
+path. It reuses summarize's and gpu_layout's own rules where they apply, and tests/ingest/test_whole_gpus.py
+proves both paths give the same summary and counts for every fixture and mutations of them, so a change
+to `summarize` that this pass does not follow fails there.
+"""
+
+from __future__ import annotations
+
+import math
+from operator import attrgetter
+from typing import Any
+
+from accelscore.devices import CollectorName
+from accelscore.scorer.core.model import COMPUTE_SCALE, NodeSummary
+from accelscore.scorer.core.scoring_config import ScoringConfig
+from accelscore.scorer.ingest import gpu_layout
+from accelscore.scorer.ingest.plausible import DeviceCounts
+from accelscore.scorer.ingest.summarize import (
+    GPU_COLLECTORS,
+    GPU_KINDS,
+    GPU_RESOURCES,
+    OK,
+    TPU_COLLECTORS,
+    TPU_RESOURCES,
+    USABLE,
+    VOUCHER,
+    api_free,
+    family_api_free,
+    family_read,
+    takes_more_work,
+)
+from accelscore.scorer.ingest.validate import (
+    MAX_DEVICES,
+    MAX_ID_CHARS,
+    MAX_XID_KINDS_PER_DEVICE,
+    RATIO_EPS,
+    assignments_ok,
+)
+from accelscore.v1 import report_pb2
+
+# Every field validation, summary and plausibility read of a device, in one C call.
+_FIELDS = attrgetter("id", "kind", "health", "index", "utilization_ratio", "memory_utilization_ratio",
+                     "duty_cycle_ratio", "temperature_celsius", "power_watts", "power_limit_watts",
+                     "energy_joules_total", "model", "parent_id", "assignments", "xid_counts", "source", "mig_enabled",
+                     "share_count", "partitions_available", "assignment_known", "memory_total_bytes",
+                     "memory_used_bytes", "memory_reserved_bytes")
+_DRA = report_pb2.DEVICE_SOURCE_DRA
+_NODE, _KUBELET = CollectorName.NODE.value, CollectorName.KUBELET.value
+_KUBELET_OK = frozenset((None, OK, report_pb2.COLLECTOR_STATE_ABSENT))
+_HEALTHS = frozenset(report_pb2.Health.values())
+_MAX_RATIO = 1.0 + RATIO_EPS
+_INF = math.inf
+
+Row = tuple[Any, ...]  # the device, then _FIELDS
+
+
+def read_devices(report: report_pb2.NodeReport) -> tuple[Row, ...] | None:
+    """Each device with its fields, when every device is a valid whole GPU of one model (device plugin or host,
+    not MIG-enabled, not shared, no partitions): what `validate.check_devices` would pass. None for any other
+    report, valid or not (the general path checks it and names the first problem)."""
+    devices = report.devices
+    if len(devices) > MAX_DEVICES:
+        return None
+    rows = []
+    seen: set[str] = set()
+    model = None
+    gpu_kinds, healths, ratio, limit, inf = GPU_KINDS, _HEALTHS, _MAX_RATIO, MAX_ID_CHARS, _INF
+    for device in devices:
+        fields = _FIELDS(device)
+        (dev_id, kind, health, index, util, mem_util, duty, temperature, power, power_limit, energy, dev_model,
+         parent_id, assignments, xids, source, mig_enabled, share_count, partitions, *_) = fields
+        # validate.check_devices' combined check, then the shape this path handles.
+        if not (0 < len(dev_id) <= limit and dev_id not in seen and kind in gpu_kinds and health in healths
+                and index >= 0 and 0.0 <= util <= ratio and 0.0 <= mem_util <= ratio and 0.0 <= duty <= ratio
+                and 0.0 <= temperature < inf and 0.0 <= power < inf and 0.0 <= power_limit < inf
+                and 0.0 <= energy < inf and len(dev_model) <= limit and not parent_id
+                and (not assignments or assignments_ok(assignments)) and len(xids) <= MAX_XID_KINDS_PER_DEVICE
+                and source != _DRA and not mig_enabled and share_count <= 1 and not partitions
+                and (model is None or dev_model == model)):
+            return None
+        seen.add(dev_id)
+        model = dev_model
+        rows.append((device, *fields))
+    return tuple(rows)
+
+
+def summarize_whole_gpus(report: report_pb2.NodeReport, config: ScoringConfig, *, received_at: float,
+                         rows: tuple[Row, ...] | None = None) -> tuple[NodeSummary, DeviceCounts] | None:
+    """`summarize(report)` and `plausible.device_counts(report)` of a report of whole GPUs (`read_devices`; its
+    `rows` when the caller has them); None for any other report."""
+    if rows is None:
+        rows = read_devices(report)
+        if rows is None:
+            return None
+    collectors = report.collectors
+    states = {c.name: c.state for c in collectors}
+    if len(states) != len(collectors):
+        return None  # a name twice (validation refuses it): the general path reads the first
+    usable_healths, voucher = USABLE, VOUCHER
+    model = rows[0][12] if rows else ""  # one model (read_devices)
+    assignment_known = states.get(_KUBELET) in _KUBELET_OK  # a device's own flag cannot vouch past its collector
+    kubelet_ok = assignment_known
+    physical: dict[int, int] = {}
+    gpus: list[report_pb2.Device] = []
+    usable: list[report_pb2.Device] = []
+    free_whole: list[report_pb2.Device] = []
+    mem_max = 0.0
+    for (device, _, kind, health, _, _, _, _, _, _, _, _, _, _, assignments, _, _, _, _, _, known, total, used,
+         reserved) in rows:
+        gpus.append(device)
+        physical[kind] = physical.get(kind, 0) + 1
+        assignment_known = assignment_known and known
+        if health not in usable_healths or states.get(voucher[kind]) != OK:
+            continue  # unhealthy or unknown health: neither healthy, nor free, nor memory
+        usable.append(device)
+        free = total - used - reserved  # NVML memory_v2 counts reserved apart from used
+        if free > mem_max and (not assignments or takes_more_work(device)) and device.HasField("memory_used_bytes"):
+            mem_max = float(free)
+        if not assignments:
+            free_whole.append(device)
+    free_known = assignment_known and family_read(GPU_COLLECTORS, states, gpus)
+    if free_known:
+        units = config.gpu_weight_units(model) * len(free_whole) if free_whole else 0
+    else:
+        free_whole, units, mem_max = [], 0, 0.0  # which memory can take work is unknown, so none counts
+    product, extras = gpu_layout.extras(gpus, {}, report, usable=usable, free_whole=free_whole,
+                                        free_known=free_known)
+    api = api_free(report, states.get(_NODE, 0))
+    stamp = report.time
+    summary = NodeSummary(
+        node=report.node_name,
+        report_time=stamp.seconds + stamp.nanos / 1e9 if report.HasField("time") else 0.0,
+        received_at=received_at,
+        unschedulable=report.node.unschedulable if report.HasField("node") else False,
+        cpu_free_cores=api["cpu"],
+        memory_free_bytes=api["memory"],
+        gpu_free_api=family_api_free(api, GPU_RESOURCES),
+        tpu_free_api=family_api_free(api, TPU_RESOURCES),
+        gpu_total=len(gpus),
+        gpu_healthy=len(usable),
+        gpu_free=len(free_whole),
+        gpu_free_known=free_known,
+        gpu_mem_free_max_bytes=mem_max,
+        gpu_compute_free=units / COMPUTE_SCALE,
+        tpu_total=0,
+        tpu_free=0,
+        tpu_free_known=family_read(TPU_COLLECTORS, states, []) and kubelet_ok,
+        gpu_product=product,
+        extras=extras,
+    )
+    return summary, DeviceCounts(physical=physical, unsplit=physical, partitions={}, uses_dra=False)

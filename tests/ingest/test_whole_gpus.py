@@ -1,0 +1,141 @@
+"""Ingest's one-pass hot path (`whole_gpus`) gives what the general path gives: the same validation verdict, the
+same summary and the same plausibility counts, for every report it takes; any other shape goes the general way."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from accelscore.scorer.core.scoring_config import default_scoring_config
+from accelscore.scorer.ingest.plausible import device_counts
+from accelscore.scorer.ingest.summarize import summarize
+from accelscore.scorer.ingest.validate import validate_report
+from accelscore.scorer.ingest.whole_gpus import read_devices, summarize_whole_gpus
+from accelscore.simulator.fleet import load_fleet
+from accelscore.v1 import report_pb2 as pb
+from tests.ingest.sample import eight_gpu_report
+
+CONFIG = default_scoring_config()
+FLEETS = Path(__file__).resolve().parents[2] / "fixtures" / "fleets"
+NOW = 1_800_000_000.0
+
+
+def _fleet_reports() -> Iterator[pb.NodeReport]:
+    for directory in sorted(p for p in FLEETS.iterdir() if p.is_dir()):
+        for cluster in load_fleet(directory).clusters:
+            for node in cluster.nodes:
+                yield node.report
+
+
+def _mutated(edit: Callable[[pb.NodeReport], object]) -> pb.NodeReport:
+    report = eight_gpu_report("gpu-node-1", now=NOW)
+    edit(report)
+    return report
+
+
+def _state(name: str, state: int) -> Callable[[pb.NodeReport], None]:
+    def edit(report: pb.NodeReport) -> None:
+        for collector in report.collectors:
+            if collector.name == name:
+                collector.state = state
+    return edit
+
+
+def _drop(name: str) -> Callable[[pb.NodeReport], None]:
+    def edit(report: pb.NodeReport) -> None:
+        kept = [c for c in report.collectors if c.name != name]
+        del report.collectors[:]
+        report.collectors.extend(kept)
+    return edit
+
+
+def _devices(edit: Callable[[pb.Device], object], which: slice = slice(None)) -> Callable[[pb.NodeReport], None]:
+    def apply(report: pb.NodeReport) -> None:
+        for device in report.devices[which]:
+            edit(device)
+    return apply
+
+
+def _timesliced(device: pb.Device) -> None:
+    for assignment in device.assignments:
+        assignment.device_id += "::1"
+
+
+MUTATIONS: dict[str, Callable[[pb.NodeReport], object]] = {
+    "as sent": lambda r: None,
+    "nvidia unknown": _state("nvidia", pb.COLLECTOR_STATE_UNKNOWN),
+    "nvidia absent": _state("nvidia", pb.COLLECTOR_STATE_ABSENT),
+    "nvidia not named": _drop("nvidia"),
+    "kubelet unknown": _state("kubelet", pb.COLLECTOR_STATE_UNKNOWN),
+    "kubelet absent": _state("kubelet", pb.COLLECTOR_STATE_ABSENT),
+    "kubelet not named": _drop("kubelet"),
+    "node unknown": _state("node", pb.COLLECTOR_STATE_UNKNOWN),
+    "tpu unknown": _state("tpu", pb.COLLECTOR_STATE_UNKNOWN),
+    "tpu ok": _state("tpu", pb.COLLECTOR_STATE_OK),
+    "unhealthy": _devices(lambda d: setattr(d, "health", pb.HEALTH_UNHEALTHY), slice(5, 7)),
+    "degraded": _devices(lambda d: setattr(d, "health", pb.HEALTH_DEGRADED), slice(6, 8)),
+    "health unknown": _devices(lambda d: setattr(d, "health", pb.HEALTH_UNSPECIFIED), slice(7, 8)),
+    "assignment not known": _devices(lambda d: setattr(d, "assignment_known", False), slice(2, 3)),
+    "time-sliced assignments": _devices(_timesliced),
+    "memory used not reported": _devices(lambda d: d.ClearField("memory_used_bytes")),
+    "more memory used than there is": _devices(lambda d: setattr(d, "memory_used_bytes", 90 << 30), slice(5, 8)),
+    "no devices": lambda r: r.ClearField("devices"),
+    "AMD GPUs": _devices(lambda d: setattr(d, "kind", pb.DEVICE_KIND_AMD_GPU)),
+    "AMD and NVIDIA": _devices(lambda d: setattr(d, "kind", pb.DEVICE_KIND_AMD_GPU), slice(0, 4)),
+    "unschedulable": lambda r: setattr(r.node, "unschedulable", True),
+    "NVLink clique label": lambda r: r.node.labels.__setitem__("nvidia.com/gpu.clique", "cluster-a.1"),
+    # Shapes the hot path leaves to the general one:
+    "two models": _devices(lambda d: setattr(d, "model", "NVIDIA A100-SXM4-80GB"), slice(0, 1)),
+    "MIG enabled": _devices(lambda d: setattr(d, "mig_enabled", True), slice(0, 1)),
+    "shared": _devices(lambda d: setattr(d, "share_count", 4), slice(7, 8)),
+    "DRA device": _devices(lambda d: setattr(d, "source", pb.DEVICE_SOURCE_DRA), slice(7, 8)),
+    "a TPU chip": _devices(lambda d: setattr(d, "kind", pb.DEVICE_KIND_TPU_CHIP), slice(7, 8)),
+    "a newer agent's kind": _devices(lambda d: setattr(d, "kind", 97), slice(7, 8)),
+    "a partition": _devices(lambda d: setattr(d, "parent_id", "GPU-parent"), slice(7, 8)),
+    # Invalid devices (the general path names the problem):
+    "temperature NaN": _devices(lambda d: setattr(d, "temperature_celsius", math.nan), slice(3, 4)),
+    "utilization above 1": _devices(lambda d: setattr(d, "utilization_ratio", 1.5), slice(3, 4)),
+    "negative power": _devices(lambda d: setattr(d, "power_watts", -1.0), slice(3, 4)),
+    "an id twice": _devices(lambda d: setattr(d, "id", "GPU-same"), slice(0, 2)),
+    "an empty id": _devices(lambda d: setattr(d, "id", ""), slice(0, 1)),
+    "unknown health value": _devices(lambda d: setattr(d, "health", 42), slice(0, 1)),
+    "an assignment without pod": _devices(lambda d: setattr(d.assignments[0], "pod", ""), slice(0, 1)),
+}
+
+
+def _reports() -> Iterator[tuple[str, pb.NodeReport]]:
+    for name, edit in MUTATIONS.items():
+        yield name, _mutated(edit)
+    for report in _fleet_reports():
+        yield f"fleet {report.node_name}", report
+
+
+def test_every_report_the_hot_path_takes_gets_the_general_paths_verdict_summary_and_counts() -> None:
+    taken = left = 0
+    for name, report in _reports():
+        rows = read_devices(report)
+        general = validate_report(report, now=NOW)
+        if rows is None:
+            left += 1
+            assert summarize_whole_gpus(report, CONFIG, received_at=NOW) is None, name
+            continue
+        taken += 1
+        assert validate_report(report, now=NOW, devices_checked=True) == general, name
+        fast = summarize_whole_gpus(report, CONFIG, received_at=NOW, rows=rows)
+        assert fast is not None, name
+        summary, counts = fast
+        assert summary == summarize(report, CONFIG, received_at=NOW), name
+        assert summary.scan == summarize(report, CONFIG, received_at=NOW).scan, name
+        assert counts == device_counts(report), name
+    assert taken >= 20 and left >= 15  # both paths were exercised
+
+
+@pytest.mark.parametrize("name", ["temperature NaN", "utilization above 1", "negative power", "an id twice",
+                                  "an empty id", "unknown health value", "an assignment without pod"])
+def test_an_invalid_device_leaves_the_hot_path_and_is_refused_by_validation(name: str) -> None:
+    report = _mutated(MUTATIONS[name])
+    assert read_devices(report) is None
+    assert validate_report(report, now=NOW) is not None
