@@ -242,7 +242,7 @@ def in_process() -> dict[str, float]:
     from accelscore.scorer.ingest.node_table import NodeTable
     from accelscore.scorer.ingest.summarize import summarize
     from accelscore.scorer.ingest.validate import validate_report
-    from accelscore.scorer.ingest.whole_gpus import read_devices
+    from accelscore.scorer.ingest.whole_gpus import read_report
     from accelscore.v1 import report_pb2 as pb
     from tests.ingest.sample import eight_gpu_report
 
@@ -255,11 +255,11 @@ def in_process() -> dict[str, float]:
     def best(fn: object) -> float:  # CPU time, not wall time: other processes on the machine do not count
         return min(timeit.Timer(fn, timer=time.thread_time).repeat(number=n, repeat=5)) / n * 1e6  # type: ignore[arg-type]
 
-    rows = read_devices(report)
+    read = read_report(report)
     return {"parse": best(lambda: pb.PushReportRequest.FromString(request)),
-            "read": best(lambda: read_devices(report)),
-            "validate rest": best(lambda: validate_report(report, now=now, devices_checked=True)),
-            "accept": best(lambda: table.accept(report, now, rows=rows)),
+            "read": best(lambda: read_report(report)),
+            "validate rest": best(lambda: validate_report(report, now=now, read=read)),
+            "accept": best(lambda: table.accept(report, now, read=read)),
             "validate": best(lambda: validate_report(report, now=now)),
             "summarize": best(lambda: summarize(report, table._config, received_at=now))}
 
@@ -302,10 +302,10 @@ def run() -> list[Row]:
             f"agents older than issue 21; ceiling {1e6 / results['unary'][1]:.0f}/s; "
             f"{results['unary'][0]:.0f} accepted/s, {WINDOW} calls in flight"),
         Row("  in process: PushReportRequest parse", steps["parse"], "us", "CPU time, best of 5"),
-        Row("  in process: whole_gpus.read_devices (every device read and checked once)", steps["read"], "us",
-            "CPU time, best of 5; the hot path (whole GPUs of one model)"),
+        Row("  in process: whole_gpus.read_report (every device read and checked once, collectors, resources)",
+            steps["read"], "us", "CPU time, best of 5; the hot path (whole GPUs of one model)"),
         Row("  in process: validate_report, devices checked already", steps["validate rest"], "us",
-            "CPU time, best of 5; header, collectors, resources, node, host"),
+            "CPU time, best of 5; header, collectors and resources (from the rows), node, host"),
         Row("  in process: NodeTable.accept with the rows (summary + plausibility + table)", steps["accept"], "us",
             "CPU time, best of 5"),
         Row("  in process, general path: validate_report", steps["validate"], "us",

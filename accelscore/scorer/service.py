@@ -21,9 +21,9 @@ from accelscore.scorer.ha.metrics import HaMetrics, HaState
 from accelscore.scorer.ha.startup import ViewState, view_trustworthy
 from accelscore.scorer.ingest.admission import RateLimiter
 from accelscore.scorer.ingest.node_table import NodeTable
+from accelscore.scorer.ingest.report_rows import ReportRows
 from accelscore.scorer.ingest.server import DEFAULT_BURST, IngestServer, IngestStats, build_ingest_server
 from accelscore.scorer.ingest.skew import UnknownItemsMetrics
-from accelscore.scorer.ingest.whole_gpus import Row
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.publish.publisher import HubWriter, Publisher
 from accelscore.scorer.publish.worker import PublishWorker
@@ -126,10 +126,10 @@ class ScorerService:
     # ------------------------------------------------------------------ wiring
 
     def accept(self, report: report_pb2.NodeReport, received_at: float, *,
-               rows: tuple[Row, ...] | None = None) -> None:
-        """Ingest hands over an authenticated, validated report (`rows`: its devices, read already); scoring wakes
-        at once."""
-        self.table.accept(report, received_at, rows=rows)
+               read: ReportRows | None = None) -> None:
+        """Ingest hands over an authenticated, validated report (`read`: what ingest read of it already); scoring
+        wakes at once."""
+        self.table.accept(report, received_at, read=read)
         self._wake.set()
 
     def start(self) -> ScorerService:

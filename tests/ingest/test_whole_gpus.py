@@ -12,8 +12,8 @@ import pytest
 from accelscore.scorer.core.scoring_config import default_scoring_config
 from accelscore.scorer.ingest.plausible import device_counts
 from accelscore.scorer.ingest.summarize import summarize
-from accelscore.scorer.ingest.validate import validate_report
-from accelscore.scorer.ingest.whole_gpus import read_devices, summarize_whole_gpus
+from accelscore.scorer.ingest.validate import RejectReason, validate_report
+from accelscore.scorer.ingest.whole_gpus import read_devices, read_report, summarize_whole_gpus
 from accelscore.simulator.fleet import load_fleet
 from accelscore.v1 import report_pb2 as pb
 from tests.ingest.sample import eight_gpu_report
@@ -64,6 +64,18 @@ def _timesliced(device: pb.Device) -> None:
         assignment.device_id += "::1"
 
 
+def _timesliced_busy(report: pb.NodeReport, which: slice = slice(None)) -> None:
+    for device in report.devices[which]:
+        _timesliced(device)
+
+
+def _idle_memory(report: pb.NodeReport, used: int) -> None:
+    """Set the memory used of the GPUs with nothing assigned."""
+    for device in report.devices:
+        if not device.assignments:
+            device.memory_used_bytes = used
+
+
 MUTATIONS: dict[str, Callable[[pb.NodeReport], object]] = {
     "as sent": lambda r: None,
     "nvidia unknown": _state("nvidia", pb.COLLECTOR_STATE_UNKNOWN),
@@ -80,6 +92,16 @@ MUTATIONS: dict[str, Callable[[pb.NodeReport], object]] = {
     "health unknown": _devices(lambda d: setattr(d, "health", pb.HEALTH_UNSPECIFIED), slice(7, 8)),
     "assignment not known": _devices(lambda d: setattr(d, "assignment_known", False), slice(2, 3)),
     "time-sliced assignments": _devices(_timesliced),
+    # The most free memory is looked for among idle GPUs first, then among busy ones that take more work:
+    "idle GPUs full, busy ones time-sliced": lambda r: (_timesliced_busy(r), _idle_memory(r, 90 << 30)),
+    "a time-sliced busy GPU with more memory free than the idle ones": lambda r: (
+        _timesliced_busy(r, slice(1, 2)), setattr(r.devices[1], "memory_used_bytes", 0),
+        _idle_memory(r, 1 << 30)),
+    "an exclusive busy GPU with more memory free than the idle ones": lambda r: (
+        setattr(r.devices[1], "memory_used_bytes", 0), _idle_memory(r, 1 << 30)),
+    "every GPU assigned": _devices(lambda d: d.assignments.add(namespace="ml", pod="p", container="c",
+                                                               resource_name="nvidia.com/gpu", device_id=d.id),
+                                   slice(5, 8)),
     "memory used not reported": _devices(lambda d: d.ClearField("memory_used_bytes")),
     "more memory used than there is": _devices(lambda d: setattr(d, "memory_used_bytes", 90 << 30), slice(5, 8)),
     "no devices": lambda r: r.ClearField("devices"),
@@ -123,8 +145,10 @@ def test_every_report_the_hot_path_takes_gets_the_general_paths_verdict_summary_
             assert summarize_whole_gpus(report, CONFIG, received_at=NOW) is None, name
             continue
         taken += 1
-        assert validate_report(report, now=NOW, devices_checked=True) == general, name
-        fast = summarize_whole_gpus(report, CONFIG, received_at=NOW, rows=rows)
+        read = read_report(report)
+        assert read is not None and read.devices == rows, name
+        assert validate_report(report, now=NOW, read=read) == general, name
+        fast = summarize_whole_gpus(report, CONFIG, received_at=NOW, read=read)
         assert fast is not None, name
         summary, counts = fast
         assert summary == summarize(report, CONFIG, received_at=NOW), name
@@ -139,3 +163,41 @@ def test_an_invalid_device_leaves_the_hot_path_and_is_refused_by_validation(name
     report = _mutated(MUTATIONS[name])
     assert read_devices(report) is None
     assert validate_report(report, now=NOW) is not None
+
+
+def _collector(name: str, state: int = pb.COLLECTOR_STATE_OK, duration: float = 0.0) -> Callable[[pb.NodeReport], None]:
+    return lambda r: r.collectors.add(name=name, state=state, duration_seconds=duration)
+
+
+def _resource(name: str, allocatable: float = 1.0, requested: float = 0.0, free: float = 1.0
+              ) -> Callable[[pb.NodeReport], None]:
+    return lambda r: r.resources.add(name=name, allocatable=allocatable, requested=requested, free=free)
+
+
+@pytest.mark.parametrize("edit", [
+    _collector("nvidia"), _collector(""), _collector("x" * 300), _collector("newer", state=42),
+    _collector("newer", duration=-1.0), _collector("newer", duration=math.nan), _resource("cpu"), _resource(""),
+    _resource("x", allocatable=-1.0), _resource("x", requested=math.inf), _resource("x", free=math.nan),
+], ids=["collector twice", "collector unnamed", "collector name too long", "unknown state", "negative duration",
+        "NaN duration", "resource twice", "resource unnamed", "negative allocatable", "infinite requested",
+        "NaN free"])
+def test_collectors_and_resources_read_once_get_the_same_verdict(edit: Callable[[pb.NodeReport], object]) -> None:
+    report = _mutated(edit)
+    read = read_report(report)
+    assert read is not None and read.devices is not None  # the devices are the hot path's shape
+    refused = validate_report(report, now=NOW)
+    assert refused is not None
+    assert validate_report(report, now=NOW, read=read) == refused
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda r: [r.collectors.add(name=f"c{i}", state=pb.COLLECTOR_STATE_OK) for i in range(20)],
+     "25 collectors (at most 16)"),
+    (lambda r: [r.resources.add(name=f"r{i}") for i in range(70)], "75 resources (at most 64)"),
+])
+def test_more_collectors_or_resources_than_allowed_are_not_read_and_are_refused(
+        edit: Callable[[pb.NodeReport], object], message: str) -> None:
+    report = _mutated(edit)
+    assert read_report(report) is None  # counted before anything is read: the general path refuses it
+    refused = validate_report(report, now=NOW)
+    assert refused is not None and refused.reason is RejectReason.OVERSIZED and refused.message == message

@@ -113,8 +113,22 @@ def extras(gpus: Devices, migs: Mapping[str, Devices], report: report_pb2.NodeRe
                 shares_free += max(0, count - len(gpu.assignments))
         offers = offers or len(gpu.partitions_available) > 0
     partitions = _partitions(usable, migs, free_known) if offers else ()
-    clique = next((report.node.labels[k] for k in DOMAIN_LABELS if k in report.node.labels), "")
+    clique = _clique(report)
     if not (partitions or shares_total or clique or several or dra_shared):
         return only, None
     return only, NodeExtras(mig=partitions, shares_free=shares_free, shares_total=shares_total,
-                            clique=sys.intern(clique[:_MAX_KEY * 2]), products=several, dra_shared=dra_shared)
+                            clique=clique, products=several, dra_shared=dra_shared)
+
+
+def whole_gpus_extras(model: str | None, report: report_pb2.NodeReport) -> tuple[str, NodeExtras | None]:
+    """`extras` of a node whose GPUs are all whole, unshared and of one `model` (None: no GPU), as ingest's hot
+    path (`whole_gpus`) finds them: no partition, no share, one product, so only the NVLink domain is left."""
+    clique = _clique(report)
+    return "" if model is None else product(model), NodeExtras(clique=clique) if clique else None
+
+
+def _clique(report: report_pb2.NodeReport) -> str:
+    """The node's NVLink domain from its labels ("" none), bounded and interned."""
+    labels = report.node.labels
+    clique = next((labels[k] for k in DOMAIN_LABELS if k in labels), "")
+    return sys.intern(clique[:_MAX_KEY * 2]) if clique else ""

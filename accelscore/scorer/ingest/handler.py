@@ -31,14 +31,16 @@ from contextlib import AbstractContextManager, nullcontext
 
 import grpc
 from google.protobuf.message import DecodeError
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from accelscore.scorer.ingest.admission import NodeBusy, NodeCalls, RateLimiter
 from accelscore.scorer.ingest.auth import AuthError, Identity, TokenAuthenticator, bearer_token, check_node
 from accelscore.scorer.ingest.node_table import ReportRefused
 from accelscore.scorer.ingest.ordering import ReportOrder
+from accelscore.scorer.ingest.report_rows import ReportRows
 from accelscore.scorer.ingest.skew import UnknownItemCounts
 from accelscore.scorer.ingest.validate import MAX_CLOCK_SKEW_S, Rejection, RejectReason, validate_report
-from accelscore.scorer.ingest.whole_gpus import Row, read_devices
+from accelscore.scorer.ingest.whole_gpus import read_report
 from accelscore.v1 import report_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -66,16 +68,16 @@ CODES: dict[RejectReason, grpc.StatusCode] = {
     RejectReason.INTERNAL: grpc.StatusCode.INTERNAL,
 }
 
-# accept(report, received_at): take a validated report or raise ReportRefused. One that also takes `rows=` is
-# handed the devices ingest's hot path read already (`whole_gpus.read_devices`; None: not that shape).
+# accept(report, received_at): take a validated report or raise ReportRefused. One that also takes `read=` is
+# handed what ingest read of the report already (`whole_gpus.read_report`, None: nothing).
 Accept = Callable[..., None]
 
 
 def _accepted_answer(received_at: float) -> bytes:
-    """PushReportResponse{accepted_time} serialized by hand: field 1 (Timestamp: seconds = 1, nanos = 2), the
-    same bytes protobuf writes, without building two messages per report."""
+    """PushReportResponse{accepted_time} serialized: its only field (1) framed by hand around the Timestamp, the
+    same bytes protobuf writes, building one small message per report rather than two."""
     seconds, nanos = divmod(int(received_at * 1e9), 10**9)
-    inner = b"\x08" + varint(seconds) + (b"\x10" + varint(nanos) if nanos else b"")
+    inner = Timestamp(seconds=seconds, nanos=nanos).SerializeToString()
     return b"\x0a" + varint(len(inner)) + inner
 
 
@@ -168,7 +170,7 @@ class ReportIngest:
                  max_clock_skew_s: float = MAX_CLOCK_SKEW_S, node_calls: NodeCalls | None = None,
                  call_deadline_s: float = CALL_DEADLINE_S, stream_idle_s: float = STREAM_IDLE_S) -> None:
         self._accept = accept
-        self._accept_rows = "rows" in inspect.signature(accept).parameters
+        self._accept_read = "read" in inspect.signature(accept).parameters
         self._auth = authenticator
         self._max_bytes = max_report_bytes
         self._stats = stats
@@ -285,16 +287,16 @@ class ReportIngest:
         else:
             self._rate_check(report.node_name[:253])  # auth off: the claimed name is all there is
         unknown: list[tuple[str, str]] = []
-        # The hot path: a report of valid whole GPUs is read once here; the rows go on to `accept`.
-        rows = read_devices(report)
-        rejection = validate_report(report, now=received_at, max_clock_skew_s=self._skew, unknown=unknown,
-                                    devices_checked=rows is not None)
+        # The hot path: the report's collectors, resources and (valid whole GPUs) devices are read once here; the
+        # rows go on to `accept`.
+        read = read_report(report)
+        rejection = validate_report(report, now=received_at, max_clock_skew_s=self._skew, unknown=unknown, read=read)
         if rejection is not None:
             raise _Refused(rejection)
-        return self._ordered_accept(report, received_at, unknown, rows)
+        return self._ordered_accept(report, received_at, unknown, read)
 
     def _ordered_accept(self, report: pb.NodeReport, received_at: float, unknown: list[tuple[str, str]],
-                        rows: tuple[Row, ...] | None) -> bytes:
+                        read: ReportRows | None) -> bytes:
         node, instance, sequence = report.node_name, report.agent_instance, report.sequence
         when = min(report.time.seconds + report.time.nanos / 1e9, received_at)
         # One lock over check, accept and keep: two pushes for one node cannot overtake each other.
@@ -307,8 +309,8 @@ class ReportIngest:
                 log.debug("dropped stale report for %s/%s/%d", node, instance, sequence)
                 return pb.PushReportResponse(dropped_reason=RejectReason.STALE_SEQUENCE.value).SerializeToString()
             try:
-                if self._accept_rows:
-                    self._accept(report, received_at, rows=rows)
+                if self._accept_read:
+                    self._accept(report, received_at, read=read)
                 else:
                     self._accept(report, received_at)
             except ReportRefused as refused:

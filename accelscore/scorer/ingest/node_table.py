@@ -11,9 +11,10 @@ from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.ingest.dra_shares import fold_shares
 from accelscore.scorer.ingest.plausible import NodeBounds, cap_free, implausible, node_bounds
+from accelscore.scorer.ingest.report_rows import ReportRows
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.scorer.ingest.validate import Rejection
-from accelscore.scorer.ingest.whole_gpus import Row, summarize_whole_gpus
+from accelscore.scorer.ingest.whole_gpus import summarize_whole_gpus
 from accelscore.v1 import report_pb2
 
 
@@ -63,34 +64,36 @@ class NodeTable:
         self.version = 0  # bumps on every change, so the scoring loop can skip idle passes
 
     def accept(self, report: report_pb2.NodeReport, received_at: float, *,
-               rows: tuple[Row, ...] | None = None) -> NodeSummary:
-        """Summarise once at ingest, keep only the newest per node; `ReportRefused` when implausible. `rows`: the
-        devices ingest read already (`whole_gpus.read_devices`)."""
-        fast = summarize_whole_gpus(report, self._config, received_at=received_at, rows=rows)
+               read: ReportRows | None = None) -> NodeSummary:
+        """Summarise once at ingest, keep only the newest per node; `ReportRefused` when implausible. `read`: what
+        ingest read of the report already (`whole_gpus.read_report`)."""
+        fast = summarize_whole_gpus(report, self._config, received_at=received_at, read=read)
         summary, counts = fast if fast is not None else (summarize(report, self._config, received_at=received_at),
                                                          None)
+        name = summary.node  # the report's node_name, read once
         with self._lock:
-            facts = None if self._nodes is None else self._nodes.get(report.node_name)
-            bounds = self._bounds.get(report.node_name)
+            facts = None if self._nodes is None else self._nodes.get(name)
+            bounds = self._bounds.get(name)
             dra = self._dra
         if facts is not None and facts.capacity is not None and facts.allocatable is not None:
             if bounds is None or bounds[0] is not facts:  # folded once per Node change, not per report
                 bounds = (facts, node_bounds(facts.capacity, facts.allocatable))
                 with self._lock:
-                    self._bounds[report.node_name] = bounds
+                    self._bounds[name] = bounds
             rejection = implausible(report, summary, bounds=bounds[1], counts=counts,
-                                    dra=None if dra is None else dra.get(report.node_name), dra_known=dra is not None)
+                                    dra=None if dra is None else dra.get(name), dra_known=dra is not None,
+                                    resources=None if read is None else read.resources)
             if rejection is not None:
                 raise ReportRefused(rejection)
         uses_dra = counts.uses_dra if counts is not None else any(
             d.source == report_pb2.DEVICE_SOURCE_DRA for d in report.devices)
         with self._lock:
             if uses_dra:
-                self._uses_dra.add(report.node_name)
+                self._uses_dra.add(name)
             else:
-                self._uses_dra.discard(report.node_name)
-            self._reported[report.node_name] = summary
-            self._recount(report.node_name)
+                self._uses_dra.discard(name)
+            self._reported[name] = summary
+            self._recount(name)
             self.version += 1
         return summary
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from accelscore.devices import VENDORS, AcceleratorFamily, ResourceRole, Vendor, accelerator_resource, resource_info
 from accelscore.devices.dra import NodeDraView
 from accelscore.scorer.core.model import NodeSummary
+from accelscore.scorer.ingest.report_rows import ResourceRow, resource_rows
 from accelscore.scorer.ingest.validate import Rejection, RejectReason
 from accelscore.v1 import report_pb2 as pb
 
@@ -65,13 +66,18 @@ def _family(family: AcceleratorFamily) -> tuple[Vendor, ...]:
     return tuple(v for v in VENDORS if v.family is family)
 
 
+_GPU_VENDORS, _TPU_VENDORS = _family(AcceleratorFamily.GPU), _family(AcceleratorFamily.TPU)
+
+
 _WHOLE_KINDS = frozenset(v.device_kind for v in VENDORS)
 _PARTITION_KINDS = frozenset(v.partition_kind for v in VENDORS if v.partition_kind)
 
 
 def _dra(view: NodeDraView | None, field: str, vendors: Iterable[Vendor]) -> float:
     """Σ of one NodeDraView count over `vendors` (0 without a view)."""
-    counts: Mapping[str, int] = getattr(view, field) if view is not None else {}
+    if view is None:
+        return 0.0
+    counts: Mapping[str, int] = getattr(view, field)
     return float(sum(counts.get(v.name, 0) for v in vendors))
 
 
@@ -96,8 +102,7 @@ def node_bounds(capacity: Mapping[str, float], allocatable: Mapping[str, float])
         if vendor.partition_kind:
             partitions[vendor.partition_kind] = (whole_cap + _sum(capacity, (vendor,), (ResourceRole.PARTITION,)),
                                                  f"capacity of {vendor.name}'s whole and partition resources")
-    return NodeBounds(whole, partitions, _sum(allocatable, _family(AcceleratorFamily.GPU), _COUNTED),
-                      _sum(allocatable, _family(AcceleratorFamily.TPU), _COUNTED), dict(allocatable))
+    return NodeBounds(whole, partitions, *_counted(allocatable), dict(allocatable))
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,56 +137,69 @@ def device_counts(report: pb.NodeReport, *, dra_known: bool = True) -> DeviceCou
 
 def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mapping[str, float] | None = None,
                 allocatable: Mapping[str, float] | None = None, bounds: NodeBounds | None = None,
-                dra: NodeDraView | None = None, dra_known: bool = True,
-                counts: DeviceCounts | None = None) -> Rejection | None:
+                dra: NodeDraView | None = None, dra_known: bool = True, counts: DeviceCounts | None = None,
+                resources: Iterable[ResourceRow] | None = None) -> Rejection | None:
     """Why `report` claims more than its Node (and its ResourceSlices, `dra`) advertise, or None (one pass over
     the devices). `bounds` are the Node's folded once (`node_bounds`); else they are folded here from `capacity`
     and `allocatable`. `dra_known` False: the scorer's DRA view is not there yet (watches syncing): DRA devices
     are then left out of the bounds, and a report with DRA devices is bounded only where the device plugin is.
-    `counts`: the report's `device_counts` when the caller has them already."""
+    `counts`: the report's `device_counts`, `resources` its `report_rows.resource_rows`, when the caller has them
+    already."""
     if bounds is None:
         bounds = node_bounds(capacity or {}, allocatable or {})
     if counts is None:
         counts = device_counts(report, dra_known=dra_known)
     uses_dra, physical, unsplit, parts = counts.uses_dra, counts.physical, counts.unsplit, counts.partitions
     whole_kinds, partition_kinds = bounds.whole, bounds.partitions
-    checks: list[tuple[str, float, float, str]] = []
+    # Each bound in turn, the first one exceeded refused (its message is built only then: ingest checks every report).
     for vendor in VENDORS:
-        whole = vendor.device_kind
-        if whole not in physical and vendor.partition_kind not in parts:
+        whole, partition = vendor.device_kind, vendor.partition_kind
+        if whole not in physical and partition not in parts:
             continue
         whole_cap, whole_source = whole_kinds[whole]
         dra_whole = _dra(dra, "whole", (vendor,))
-        whole_cap, whole_source = whole_cap + dra_whole, whole_source + (" + DRA devices" if dra_whole else "")
-        checks.append((f"whole {vendor.name} devices", unsplit.get(whole, 0), whole_cap, whole_source))
-        if vendor.partition_kind:
-            cap, source = partition_kinds[vendor.partition_kind]
+        whole_cap = whole_cap + dra_whole
+        claimed = unsplit.get(whole, 0)
+        if claimed > whole_cap + _EPS:
+            return _exceeded(f"whole {vendor.name} devices", claimed, whole_cap, whole_source, dra_whole,
+                             " + DRA devices")
+        if partition:
+            cap, source = partition_kinds[partition]
             dra_all = dra_whole + _dra(dra, "partitions", (vendor,))
-            cap, source = cap + dra_all, source + (" + DRA devices" if dra_all else "")
-            checks.append((f"{vendor.name} partitions", parts.get(vendor.partition_kind, 0), cap, source))
+            cap = cap + dra_all
             # A partitioned parent is advertised as its partitions (at least one each), so every physical
             # device, split or not, fits in whole + partition resources: thousands of MIG-enabled parents
             # (unhealthy, to sink gpuClusterHealthy) are as implausible as thousands of whole GPUs.
-            checks.append((f"physical {vendor.name} devices", physical.get(whole, 0), cap, source))
+            claimed = parts.get(partition, 0)
+            if claimed > cap + _EPS:
+                return _exceeded(f"{vendor.name} partitions", claimed, cap, source, dra_all, " + DRA devices")
+            claimed = physical.get(whole, 0)
+            if claimed > cap + _EPS:
+                return _exceeded(f"physical {vendor.name} devices", claimed, cap, source, dra_all, " + DRA devices")
     if dra_known or not uses_dra:
-        gpu_dra, tpu_dra = (_dra(dra, "usable", _family(f)) for f in (AcceleratorFamily.GPU, AcceleratorFamily.TPU))
-        checks.append(("free GPUs", summary.gpu_free, bounds.free_gpus + gpu_dra,
-                       "allocatable of GPU resources" + (" + usable DRA devices" if gpu_dra else "")))
-        checks.append(("free TPU chips", summary.tpu_free, bounds.free_tpus + tpu_dra,
-                       "allocatable of TPU resources" + (" + usable DRA devices" if tpu_dra else "")))
-    for what, claimed, bound, source in checks:
-        if claimed > bound + _EPS:
-            return Rejection(RejectReason.IMPLAUSIBLE, f"{claimed:g} {what} claimed, the Node advertises "
-                                                       f"{bound:g} ({source})")
-    return _resources_implausible(report, bounds.allocatable, dra, dra_known or not uses_dra)
+        gpu_dra = _dra(dra, "usable", _GPU_VENDORS)
+        if summary.gpu_free > bounds.free_gpus + gpu_dra + _EPS:
+            return _exceeded("free GPUs", summary.gpu_free, bounds.free_gpus + gpu_dra, "allocatable of GPU resources",
+                             gpu_dra, " + usable DRA devices")
+        tpu_dra = _dra(dra, "usable", _TPU_VENDORS)
+        if summary.tpu_free > bounds.free_tpus + tpu_dra + _EPS:
+            return _exceeded("free TPU chips", summary.tpu_free, bounds.free_tpus + tpu_dra,
+                             "allocatable of TPU resources", tpu_dra, " + usable DRA devices")
+    return _resources_implausible(resource_rows(report.resources) if resources is None else resources,
+                                  bounds.allocatable, dra, dra_known or not uses_dra)
 
 
-def _resources_implausible(report: pb.NodeReport, node_allocatable: Mapping[str, float], dra: NodeDraView | None,
-                           accelerators_bounded: bool) -> Rejection | None:
+def _exceeded(what: str, claimed: float, bound: float, source: str, dra: float, dra_source: str) -> Rejection:
+    """The refusal of a report claiming more `what` than `bound` (from `source`, plus DRA devices when any)."""
+    return Rejection(RejectReason.IMPLAUSIBLE, f"{claimed:g} {what} claimed, the Node advertises {bound:g} "
+                                               f"({source}{dra_source if dra else ''})")
+
+
+def _resources_implausible(resources: Iterable[ResourceRow], node_allocatable: Mapping[str, float],
+                           dra: NodeDraView | None, accelerators_bounded: bool) -> Rejection | None:
     """The report's own allocatable and free of cpu, memory and each vendor's physical resource may not exceed
     the Node's allocatable (cpu and memory only when the Node watch keeps them)."""
-    for amount in report.resources:
-        name = amount.name
+    for name, allocatable, _, free in resources:
         if name in HOST_RESOURCES:
             node_alloc = node_allocatable.get(name)
             if node_alloc is None:
@@ -193,17 +211,26 @@ def _resources_implausible(report: pb.NodeReport, node_allocatable: Mapping[str,
             if not accelerators_bounded:
                 continue  # the DRA part of this amount cannot be checked yet
             node_alloc = node_allocatable.get(name, 0.0) + _dra(dra, "usable", (info.vendor,))
-        claimed = max(amount.allocatable, amount.free)
+        claimed = max(allocatable, free)
         if claimed > node_alloc * (1 + _REL_EPS) + _EPS:
             return Rejection(RejectReason.IMPLAUSIBLE, f"resources[{name}] claims {claimed:g}, the Node "
                                                        f"advertises allocatable {node_alloc:g}")
     return None
 
 
-def _bound(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], requested: Mapping[str, float],
-           dra: NodeDraView | None) -> float:
-    plugin = max(0.0, _sum(allocatable, vendors, _COUNTED) - _sum(requested, vendors, _COUNTED))
-    return plugin + _dra(dra, "free", vendors)
+def _counted(amounts: Mapping[str, float]) -> tuple[float, float]:
+    """Σ of the amounts of the GPU vendors' whole and partition resources, and of the TPU vendors': each family's
+    `_sum`, in one pass (ingest bounds every report by them)."""
+    gpu = tpu = 0.0
+    for name, value in amounts.items():
+        info = resource_info(name)
+        if info is not None and info.role in _COUNTED:
+            family = info.vendor.family
+            if family is AcceleratorFamily.GPU:
+                gpu += value
+            elif family is AcceleratorFamily.TPU:
+                tpu += value
+    return gpu, tpu
 
 
 def _label(vendors: tuple[Vendor, ...], allocatable: Mapping[str, float], dra: NodeDraView | None = None) -> str:
@@ -217,8 +244,10 @@ def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float], requeste
     """`summary` with free GPUs / TPU chips (device and API level) at most allocatable - requested of the
     Node as the scorer sees it, plus the DRA devices no allocated claim holds (`dra`), and the resources that
     were capped (empty: unchanged)."""
-    gpus, tpus = _family(AcceleratorFamily.GPU), _family(AcceleratorFamily.TPU)
-    gpu_bound, tpu_bound = _bound(gpus, allocatable, requested, dra), _bound(tpus, allocatable, requested, dra)
+    gpus, tpus = _GPU_VENDORS, _TPU_VENDORS
+    (gpu_allocatable, tpu_allocatable), (gpu_requested, tpu_requested) = _counted(allocatable), _counted(requested)
+    gpu_bound = max(0.0, gpu_allocatable - gpu_requested) + _dra(dra, "free", gpus)
+    tpu_bound = max(0.0, tpu_allocatable - tpu_requested) + _dra(dra, "free", tpus)
     gpu_free, gpu_compute_free, gpu_free_api = summary.gpu_free, summary.gpu_compute_free, summary.gpu_free_api
     tpu_free, tpu_free_api = summary.tpu_free, summary.tpu_free_api
     capped: list[str] = []

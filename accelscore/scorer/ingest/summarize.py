@@ -7,7 +7,7 @@ NaN, a negative count, or unknown-read-as-free.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from accelscore.devices import (
     KINDS,
@@ -21,6 +21,7 @@ from accelscore.devices import (
 from accelscore.scorer.core.model import COMPUTE_SCALE, DraShare, NodeExtras, NodeSummary
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.ingest import gpu_layout
+from accelscore.scorer.ingest.report_rows import ResourceRow, resource_rows
 from accelscore.v1 import report_pb2
 
 _OK = report_pb2.COLLECTOR_STATE_OK
@@ -48,8 +49,9 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _api_free(report: report_pb2.NodeReport, node_state: int) -> dict[str, float | None]:
-    """allocatable - requested per listed resource; absent = None (unknown).
+def _api_free(resources: Iterable[ResourceRow], node_state: int) -> dict[str, float | None]:
+    """allocatable - requested per listed resource (the report's `report_rows.resource_rows`); absent = None
+    (unknown).
 
     A node collector that was UNKNOWN (or unstated) cannot vouch for any amount, so all are unknown; an
     ABSENT one (no Kubernetes API: local mode) may still list the host's own cpu and memory.
@@ -57,12 +59,12 @@ def _api_free(report: report_pb2.NodeReport, node_state: int) -> dict[str, float
     free: dict[str, float | None] = dict.fromkeys(_API_RESOURCES)
     if node_state not in (_OK, report_pb2.COLLECTOR_STATE_ABSENT):
         return free
-    for amount in report.resources:
-        if amount.name in free:
+    for name, _, _, amount in resources:
+        if name in free:
             # An over-committed node has nothing free: it counts 0, never a negative amount that would take
             # other nodes' room off a cluster sum (a report claiming free -1e308 once summed to -inf).
-            value = _finite(amount.free)
-            free[amount.name] = None if value is None else max(0.0, value)
+            value = _finite(amount)
+            free[name] = None if value is None else max(0.0, value)
     return free
 
 
@@ -206,7 +208,7 @@ def _assignments_vouched(report: report_pb2.NodeReport) -> bool:
 def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_at: float) -> NodeSummary:
     """What one NodeReport contributes to scoring (unknown is None / not known, never free)."""
     states = {c.name: c.state for c in report.collectors}
-    api = _api_free(report, states.get(CollectorName.NODE.value, 0))
+    api = _api_free(resource_rows(report.resources), states.get(CollectorName.NODE.value, 0))
     kubelet_ok = _assignments_vouched(report)
     gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute, product, extras = _gpu_part(
         report, config, states, kubelet_ok)

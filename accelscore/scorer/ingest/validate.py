@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from accelscore.devices import COLLECTOR_NAMES, KIND_VALUES
+from accelscore.scorer.ingest.report_rows import CollectorRow, ReportRows, ResourceRow, collector_rows, resource_rows
 from accelscore.v1 import report_pb2 as pb
 
 MAX_CLOCK_SKEW_S = 120.0  # a report's time may differ from the scorer's clock this much either way
@@ -82,16 +83,25 @@ def node_name_problem(name: str) -> str | None:
 
 
 def validate_report(report: pb.NodeReport, *, now: float, max_clock_skew_s: float = MAX_CLOCK_SKEW_S,
-                    unknown: list[tuple[str, str]] | None = None, devices_checked: bool = False) -> Rejection | None:
+                    unknown: list[tuple[str, str]] | None = None, read: ReportRows | None = None) -> Rejection | None:
     """The first reason `report` must be refused, or None when it is acceptable. `unknown`, when given, gets
     ("collector", name) and ("device_kind", kind) of what this version does not know (a newer agent's: not
-    refused), found on the same pass so ingest reads no field twice. `devices_checked`: the caller found every
-    device valid and of a known kind already (ingest's hot path, `whole_gpus.read_devices`)."""
+    refused), found on the same pass so ingest reads no field twice. `read`: what ingest's hot path read of the
+    report already (`whole_gpus.read_report`): its collectors and resources are checked from those rows, and its
+    devices not again when `read.devices` is set (every device was found valid and of a known kind)."""
     try:
         _check_header(report, now, max_clock_skew_s)
-        _check_collectors(report.collectors, unknown)
-        _check_resources(report.resources)
-        if not devices_checked:
+        if read is None:
+            collectors = report.collectors
+            _check_count(len(collectors), MAX_COLLECTORS, "collectors")  # counted before they are read
+            _check_collectors(collector_rows(collectors), unknown)
+            resources = report.resources
+            _check_count(len(resources), MAX_RESOURCES, "resources")
+            _check_resources(resource_rows(resources))
+        else:
+            _check_collectors(read.collectors, unknown)
+            _check_resources(read.resources)
+        if read is None or read.devices is None:
             _check_devices(report.devices, unknown)
         if report.HasField("node"):
             _check_node(report.node)
@@ -119,12 +129,15 @@ def _check_header(report: pb.NodeReport, now: float, skew: float) -> None:
         raise _Bad(RejectReason.OVERSIZED, f"agent_instance/agent_version longer than {MAX_ID_CHARS} characters")
 
 
-def _check_collectors(collectors: Sequence[pb.CollectorStatus], unknown: list[tuple[str, str]] | None) -> None:
-    if len(collectors) > MAX_COLLECTORS:
-        raise _Bad(RejectReason.OVERSIZED, f"{len(collectors)} collectors (at most {MAX_COLLECTORS})")
+def _check_count(count: int, limit: int, what: str) -> None:
+    if count > limit:
+        raise _Bad(RejectReason.OVERSIZED, f"{count} {what} (at most {limit})")
+
+
+def _check_collectors(collectors: Sequence[CollectorRow], unknown: list[tuple[str, str]] | None) -> None:
+    _check_count(len(collectors), MAX_COLLECTORS, "collectors")
     seen: set[str] = set()
-    for i, col in enumerate(collectors):
-        name = col.name
+    for i, (name, state, duration) in enumerate(collectors):
         if not name or len(name) > MAX_ID_CHARS:
             raise _Bad(RejectReason.MALFORMED, f"collectors[{i}].name is empty or longer than {MAX_ID_CHARS}")
         if name in seen:
@@ -132,29 +145,26 @@ def _check_collectors(collectors: Sequence[pb.CollectorStatus], unknown: list[tu
         seen.add(name)
         if unknown is not None and name not in COLLECTOR_NAMES:
             unknown.append(("collector", name))
-        if col.state not in _STATES:
-            raise _Bad(RejectReason.INVALID_VALUE, f"collectors[{i}].state {col.state} is not a known state")
-        if not 0.0 <= col.duration_seconds < math.inf:
-            _non_negative(col.duration_seconds, f"collectors[{i}].duration_seconds")
+        if state not in _STATES:
+            raise _Bad(RejectReason.INVALID_VALUE, f"collectors[{i}].state {state} is not a known state")
+        if not 0.0 <= duration < math.inf:
+            _non_negative(duration, f"collectors[{i}].duration_seconds")
 
 
-def _check_resources(resources: Sequence[pb.ResourceAmount]) -> None:
-    if len(resources) > MAX_RESOURCES:
-        raise _Bad(RejectReason.OVERSIZED, f"{len(resources)} resources (at most {MAX_RESOURCES})")
+def _check_resources(resources: Sequence[ResourceRow]) -> None:
+    _check_count(len(resources), MAX_RESOURCES, "resources")
     seen: set[str] = set()
-    for i, res in enumerate(resources):
-        name = res.name
+    for i, (name, allocatable, requested, free) in enumerate(resources):
         if not name or len(name) > MAX_ID_CHARS:
             raise _Bad(RejectReason.MALFORMED, f"resources[{i}].name is empty or too long")
         if name in seen:
             raise _Bad(RejectReason.MALFORMED, f"resource {name!r} appears twice")
         seen.add(name)
         # free may be negative (over-committed) but must be finite
-        if not (0.0 <= res.allocatable < math.inf and 0.0 <= res.requested < math.inf
-                and -math.inf < res.free < math.inf):
-            _non_negative(res.allocatable, f"resources[{name}].allocatable")
-            _non_negative(res.requested, f"resources[{name}].requested")
-            raise _Bad(RejectReason.INVALID_VALUE, f"resources[{name}].free={res.free} is not finite")
+        if not (0.0 <= allocatable < math.inf and 0.0 <= requested < math.inf and -math.inf < free < math.inf):
+            _non_negative(allocatable, f"resources[{name}].allocatable")
+            _non_negative(requested, f"resources[{name}].requested")
+            raise _Bad(RejectReason.INVALID_VALUE, f"resources[{name}].free={free} is not finite")
 
 
 def _check_devices(devices: Sequence[pb.Device], unknown: list[tuple[str, str]] | None = None) -> None:
@@ -184,9 +194,12 @@ def _check_devices(devices: Sequence[pb.Device], unknown: list[tuple[str, str]] 
 
 
 def assignments_ok(assignments: Sequence[pb.Assignment]) -> bool:
-    if len(assignments) > MAX_ASSIGNMENTS_PER_DEVICE:
-        return False
-    return all(a.pod and a.namespace for a in assignments)
+    """Not too many, and each names its pod and namespace."""
+    count = len(assignments)
+    if count == 1:  # the common case (one container per GPU), without a generator: ingest runs this per device
+        only = assignments[0]
+        return bool(only.pod and only.namespace)
+    return count <= MAX_ASSIGNMENTS_PER_DEVICE and all(a.pod and a.namespace for a in assignments)
 
 
 def _device_problem(i: int, dev: pb.Device, seen: set[str]) -> None:

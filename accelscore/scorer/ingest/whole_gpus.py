@@ -4,7 +4,8 @@ Why: the ingest must take 10,000 8-GPU reports/s on one core (DESIGN §5). `summ
 `plausible.implausible` each walk the devices and read their fields through protobuf (~60 ns a field, and a
 Python call per helper), ~60 µs a report between them. Most nodes are whole GPUs handed out by the device
 plugin: for that shape this module reads each device once (one `attrgetter` call) and gives the summary and
-the device counts plausibility needs. Any other shape — a MIG or partitioned GPU, a share, a DRA or TPU
+the device counts plausibility needs; `read_report` adds the collectors and resources, read once for validation,
+summary and plausibility (`report_rows`). Any other shape — a MIG or partitioned GPU, a share, a DRA or TPU
 device, a kind of a newer agent, GPUs of several models — gives None and the caller takes the general
 path. It reuses summarize's and gpu_layout's own rules where they apply, and tests/ingest/test_whole_gpus.py
 proves both paths give the same summary and counts for every fixture and mutations of them, so a change
@@ -22,6 +23,7 @@ from accelscore.scorer.core.model import COMPUTE_SCALE, NodeSummary
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.ingest import gpu_layout
 from accelscore.scorer.ingest.plausible import DeviceCounts
+from accelscore.scorer.ingest.report_rows import ReportRows, collector_rows, resource_rows
 from accelscore.scorer.ingest.summarize import (
     GPU_COLLECTORS,
     GPU_KINDS,
@@ -37,8 +39,10 @@ from accelscore.scorer.ingest.summarize import (
     takes_more_work,
 )
 from accelscore.scorer.ingest.validate import (
+    MAX_COLLECTORS,
     MAX_DEVICES,
     MAX_ID_CHARS,
+    MAX_RESOURCES,
     MAX_XID_KINDS_PER_DEVICE,
     RATIO_EPS,
     assignments_ok,
@@ -75,7 +79,7 @@ def read_devices(report: report_pb2.NodeReport) -> tuple[Row, ...] | None:
     for device in devices:
         fields = _FIELDS(device)
         (dev_id, kind, health, index, util, mem_util, duty, temperature, power, power_limit, energy, dev_model,
-         parent_id, assignments, xids, source, mig_enabled, share_count, partitions, *_) = fields
+         parent_id, assignments, xids, source, mig_enabled, share_count, partitions, _, _, _, _) = fields
         # validate.check_devices' combined check, then the shape this path handles.
         if not (0 < len(dev_id) <= limit and dev_id not in seen and kind in gpu_kinds and health in healths
                 and index >= 0 and 0.0 <= util <= ratio and 0.0 <= mem_util <= ratio and 0.0 <= duty <= ratio
@@ -91,26 +95,35 @@ def read_devices(report: report_pb2.NodeReport) -> tuple[Row, ...] | None:
     return tuple(rows)
 
 
+def read_report(report: report_pb2.NodeReport) -> ReportRows | None:
+    """The report's devices (`read_devices`), collectors and resources, each read once; None when it lists more
+    collectors or resources than validation allows (then none are read: the general path refuses it)."""
+    collectors, resources = report.collectors, report.resources
+    if len(collectors) > MAX_COLLECTORS or len(resources) > MAX_RESOURCES:
+        return None
+    return ReportRows(read_devices(report), collector_rows(collectors), resource_rows(resources))
+
+
 def summarize_whole_gpus(report: report_pb2.NodeReport, config: ScoringConfig, *, received_at: float,
-                         rows: tuple[Row, ...] | None = None) -> tuple[NodeSummary, DeviceCounts] | None:
-    """`summarize(report)` and `plausible.device_counts(report)` of a report of whole GPUs (`read_devices`; its
-    `rows` when the caller has them); None for any other report."""
-    if rows is None:
-        rows = read_devices(report)
-        if rows is None:
-            return None
-    collectors = report.collectors
-    states = {c.name: c.state for c in collectors}
-    if len(states) != len(collectors):
+                         read: ReportRows | None = None) -> tuple[NodeSummary, DeviceCounts] | None:
+    """`summarize(report)` and `plausible.device_counts(report)` of a report of whole GPUs (`read_report`; what
+    the caller read already when it has it); None for any other report."""
+    if read is None:
+        read = read_report(report)
+    if read is None or read.devices is None:
+        return None
+    rows = read.devices
+    states = {name: state for name, state, _ in read.collectors}
+    if len(states) != len(read.collectors):
         return None  # a name twice (validation refuses it): the general path reads the first
     usable_healths, voucher = USABLE, VOUCHER
-    model = rows[0][12] if rows else ""  # one model (read_devices)
+    model = rows[0][12] if rows else None  # one model (read_devices)
     assignment_known = states.get(_KUBELET) in _KUBELET_OK  # a device's own flag cannot vouch past its collector
     kubelet_ok = assignment_known
     physical: dict[int, int] = {}
     gpus: list[report_pb2.Device] = []
-    usable: list[report_pb2.Device] = []
-    free_whole: list[report_pb2.Device] = []
+    busy: list[tuple[int, report_pb2.Device]] = []  # assigned GPUs with memory free: do they take more work?
+    healthy = free_whole = 0
     mem_max = 0.0
     for (device, _, kind, health, _, _, _, _, _, _, _, _, _, _, assignments, _, _, _, _, _, known, total, used,
          reserved) in rows:
@@ -119,20 +132,28 @@ def summarize_whole_gpus(report: report_pb2.NodeReport, config: ScoringConfig, *
         assignment_known = assignment_known and known
         if health not in usable_healths or states.get(voucher[kind]) != OK:
             continue  # unhealthy or unknown health: neither healthy, nor free, nor memory
-        usable.append(device)
+        healthy += 1
         free = total - used - reserved  # NVML memory_v2 counts reserved apart from used
-        if free > mem_max and (not assignments or takes_more_work(device)) and device.HasField("memory_used_bytes"):
+        if assignments:
+            if free > mem_max:
+                busy.append((free, device))
+        else:
+            free_whole += 1
+            if free > mem_max and device.HasField("memory_used_bytes"):
+                mem_max = float(free)
+    # The most free memory is a maximum, so the order the GPUs are looked at does not change it: the assigned
+    # ones (whose free memory is most often less than an idle GPU's) are asked whether they take more work
+    # only when theirs would raise it.
+    for free, device in busy:
+        if free > mem_max and takes_more_work(device) and device.HasField("memory_used_bytes"):
             mem_max = float(free)
-        if not assignments:
-            free_whole.append(device)
     free_known = assignment_known and family_read(GPU_COLLECTORS, states, gpus)
     if free_known:
-        units = config.gpu_weight_units(model) * len(free_whole) if free_whole else 0
+        units = config.gpu_weight_units(model) * free_whole if free_whole and model is not None else 0
     else:
-        free_whole, units, mem_max = [], 0, 0.0  # which memory can take work is unknown, so none counts
-    product, extras = gpu_layout.extras(gpus, {}, report, usable=usable, free_whole=free_whole,
-                                        free_known=free_known)
-    api = api_free(report, states.get(_NODE, 0))
+        free_whole, units, mem_max = 0, 0, 0.0  # which memory can take work is unknown, so none counts
+    product, extras = gpu_layout.whole_gpus_extras(model, report)
+    api = api_free(read.resources, states.get(_NODE, 0))
     stamp = report.time
     summary = NodeSummary(
         node=report.node_name,
@@ -144,8 +165,8 @@ def summarize_whole_gpus(report: report_pb2.NodeReport, config: ScoringConfig, *
         gpu_free_api=family_api_free(api, GPU_RESOURCES),
         tpu_free_api=family_api_free(api, TPU_RESOURCES),
         gpu_total=len(gpus),
-        gpu_healthy=len(usable),
-        gpu_free=len(free_whole),
+        gpu_healthy=healthy,
+        gpu_free=free_whole,
         gpu_free_known=free_known,
         gpu_mem_free_max_bytes=mem_max,
         gpu_compute_free=units / COMPUTE_SCALE,
