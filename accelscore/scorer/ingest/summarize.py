@@ -185,7 +185,7 @@ def _vouched(device: report_pb2.Device, states: Mapping[str, int]) -> bool:
     return device.source == _DRA and states.get(_DRA_COLLECTOR) == _OK and vendor in (None, _ABSENT)
 
 
-def _family_read(collectors: frozenset[str], states: Mapping[str, int], devices: list[report_pb2.Device]) -> bool:
+def _family_read(collectors: frozenset[str], states: Mapping[str, int], devices: Iterable[report_pb2.Device]) -> bool:
     """Whether a family's free count can be known: one of its vendors' collectors was read (OK), or the `dra`
     collector vouches for some of its devices; and no vendor collector the report names is UNKNOWN (it may hold
     devices nobody can see). ABSENT = that vendor has no hardware here; unnamed = an older agent."""

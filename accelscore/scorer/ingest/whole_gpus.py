@@ -62,11 +62,11 @@ _HEALTHS = frozenset(report_pb2.Health.values())
 _MAX_RATIO = 1.0 + RATIO_EPS
 _INF = math.inf
 
-Row = tuple[Any, ...]  # the device, then _FIELDS
+Row = tuple[Any, ...]  # a device's _FIELDS, in the report's order of devices
 
 
 def read_devices(report: report_pb2.NodeReport) -> tuple[Row, ...] | None:
-    """Each device with its fields, when every device is a valid whole GPU of one model (device plugin or host,
+    """Each device's fields, when every device is a valid whole GPU of one model (device plugin or host,
     not MIG-enabled, not shared, no partitions): what `validate.check_devices` would pass. None for any other
     report, valid or not (the general path checks it and names the first problem)."""
     devices = report.devices
@@ -91,7 +91,7 @@ def read_devices(report: report_pb2.NodeReport) -> tuple[Row, ...] | None:
             return None
         seen.add(dev_id)
         model = dev_model
-        rows.append((device, *fields))
+        rows.append(fields)
     return tuple(rows)
 
 
@@ -112,22 +112,20 @@ def summarize_whole_gpus(report: report_pb2.NodeReport, config: ScoringConfig, *
         read = read_report(report)
     if read is None or read.devices is None:
         return None
-    rows = read.devices
+    rows, devices = read.devices, report.devices  # every device is a whole GPU (read_devices)
     states = {name: state for name, state, _ in read.collectors}
     if len(states) != len(read.collectors):
         return None  # a name twice (validation refuses it): the general path reads the first
     usable_healths, voucher = USABLE, VOUCHER
-    model = rows[0][12] if rows else None  # one model (read_devices)
+    model = rows[0][11] if rows else None  # one model (read_devices)
     assignment_known = states.get(_KUBELET) in _KUBELET_OK  # a device's own flag cannot vouch past its collector
     kubelet_ok = assignment_known
     physical: dict[int, int] = {}
-    gpus: list[report_pb2.Device] = []
-    busy: list[tuple[int, report_pb2.Device]] = []  # assigned GPUs with memory free: do they take more work?
+    busy: list[tuple[int, int]] = []  # (free memory, index) of assigned GPUs: do they take more work?
     healthy = free_whole = 0
     mem_max = 0.0
-    for (device, _, kind, health, _, _, _, _, _, _, _, _, _, _, assignments, _, _, _, _, _, known, total, used,
-         reserved) in rows:
-        gpus.append(device)
+    for i, (_, kind, health, _, _, _, _, _, _, _, _, _, _, assignments, _, _, _, _, _, known, total, used,
+            reserved) in enumerate(rows):
         physical[kind] = physical.get(kind, 0) + 1
         assignment_known = assignment_known and known
         if health not in usable_healths or states.get(voucher[kind]) != OK:
@@ -136,18 +134,18 @@ def summarize_whole_gpus(report: report_pb2.NodeReport, config: ScoringConfig, *
         free = total - used - reserved  # NVML memory_v2 counts reserved apart from used
         if assignments:
             if free > mem_max:
-                busy.append((free, device))
+                busy.append((free, i))
         else:
             free_whole += 1
-            if free > mem_max and device.HasField("memory_used_bytes"):
+            if free > mem_max and devices[i].HasField("memory_used_bytes"):
                 mem_max = float(free)
     # The most free memory is a maximum, so the order the GPUs are looked at does not change it: the assigned
     # ones (whose free memory is most often less than an idle GPU's) are asked whether they take more work
     # only when theirs would raise it.
-    for free, device in busy:
-        if free > mem_max and takes_more_work(device) and device.HasField("memory_used_bytes"):
+    for free, i in busy:
+        if free > mem_max and takes_more_work(devices[i]) and devices[i].HasField("memory_used_bytes"):
             mem_max = float(free)
-    free_known = assignment_known and family_read(GPU_COLLECTORS, states, gpus)
+    free_known = assignment_known and family_read(GPU_COLLECTORS, states, devices)
     if free_known:
         units = config.gpu_weight_units(model) * free_whole if free_whole and model is not None else 0
     else:
@@ -164,7 +162,7 @@ def summarize_whole_gpus(report: report_pb2.NodeReport, config: ScoringConfig, *
         memory_free_bytes=api["memory"],
         gpu_free_api=family_api_free(api, GPU_RESOURCES),
         tpu_free_api=family_api_free(api, TPU_RESOURCES),
-        gpu_total=len(gpus),
+        gpu_total=len(rows),
         gpu_healthy=healthy,
         gpu_free=free_whole,
         gpu_free_known=free_known,
