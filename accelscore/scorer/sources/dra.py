@@ -12,11 +12,11 @@ from typing import Any
 
 from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
 from accelscore.scorer.core.totals import ClusterTotals
-from accelscore.scorer.dra import source as dra_source_module
-from accelscore.scorer.dra.source import DraSource
 from accelscore.scorer.ingest.node_table import NodeTable
+from accelscore.scorer.sources import dra_watch as dra_source_module
 from accelscore.scorer.sources.base import Required, Wake
 from accelscore.scorer.sources.discovered import DiscoveredSource
+from accelscore.scorer.sources.dra_watch import DraSource
 
 
 class DraInput(DiscoveredSource[DraSource]):
