@@ -11,14 +11,20 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from accelscore.agent.collectors.base import State
+from accelscore.agent.collectors.dra import DraCollector
+from accelscore.devices.dra import unhealthy_taints
+from accelscore.kube.config import from_kubeconfig
 from tests.dra import cluster
 from tests.kubeapi.fixtures import ApiHandle, unique
+from tests.rig.wait import wait_for
 
 GROUP, VERSION = "resource.k8s.io", "v1"
 SLICE_FIXTURES = ("h100x8.resourceslices", "h100x2-partitionable.resourceslices", "h100-shared.resourceslices")
@@ -184,3 +190,28 @@ def test_an_admin_access_claim_outside_a_labelled_namespace_is_refused_alike(kub
     assert err.value.status == 422
     assert [cause["field"] for cause in json.loads(err.value.body)["details"]["causes"]] == [
         "spec.devices.requests[0].adminAccess"]
+
+
+def test_the_agent_reads_its_node_slices_through_the_api(kube_api: ApiHandle, tmp_path: Path) -> None:
+    """The DRA collector's list and watch (field selector `spec.nodeName`) against the API: the newest generation of
+    its node's pool, the tainted GPU unhealthy. A node name of the test's own, its slices deleted afterwards."""
+    node = unique("dra-node")
+    docs = cluster.load("h100x8.resourceslices")
+    for doc in docs:
+        doc["metadata"]["name"] = doc["metadata"]["name"].replace("dra-h100-0", node)
+        doc["spec"]["nodeName"] = doc["spec"]["pool"]["name"] = node
+    custom = client.CustomObjectsApi(kube_api.api_client())
+    for doc in docs:
+        custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", doc)
+    collector = DraCollector(node_name=node, api_client_factory=lambda: from_kubeconfig(kube_api.kubeconfig),
+                             backoff_max_s=0.5)
+    try:
+        reading = wait_for(lambda: (r := collector.collect()).state is State.OK and r, timeout_s=20)
+        snapshot = reading.data
+        assert snapshot is not None
+        assert [d.name for d in snapshot.devices] == [f"gpu-{i}" for i in range(8)]  # generation 2 only
+        assert [d.name for d in snapshot.devices if unhealthy_taints(d, snapshot.taint_rules)] == ["gpu-7"]
+    finally:
+        collector.close()
+        for doc in docs:
+            custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", doc["metadata"]["name"])
