@@ -69,10 +69,8 @@ def _admin_access_causes(obj: Obj, namespace_labels: Callable[[str], dict[str, s
     """A request with `adminAccess: true` only in a namespace labelled `resource.kubernetes.io/admin-access: "true"`
     (DRAAdminAccess, on by default since 1.34; a v1.36.2 apiserver refused it elsewhere with this cause)."""
     spec = obj.get("spec") or {}
-    if obj.get("kind") == "ResourceClaimTemplate":
-        spec, prefix = spec.get("spec") or {}, "spec.spec"
-    else:
-        prefix = "spec"
+    if obj.get("kind") == "ResourceClaimTemplate":  # the cause's field is `spec.devices...` for a template too
+        spec = spec.get("spec") or {}
     labels = namespace_labels(str((obj.get("metadata") or {}).get("namespace") or ""))
     if labels.get(ADMIN_ACCESS_LABEL) == "true":
         return []
@@ -80,7 +78,7 @@ def _admin_access_causes(obj: Obj, namespace_labels: Callable[[str], dict[str, s
     for i, request in enumerate((spec.get("devices") or {}).get("requests") or ()):
         exactly = request.get("exactly") if isinstance(request, dict) else None
         if isinstance(exactly, dict) and exactly.get("adminAccess") is True:
-            causes.append({"reason": "FieldValueForbidden", "field": f"{prefix}.devices.requests[{i}].adminAccess",
+            causes.append({"reason": "FieldValueForbidden", "field": f"spec.devices.requests[{i}].adminAccess",
                            "message": "Forbidden: admin access to devices requires the "
                                       f"`{ADMIN_ACCESS_LABEL}: true` label on the containing namespace"})
     return causes
