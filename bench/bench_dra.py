@@ -2,8 +2,8 @@
 the slices and claims fed through the DRA source's own watch callbacks (as its watches deliver them, parsed by
 `kube.dra`), every node's report a DRA report from the agent's join. Budgets (DESIGN §5): a scoring pass over
 5,000 nodes <= 2 ms; the scorer <= 150 MB RSS at 5,000 nodes. Also what the pending backlog's DRA part costs
-there (`scorer.dra.demand`): 500 pending pods' unallocated claims, their DeviceClass's CEL selectors evaluated over
-every slice the first time and over changed slices after.
+there (`scorer.sources.dra_demand`): 500 pending pods' unallocated claims, their DeviceClass's CEL selectors
+evaluated over every slice the first time and over changed slices after.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from accelscore.devices.dra import DraClaim, RequestOption, counted_devices
 from accelscore.devices.dra_class import device_class
 from accelscore.kube.dra import parse_claim, parse_slice
 from accelscore.scorer.core.scoring import score_cluster
-from accelscore.scorer.dra.demand import Backlog, ClaimRef, FamilyCache, backlog
-from accelscore.scorer.dra.source import DraSource
 from accelscore.scorer.service import scoring_pass
+from accelscore.scorer.sources.dra_demand import Backlog, ClaimRef, FamilyCache, backlog
+from accelscore.scorer.sources.dra_watch import DraSource
 from accelscore.v1 import report_pb2 as pb
 from bench.common import DESIGN_SCORER_RSS_MIB, Row, cpu_ms, current_rss_mib, median_ms
 from tests.dra import cluster

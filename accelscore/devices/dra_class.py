@@ -4,7 +4,7 @@ A device matches a DeviceClass when every CEL selector of the class is true for 
 `device.attributes[<domain>].<name>`, `device.capacity[<domain>].<name>`, `device.allowMultipleAllocations`). A
 selector that does not compile (e.g. Kubernetes' `quantity()` library, which cel-cpp lacks) matches nothing and
 says why; a runtime error (an attribute the device lacks) is "no match", as the scheduler's allocator treats it.
-Read by Kueue on DRA (quota resources, `scorer.kueue.dra`) and by the pending backlog (`scorer.dra.demand`).
+Read by Kueue on DRA (quota resources, `scorer.kueue.dra`) and by the pending backlog (`scorer.sources.dra_demand`).
 """
 
 from __future__ import annotations

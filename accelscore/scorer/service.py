@@ -34,10 +34,10 @@ from accelscore.v1 import report_pb2
 
 if TYPE_CHECKING:  # imported where a cluster API is given (they load the Kubernetes client)
     from accelscore.kube.config import ApiClient
-    from accelscore.scorer.dra.source import DraSource
     from accelscore.scorer.ha.elector import LeaderElector
     from accelscore.scorer.ingest.auth import TokenAuthenticator
     from accelscore.scorer.sources.dra import DraInput
+    from accelscore.scorer.sources.dra_watch import DraSource
 
 log = logging.getLogger(__name__)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
 from typing import Any
 
 # (gpusPerPod, weight, pods choices): training jobs are 8-GPU pods, often several; inference and
@@ -91,29 +92,15 @@ def _realistic_job(rng: random.Random) -> dict[str, Any]:
 
 def generate_realistic(count: int, *, seed: int, mean_interarrival_s: float = 60.0) -> list[dict[str, Any]]:
     """`count` jobs of the issue-23 mix as trace entries; the same seed gives the same trace."""
-    if count < 0 or mean_interarrival_s <= 0:
-        raise ValueError("count must be >= 0 and mean_interarrival_s > 0")
-    rng = random.Random(seed)
-    t = 0.0
-    jobs = []
-    for i in range(count):
-        t += rng.expovariate(1.0 / mean_interarrival_s)
-        job = {"name": f"job-{i:05d}", "arrivalSeconds": round(t, 1), **_realistic_job(rng),
-               "durationSeconds": _lognormal_s(rng)}
-        jobs.append(job)
-    return jobs
+    return [{"name": f"job-{i:05d}", "arrivalSeconds": t, **_realistic_job(rng), "durationSeconds": _lognormal_s(rng)}
+            for i, t, rng in _arrivals(count, seed, mean_interarrival_s)]
 
 
 def generate_gangs(count: int, *, seed: int, mean_interarrival_s: float = 200.0) -> list[dict[str, Any]]:
     """Single 8-GPU pods beside gangs of 4 such pods (and a quarter small jobs): the mix in which single pods
     ranked by the most room used up the whole nodes the gangs needed (issue 23)."""
-    if count < 0 or mean_interarrival_s <= 0:
-        raise ValueError("count must be >= 0 and mean_interarrival_s > 0")
-    rng = random.Random(seed)
-    t = 0.0
     jobs = []
-    for i in range(count):
-        t += rng.expovariate(1.0 / mean_interarrival_s)
+    for i, t, rng in _arrivals(count, seed, mean_interarrival_s):
         roll = rng.random()
         if roll < 0.55:
             shape = {"pods": 1, "gpusPerPod": 8}
@@ -121,9 +108,20 @@ def generate_gangs(count: int, *, seed: int, mean_interarrival_s: float = 200.0)
             shape = {"pods": 4, "gpusPerPod": 8}
         else:
             shape = {"pods": 1, "gpusPerPod": rng.choice((1, 2, 4))}
-        jobs.append({"name": f"job-{i:05d}", "arrivalSeconds": round(t, 1), **shape,
-                     "durationSeconds": _lognormal_s(rng)})
+        jobs.append({"name": f"job-{i:05d}", "arrivalSeconds": t, **shape, "durationSeconds": _lognormal_s(rng)})
     return jobs
+
+
+def _arrivals(count: int, seed: int, mean_interarrival_s: float) -> Iterator[tuple[int, float, random.Random]]:
+    """(index, arrival s rounded to 0.1, the seeded generator) of `count` Poisson arrivals; the caller draws the
+    job's shape from the same generator right after, so one seed gives one trace."""
+    if count < 0 or mean_interarrival_s <= 0:
+        raise ValueError("count must be >= 0 and mean_interarrival_s > 0")
+    rng = random.Random(seed)
+    t = 0.0
+    for i in range(count):
+        t += rng.expovariate(1.0 / mean_interarrival_s)
+        yield i, round(t, 1), rng
 
 
 MIXES = {"whole": generate, "realistic": generate_realistic, "gangs": generate_gangs}

@@ -47,14 +47,17 @@ def _check_locally(obj: support.Obj) -> None:
     assert causes == [], f"{obj['kind']}/{meta['name']}: {causes}"
 
 
-def _create_all(handle: ApiHandle, objs: list[support.Obj], namespace: str) -> list[str]:
-    """Create the namespace for real and everything else with dryRun=All; returns what was created."""
+def _create_all(handle: ApiHandle, objs: list[support.Obj], namespace: str,
+                labels: dict[str, str] | None = None) -> list[str]:
+    """Create the namespace for real (with `labels` where the install has no Namespace object: what the docs tell
+    the admin to set) and everything else with dryRun=All; returns what was created."""
     fresh, suffix = f"accelscore-t-{uuid.uuid4().hex[:8]}", f"-{uuid.uuid4().hex[:8]}"
     objs = _relocate(objs, namespace, fresh, suffix)
     api = handle.api_client()
     dyn = dynamic.DynamicClient(api)
     core = client.CoreV1Api(api)
-    ns_obj = next((o for o in objs if o["kind"] == "Namespace"), {"metadata": {"name": fresh}})
+    ns_obj = next((o for o in objs if o["kind"] == "Namespace"),
+                  {"metadata": {"name": fresh, "labels": dict(labels or {})}})
     core.create_namespace(ns_obj)
     created = [f"Namespace/{fresh}"]
     try:
@@ -110,8 +113,21 @@ def test_what_the_addon_manager_applies_on_a_managed_cluster_is_accepted(kube_ap
     for label, hub in _sets(tmp_path, support.ADDON, support.ADDON_COMPONENTS):
         rendered, empty = support.render_addon(hub)
         assert empty == [], label
-        created = _create_all(kube_api, rendered, _ADDON_NS)
+        # docs/dra.md: with dra-admin-access the admin labels the install namespace (the apiserver refuses the
+        # agent's admin-access claim template elsewhere: tests/dra/test_dra_api.py)
+        labels = {"resource.kubernetes.io/admin-access": "true"} if label == "dra-admin-access" else {}
+        created = _create_all(kube_api, rendered, _ADDON_NS, labels)
         assert len(created) == len(rendered) + 1, (label, created)  # + the test's own namespace
+
+
+def test_the_addon_admin_access_component_needs_the_labelled_namespace(kube_api: ApiHandle, tmp_path: Path) -> None:
+    """Without the label docs/dra.md asks for, the agent's claim template is refused, as a v1.36.2 apiserver did."""
+    component = next(c for c in support.ADDON_COMPONENTS if c.name == "dra-admin-access")
+    overlay = tmp_path / component.name
+    overlay.mkdir()
+    rendered, _ = support.render_addon(support.kustomize_with_components(overlay, support.ADDON, [component]))
+    with pytest.raises(pytest.fail.Exception, match="ResourceClaimTemplate/accelscore-agent-gpus refused: HTTP 422"):
+        _create_all(kube_api, rendered, _ADDON_NS)
 
 
 def _template(hub_objs: list[support.Obj]) -> support.Obj:

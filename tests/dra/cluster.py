@@ -39,7 +39,7 @@ def create(api: client.ApiClient, docs: Iterable[dict[str, Any]]) -> None:
         status = doc.pop("status", None)
         namespace = doc["metadata"].get("namespace")
         if namespace:
-            _namespace(api, namespace)
+            _namespace(api, namespace, admin_access=_asks_admin_access(doc))
             custom.create_namespaced_custom_object(GROUP, version, namespace, plural, doc)
             if status is not None:
                 custom.patch_namespaced_custom_object_status(GROUP, version, namespace, plural,
@@ -48,10 +48,22 @@ def create(api: client.ApiClient, docs: Iterable[dict[str, Any]]) -> None:
             custom.create_cluster_custom_object(GROUP, version, plural, doc)
 
 
-def _namespace(api: client.ApiClient, name: str) -> None:
+def _namespace(api: client.ApiClient, name: str, *, admin_access: bool = False) -> None:
+    """Make the namespace if missing; labelled for DRA admin access where a claim in it asks for it (as a cluster
+    admin labels a monitoring namespace: the apiserver refuses such claims elsewhere)."""
     core = client.CoreV1Api(api)
+    labels = {"resource.kubernetes.io/admin-access": "true"} if admin_access else {}
     if name not in {n.metadata.name for n in core.list_namespace().items}:
-        core.create_namespace({"metadata": {"name": name}})
+        core.create_namespace({"metadata": {"name": name, "labels": labels}})
+    elif labels:
+        core.patch_namespace(name, {"metadata": {"labels": labels}})
+
+
+def _asks_admin_access(doc: dict[str, Any]) -> bool:
+    spec = doc.get("spec") or {}
+    spec = spec.get("spec") or {} if doc.get("kind") == "ResourceClaimTemplate" else spec
+    return any((request.get("exactly") or {}).get("adminAccess") is True
+               for request in (spec.get("devices") or {}).get("requests") or ())
 
 
 def node(api: client.ApiClient, name: str, *, gpus: float = 0.0, resource: str = "nvidia.com/gpu",

@@ -5,20 +5,12 @@ agent marks and explains a shareable device."""
 
 from __future__ import annotations
 
-import copy
-from pathlib import Path
-
 import pytest
-from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from accelscore.agent.device_view import device_lines
 from accelscore.devices.dra import node_view
 from accelscore.devices.dra_capacity import CapacityPolicy, SharedCapacity, shared_capacity
-from accelscore.kube.config import from_kubeconfig
-from tests.dra import cluster
 from tests.dra.test_shared_devices import GIB, H100_MEMORY, MIB, _claims, _report, _slices
-from tests.kubeapi.server import KubeApiServer
 
 
 def _policy(default: float, least: float) -> CapacityPolicy:
@@ -77,38 +69,3 @@ def test_the_agent_marks_shareable_devices_and_says_who_shares_them() -> None:
     lines = device_lines(report)
     assert "not free as a whole: shared by inference/chat-a-0, inference/chat-b-0" in lines[1]
     assert lines[3].endswith("free")  # gpu-2: no claim on it
-
-
-def test_the_test_apiserver_refuses_shared_device_fields_of_the_wrong_shape(tmp_path: Path) -> None:
-    slice_doc = cluster.load("h100-shared.resourceslices")[0]
-    claim_doc = cluster.load("h100-shared.claims")[0]
-    bad_slices = {
-        "allowMultipleAllocations not a bool": lambda s: s["spec"]["devices"][0].update(allowMultipleAllocations="yes"),
-        "requestPolicy.validRange not an object": lambda s: s["spec"]["devices"][0]["capacity"]["shares"][
-            "requestPolicy"].update(validRange=["1", "4"]),
-    }
-    bad_results = {
-        "consumedCapacity not a map": lambda r: r.update(consumedCapacity=["1"]),
-        "shareID not a string": lambda r: r.update(shareID=7),
-    }
-    with KubeApiServer() as server:
-        api = from_kubeconfig(server.write_kubeconfig(tmp_path / "kubeconfig"))
-        custom = client.CustomObjectsApi(api)
-        try:
-            for what, breaks in bad_slices.items():
-                obj = copy.deepcopy(slice_doc)
-                breaks(obj)
-                with pytest.raises(ApiException) as err:
-                    custom.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", obj)
-                assert err.value.status == 422, what
-            cluster.create(api, [copy.deepcopy(claim_doc)])  # the fixture is valid
-            name = claim_doc["metadata"]["name"]
-            for what, breaks in bad_results.items():
-                status = copy.deepcopy(claim_doc["status"])
-                breaks(status["allocation"]["devices"]["results"][0])
-                with pytest.raises(ApiException) as err:
-                    custom.patch_namespaced_custom_object_status("resource.k8s.io", "v1", "inference",
-                                                                 "resourceclaims", name, {"status": status})
-                assert err.value.status == 422, what
-        finally:
-            api.close()

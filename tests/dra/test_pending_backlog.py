@@ -30,8 +30,8 @@ from accelscore.devices.dra import DraClaim, RequestOption
 from accelscore.devices.dra_class import DeviceClassInfo, device_class
 from accelscore.kube.dra import parse_slice
 from accelscore.scorer.core.model import ACCELSCORE_APS
-from accelscore.scorer.dra.demand import Backlog, ClaimRef, FamilyCache, backlog
 from accelscore.scorer.service import ScorerService
+from accelscore.scorer.sources.dra_demand import Backlog, ClaimRef, FamilyCache, backlog
 from accelscore.scorer.sources.pending_pods import pod_claims
 from accelscore.v1 import report_pb2 as pb
 from tests.dra import cluster

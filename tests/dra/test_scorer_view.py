@@ -1,4 +1,4 @@
-"""The scorer's own DRA view of a node (`devices.dra.node_view`, fed by `scorer.dra.source`) and the scores of a
+"""The scorer's own DRA view of a node (`devices.dra.node_view`, fed by `scorer.sources.dra_watch`) and the scores of a
 partitionable-MIG node through it.
 
 Partitionable node dra-mig-0 (fixtures/dra/h100x2-partitionable.resourceslices.yaml): 2 H100, each published as

@@ -5,7 +5,9 @@ checked per served version (v1 flat devices, v1beta1 `devices[].basic`). On top,
 `pkg/apis/resource/validation` that the product's readers depend on: a ResourceSlice is for exactly one of a
 node, a node selector, all nodes or per-device selection; its pool is named with a positive slice count; device
 names are unique DNS labels; at most 128 devices (64 with taints or counter consumption); a device taint's effect
-is NoSchedule, NoExecute or None. Field selectors: `spec.nodeName` and `spec.driver` on ResourceSlices. A
+is NoSchedule, NoExecute or None; a slice carries counter sets or devices, not both (1.35+). Before validation the body
+is decoded as into the Go type: a value of the wrong JSON type is a 400 (422 on `patch` for a PATCH), a device
+capacity without `value` is "0". Field selectors: `spec.nodeName` and `spec.driver` on ResourceSlices. A
 ResourceClaim's status (its allocation: results, shareID, consumedCapacity) is checked against the schema on status
 updates too, as the apiserver decodes and validates a typed status.
 """
@@ -21,6 +23,7 @@ import jsonschema
 
 from accelscore.crds import resource_api_definitions
 from tests.kubeapi import schema
+from tests.kubeapi.errors import DecodeError
 from tests.kubeapi.resources import ResourceType
 
 GROUP = "resource.k8s.io"
@@ -48,10 +51,56 @@ def dra_types(versions: Sequence[str] = VERSIONS) -> list[ResourceType]:
     return types
 
 
-def kind_checks() -> dict[str, Callable[[Obj], list[Cause]]]:
-    """The per-kind admission checks for the store (`Store.kind_checks`)."""
-    return {"ResourceSlice": _slice_causes, "ResourceClaim": _schema_causes, "DeviceClass": _schema_causes,
-            "ResourceClaimTemplate": _schema_causes, "DeviceTaintRule": _rule_causes}
+def kind_checks(namespace_labels: Callable[[str], dict[str, str]] = lambda _: {}
+                ) -> dict[str, Callable[[Obj], list[Cause]]]:
+    """The per-kind admission checks for the store (`Store.kind_checks`): the body decoded into the kind's type
+    first (`_decode`), then validated; `namespace_labels(ns)` for the admin-access rule."""
+    def claim(obj: Obj) -> list[Cause]:
+        return _schema_causes(obj) + _admin_access_causes(obj, namespace_labels)
+
+    return {"ResourceSlice": _slice_causes, "ResourceClaim": claim, "DeviceClass": _schema_causes,
+            "ResourceClaimTemplate": claim, "DeviceTaintRule": _rule_causes}
+
+
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+
+
+def _admin_access_causes(obj: Obj, namespace_labels: Callable[[str], dict[str, str]]) -> list[Cause]:
+    """A request with `adminAccess: true` only in a namespace labelled `resource.kubernetes.io/admin-access: "true"`
+    (DRAAdminAccess, on by default since 1.34; a v1.36.2 apiserver refused it elsewhere with this cause)."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "ResourceClaimTemplate":  # the cause's field is `spec.devices...` for a template too
+        spec = spec.get("spec") or {}
+    labels = namespace_labels(str((obj.get("metadata") or {}).get("namespace") or ""))
+    if labels.get(ADMIN_ACCESS_LABEL) == "true":
+        return []
+    causes = []
+    for i, request in enumerate((spec.get("devices") or {}).get("requests") or ()):
+        exactly = request.get("exactly") if isinstance(request, dict) else None
+        if isinstance(exactly, dict) and exactly.get("adminAccess") is True:
+            causes.append({"reason": "FieldValueForbidden", "field": f"spec.devices.requests[{i}].adminAccess",
+                           "message": "Forbidden: admin access to devices requires the "
+                                      f"`{ADMIN_ACCESS_LABEL}: true` label on the containing namespace"})
+    return causes
+
+
+def _decode(obj: Obj, validator: Any) -> None:
+    """What decoding into the Go type does before any validation (both seen on a v1.36.2 apiserver): a value of
+    the wrong JSON type fails the request (`DecodeError`, 400); a device capacity without `value` is a zero
+    `resource.Quantity`, stored as "0"."""
+    if obj.get("kind") == "ResourceSlice":
+        for device in (obj.get("spec") or {}).get("devices") or ():
+            body = (device.get("basic") or {}) if isinstance(device, dict) and "basic" in device else device
+            capacity = body.get("capacity") if isinstance(body, dict) else None
+            for entry in (capacity or {}).values() if isinstance(capacity, dict) else ():
+                if isinstance(entry, dict) and "value" not in entry:
+                    entry["value"] = "0"
+    for err in validator.iter_errors(obj):
+        if err.validator == "type" and err.instance is not None:  # JSON null decodes to the zero value
+            path = ".".join(str(p) for p in err.absolute_path if not isinstance(p, int))
+            raise DecodeError(str(obj.get("kind")), _version(obj),
+                              f"json: cannot unmarshal {schema._type_name(err.instance)} into Go struct field "
+                              f"{path} of type {err.validator_value}")
 
 
 @functools.cache
@@ -74,6 +123,7 @@ def _schema_causes(obj: Obj) -> list[Cause]:
     except KeyError:
         return [{"reason": "FieldValueNotSupported", "field": "apiVersion",
                  "message": f"Unsupported value: {obj.get('apiVersion')!r}"}]
+    _decode(obj, validator)
     errors = sorted(validator.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path])
     causes: list[Cause] = []
     for err in errors:
@@ -97,6 +147,9 @@ def _slice_causes(obj: Obj) -> list[Cause]:
         causes.append({"reason": "FieldValueInvalid", "field": "spec.pool.resourceSliceCount",
                        "message": f"Invalid value: {pool.get('resourceSliceCount')}: must be greater than zero"})
     devices = spec.get("devices") or []
+    if devices and spec.get("sharedCounters"):  # a slice publishes counter sets or devices (Kubernetes 1.35+)
+        causes.append({"reason": "FieldValueInvalid", "field": "spec",
+                       "message": 'Invalid value: "": only one of `sharedCounters` or `devices` is allowed'})
     causes += _device_causes(devices, beta1=_version(obj) == "v1beta1")
     return causes
 

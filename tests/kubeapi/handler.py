@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.kubeapi import resources
-from tests.kubeapi.errors import ApiError, status_body
+from tests.kubeapi.errors import ApiError, DecodeError, status_body
 from tests.kubeapi.identity import ADMIN, UserInfo, impersonated
 from tests.kubeapi.patch import apply_patch
 from tests.kubeapi.rbac import Request, forbidden_message
@@ -298,8 +298,11 @@ class KubeHandler(BaseHTTPRequestHandler):
             with store.cond:  # read-patch-write is atomic, as in the apiserver's retry loop
                 current = store.get(rt, ns, name)
                 patched = apply_patch(current, self.headers.get("Content-Type") or "", body, custom=rt.custom)
-                result = store.update(rt, route.version, ns, name, patched, status_only=route.status,
-                                      dry_run=_dry_run(query), user=self.user)
+                try:
+                    result = store.update(rt, route.version, ns, name, patched, status_only=route.status,
+                                          dry_run=_dry_run(query), user=self.user)
+                except DecodeError as err:  # the patched object does not decode: 422 on `patch`, not 400
+                    raise err.invalid_patch() from err
             self._send_json(200, result)
         elif method == "DELETE" and not route.status:
             options = dict(body or {})

@@ -61,7 +61,11 @@ class KubeApiServer:
         store.admission = admission.validate
         store.listeners.append(admission.note_change)
         store.kind_checks["ValidatingAdmissionPolicy"] = policy_causes
-        store.kind_checks.update(dra.kind_checks())
+        def namespace_labels(ns: str) -> dict[str, str]:
+            meta = (store.lookup("", "namespaces").get(("", ns)) or {}).get("metadata") or {}
+            return dict(meta.get("labels") or {})
+
+        store.kind_checks.update(dra.kind_checks(namespace_labels))
         store.status_checked.update(dra.STATUS_CHECKED)
         self._state.authorizer = Authorizer(lambda plural: store.lookup(RBAC_GROUP, plural))
         self._state.namespaces = NamespaceController(store, lambda: self._state.types)

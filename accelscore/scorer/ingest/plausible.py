@@ -12,8 +12,8 @@ partition resources (NVIDIA `mig-*`, AMD mixed-strategy `cpx_nps4`, ...):
   `resources` allocatable/free of a whole resource ≤ the Node's allocatable of it.
 
 A resource the Node does not advertise counts 0. On DRA nodes the scorer's own view of the node's ResourceSlices
-(`scorer.dra`) adds its devices to each bound: whole devices to the device bounds, usable (not tainted out) ones to
-the free bounds and the report's own amounts. Those bounds refuse the report.
+(`scorer.sources.dra`) adds its devices to each bound: whole devices to the device bounds, usable (not tainted out)
+ones to the free bounds and the report's own amounts. Those bounds refuse the report.
 
 Free devices are further capped (`cap_free`), not refused, at allocatable - requested as the scorer's own
 watch of bound pods sees it: the agent's report and the scorer's pod watch each lag the other by up to

@@ -127,7 +127,7 @@ class KueueSource:
     def __init__(self, watches: Mapping[str, Any] | None = None, *, config: Json | None = None) -> None:
         self.watches: dict[str, Any] = dict(watches or {})
         self.kueue_config = config  # Kueue's Configuration (deviceClassMappings), None when it cannot be read
-        self.dra: Any = None  # scorer.dra.source.DraSource, attached by the service where DRA is served
+        self.dra: Any = None  # scorer.sources.dra_watch.DraSource, attached by the service where DRA is served
         self.device_classes: Any = None  # a DeviceClass watch (kueue.dra.DeviceClassInfo), with DRA
 
     def attach_dra(self, source: Any, api_client: Any, *, on_change: Any = None) -> None:

@@ -8,18 +8,18 @@ never "no DRA devices". Kueue reads the same view for its DRA quota resources (`
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
 from accelscore.scorer.core.totals import ClusterTotals
-from accelscore.scorer.dra import source as dra_source_module
-from accelscore.scorer.dra.source import DraSource
 from accelscore.scorer.ingest.node_table import NodeTable
+from accelscore.scorer.sources import dra_watch as dra_source_module
 from accelscore.scorer.sources.base import Required, Wake
+from accelscore.scorer.sources.discovered import DiscoveredSource
+from accelscore.scorer.sources.dra_watch import DraSource
 
 
-class DraInput:
+class DraInput(DiscoveredSource[DraSource]):
     """The DRA watches (once the cluster serves ResourceSlices) and the per-node views they give each pass."""
 
     name = "dra"
@@ -27,51 +27,21 @@ class DraInput:
 
     def __init__(self, api_client: Any, *, wake: Wake, watch_options: dict[str, Any] | None = None,
                  rediscover_s: float | None = None) -> None:
-        self._api = api_client
-        self._wake = wake
+        super().__init__(api_client, wake=wake)
         self._options = dict(watch_options or {})
-        self._rediscover_s = rediscover_s
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._found: DraSource | None = None
+        self._rediscover_s = rediscover_s  # None: dra.source.REDISCOVER_S, read when the look-again loop starts
         self._applied = False  # the table holds the synced views
         self._marked_unknown = False
 
-    def start(self) -> None:
-        if self._use(DraSource.start(self._api, on_change=self._changed, **self._options)):
-            return
-        threading.Thread(target=self._rediscover, name="dra-discovery", daemon=True).start()
+    def _discover(self, log_absent: bool) -> DraSource:
+        return DraSource.start(self._api, on_change=self._changed, log_absent=log_absent, **self._options)
 
-    def _rediscover(self) -> None:
-        every = dra_source_module.REDISCOVER_S if self._rediscover_s is None else self._rediscover_s
-        while not self._stop.wait(every):
-            if self._use(DraSource.start(self._api, on_change=self._changed, log_absent=False, **self._options)):
-                self._wake()
-                return
-
-    def _use(self, source: DraSource) -> bool:
-        if not source.present:
-            return False
-        with self._lock:
-            if self._stop.is_set():
-                source.stop()
-            else:
-                self._found = source
-        return True
-
-    def _changed(self, *_: Any) -> None:
-        self._wake()
+    def _every(self) -> float:
+        return dra_source_module.REDISCOVER_S if self._rediscover_s is None else self._rediscover_s
 
     def dra_source(self) -> DraSource | None:
         """The DRA source once found (Kueue on DRA reads its free devices)."""
         return self._found
-
-    def stop(self) -> None:
-        with self._lock:
-            self._stop.set()
-            found = self._found
-        if found is not None:
-            found.stop()
 
     def synced(self) -> bool:
         found = self._found

@@ -7,7 +7,6 @@ the built-in scores. Kueue installed after the scorer started is found without a
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -17,11 +16,12 @@ from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.kueue import source as kueue_source
 from accelscore.scorer.kueue.source import KueueSource
 from accelscore.scorer.sources.base import Required, Wake
+from accelscore.scorer.sources.discovered import DiscoveredSource
 
 log = logging.getLogger(__name__)
 
 
-class KueueInput:
+class KueueInput(DiscoveredSource[KueueSource]):
     """The Kueue watches (once Kueue is found) and the `accelscore-kueue` set they give each pass."""
 
     name = "kueue"
@@ -29,48 +29,16 @@ class KueueInput:
 
     def __init__(self, api_client: Any, *, wake: Wake, stale_after_s: float, rediscover_s: float | None = None,
                  dra: Callable[[], Any] | None = None) -> None:
-        self._api = api_client
-        self._wake = wake
+        super().__init__(api_client, wake=wake)
         self._stale_after_s = stale_after_s
         self._rediscover_s = rediscover_s  # None: kueue.source.REDISCOVER_S, read when the look-again loop starts
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._found: KueueSource | None = None
         self._dra = dra  # the DRA source, once found (Kueue on DRA: scorer.kueue.dra)
 
-    def start(self) -> None:
-        """Discover once now (one log line when absent), else again every `rediscover_s` on a thread."""
-        if self._use(KueueSource.start(self._api, on_change=self._changed)):
-            return
-        threading.Thread(target=self._rediscover, name="kueue-discovery", daemon=True).start()
+    def _discover(self, log_absent: bool) -> KueueSource:
+        return KueueSource.start(self._api, on_change=self._changed, log_absent=log_absent)
 
-    def _rediscover(self) -> None:
-        every = kueue_source.REDISCOVER_S if self._rediscover_s is None else self._rediscover_s
-        while not self._stop.wait(every):
-            if self._use(KueueSource.start(self._api, on_change=self._changed, log_absent=False)):
-                self._wake()
-                return
-
-    def _use(self, kueue: KueueSource) -> bool:
-        """Keep the discovered watches when Kueue is there (stopped at once if the scorer stopped meanwhile)."""
-        if not kueue.present:
-            return False
-        with self._lock:
-            if self._stop.is_set():
-                kueue.stop()
-            else:
-                self._found = kueue
-        return True
-
-    def _changed(self, *_: Any) -> None:
-        self._wake()  # the queues are read live at scoring time: an event only needs a pass
-
-    def stop(self) -> None:
-        with self._lock:
-            self._stop.set()
-            found = self._found
-        if found is not None:
-            found.stop()
+    def _every(self) -> float:
+        return kueue_source.REDISCOVER_S if self._rediscover_s is None else self._rediscover_s
 
     def synced(self) -> bool:
         found = self._found

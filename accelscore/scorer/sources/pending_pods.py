@@ -1,7 +1,7 @@
 """The pending-pod watch: GPUs and TPU chips asked for by Pending pods no node has been chosen for (the backlog).
 
 A pod asks through its resource requests (every vendor's device resource, those served by DRA included)
-and through its own ResourceClaims, which the DRA source resolves (`scorer.dra.demand`; docs/dra.md). Until the
+and through its own ResourceClaims, which the DRA source resolves (`scorer.sources.dra_demand`; docs/dra.md). Until the
 watch has listed, or while a pod's claims cannot be resolved, the backlog is unknown, and unknown is never free:
 the table holds an infinite backlog, so `gpuClusterHeadroom` reads 0, and only the grace period opens the
 publishing gate.
@@ -17,10 +17,10 @@ from typing import Any, NamedTuple
 from accelscore.devices import AcceleratorFamily, family_resources
 from accelscore.kube import nodes as kube_nodes
 from accelscore.kube.pod_requests import effective_requests
-from accelscore.scorer.dra.demand import ClaimRef
-from accelscore.scorer.dra.source import DraSource
 from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.sources.base import Required, Wake, WatchSource
+from accelscore.scorer.sources.dra_demand import ClaimRef
+from accelscore.scorer.sources.dra_watch import DraSource
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The scorer's DRA source: watches of every ResourceSlice, every ResourceClaim and the DeviceTaintRules, folded into
 one `NodeDraView` per node for plausibility, the free-count cap (`ingest.plausible`) and shareable devices' shares
 (`ingest.dra_shares`); and, for the pending backlog, the DeviceClasses and ResourceClaimTemplates that say what
-unallocated claims ask for (`backlog`, `scorer.dra.demand`).
+unallocated claims ask for (`backlog`, `scorer.sources.dra_demand`).
 
 Watch events only mark the nodes they touch; `views()` recomputes those nodes once per scoring pass, so a pass
 costs O(changed nodes), not O(devices in the cluster). DRA is optional: where `resource.k8s.io` is not served the
@@ -20,7 +20,7 @@ from accelscore.devices.dra import DraClaim, DraDevice, DraSlice, NodeDraView, T
 from accelscore.devices.dra_class import device_class
 from accelscore.kube import dra as kube_dra
 from accelscore.kube.errors import KubeError
-from accelscore.scorer.dra.demand import Backlog, ClaimRef, Families, FamilyCache, backlog
+from accelscore.scorer.sources.dra_demand import Backlog, ClaimRef, Families, FamilyCache, backlog
 
 __all__ = ["REDISCOVER_S", "DraSource"]
 
@@ -174,7 +174,7 @@ class DraSource:
         return (self._epoch, *(w.synced.is_set() for w in (*self.watches.values(), *self.demand_watches.values())))
 
     def backlog(self, refs: list[ClaimRef]) -> Backlog:
-        """GPUs and TPU chips the pending pods' unallocated claims ask for (`scorer.dra.demand`; unknown until the
+        """GPUs and TPU chips the pending pods' unallocated claims ask for (`sources.dra_demand`; unknown until the
         claim and DeviceClass watches have synced, and the template watch where a claim is not made yet)."""
         claims_watch, classes_watch = self.watches.get("claims"), self.demand_watches.get("classes")
         if claims_watch is None or not claims_watch.synced.is_set():
