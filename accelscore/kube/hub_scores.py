@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import yaml
 from kubernetes import client as k8s
@@ -24,7 +24,7 @@ from kubernetes import client as k8s
 from accelscore.kube import config as kube_config
 from accelscore.kube import errors as kube_errors
 from accelscore.kube.config import ApiClient
-from accelscore.kube.watch import OnChange, WatchCache
+from accelscore.kube.watch import OnChange, WatchCache, WatchOptions
 
 log = logging.getLogger(__name__)
 
@@ -251,8 +251,8 @@ class HubClient:
 LABEL_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 
 
-def watch_all_scores(api_client: ApiClient, *, on_change: OnChange | None = None,
-                     **options: Any) -> WatchCache[tuple[str, str], dict[str, Any]]:
+def watch_all_scores(api_client: ApiClient, *, on_change: OnChange[tuple[str, str], dict[str, Any]] | None = None,
+                     **options: Unpack[WatchOptions]) -> WatchCache[tuple[str, str], dict[str, Any]]:
     """accelscore's AddOnPlacementScores in every namespace (by our managed-by label), as raw JSON, keyed by
     (namespace, name)."""
     api = k8s.CustomObjectsApi(api_client)
