@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from accelscore.agent.config import HOST_OPTIONS, host_config_from
 from accelscore.agent.report import GpuAssignmentRule, gpu_assignment_rule
-from accelscore.agent.runner import Cycle
+from accelscore.agent.runner import CollectorSet, Cycle
 from accelscore.local import explain
 from accelscore.options import Option, add_options, host_port, one_of, resolve, text
 from accelscore.scorer.core.model import ScoreSet
@@ -87,7 +87,7 @@ def _check_custom_scores_file(path: object) -> None:
 class LocalSession:
     """One process: collectors → report → node table → scores → would-be hub objects."""
 
-    def __init__(self, values: dict[str, Any], *, collectors: Any = None) -> None:
+    def __init__(self, values: dict[str, Any], *, collectors: CollectorSet | None = None) -> None:
         from accelscore.agent import app
         from accelscore.scorer.publish.publisher import Publisher, PublishPolicy
 
