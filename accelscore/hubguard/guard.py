@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from accelscore.crds.placement_score import ScoreStatus
 from accelscore.kube import errors as kube_errors
 from accelscore.kube.config import ApiClient
 from accelscore.kube.hub_scores import ScoreObjects, watch_all_scores
@@ -34,7 +35,7 @@ def due_at(status: Mapping[str, Any] | None, grace_s: float) -> float | None:
 class Objects(Protocol):
     def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
-    def replace_status(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]: ...
+    def replace_status(self, obj: dict[str, Any], status: ScoreStatus) -> dict[str, Any]: ...
 
 
 class HubGuard:

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from accelscore.agent.config import HOST_OPTIONS, host_config_from
 from accelscore.agent.report import GpuAssignmentRule, gpu_assignment_rule
 from accelscore.agent.runner import CollectorSet, Cycle
+from accelscore.crds.placement_score import ScoreObject
 from accelscore.local import explain
 from accelscore.options import Option, add_options, host_port, one_of, resolve, text
 from accelscore.scorer.core.model import ScoreSet
@@ -128,7 +129,7 @@ class LocalSession:
         self.score_sets = score_sets
         return changed
 
-    def objects(self) -> list[dict[str, Any]]:
+    def objects(self) -> list[ScoreObject]:
         """The APS objects as they would be written to the hub, annotated with why (see `explain`)."""
         objects = self.publisher.render_objects(time.time())
         return objects if self.cycle is None else explain.annotate(objects, explain.explain(self.cycle, self.rule))
