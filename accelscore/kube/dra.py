@@ -12,7 +12,7 @@ import functools
 import logging
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, Final, Literal, TypeVar, Unpack
+from typing import Final, Literal, TypeVar, Unpack
 
 from kubernetes import client
 
@@ -102,14 +102,14 @@ def _watch_name(plural: str, field_selector: str) -> str:
 # ------------------------------------------------------------------------------------------------ parsing
 
 
-def _amount(value: Any, where: str) -> float:
+def _amount(value: object, where: str) -> float:
     try:
         return float(quantity(value, where))
     except InvalidQuantity:
         return 0.0  # never more than the object can be shown to have
 
 
-def _attributes(raw: Any) -> dict[str, str | int | bool]:
+def _attributes(raw: object) -> dict[str, str | int | bool]:
     """`{name: {string|int|bool|version: v}}` -> `{name: v}` (list-valued attributes are left out). Names and
     string values are interned: thousands of devices share the same product, driver and version strings."""
     out: dict[str, str | int | bool] = {}
@@ -124,20 +124,20 @@ def _attributes(raw: Any) -> dict[str, str | int | bool]:
     return out
 
 
-def _counters(raw: Any, where: str) -> dict[str, float]:
+def _counters(raw: object, where: str) -> dict[str, float]:
     """`{name: {value: q}}` (counters) or `{name: {value: q, ...}}` (capacity) as parsed amounts."""
     return {sys.intern(str(name)): _amount((value or {}).get("value"), f"{where}.{name}")
             for name, value in ((raw or {}).items() if isinstance(raw, dict) else ()) if isinstance(value, dict)}
 
 
-def _quantities(raw: Any, where: str) -> dict[str, float] | None:
+def _quantities(raw: object, where: str) -> dict[str, float] | None:
     """`{name: quantity}` (an allocation's consumedCapacity) as parsed amounts; None when not stated."""
     if not isinstance(raw, dict) or not raw:
         return None
     return {sys.intern(str(name)): _amount(value, f"{where}.{name}") for name, value in raw.items()}
 
 
-def _policies(raw: Any, where: str) -> tuple[tuple[str, CapacityPolicy], ...]:
+def _policies(raw: object, where: str) -> tuple[tuple[str, CapacityPolicy], ...]:
     """`capacity.<name>.requestPolicy` of a shareable device: its default and the least a request may ask."""
     out: list[tuple[str, CapacityPolicy]] = []
     for name, value in (raw or {}).items() if isinstance(raw, dict) else ():
@@ -154,7 +154,7 @@ def _policies(raw: Any, where: str) -> tuple[tuple[str, CapacityPolicy], ...]:
     return tuple(out)
 
 
-def _taint(raw: Any) -> DraTaint | None:
+def _taint(raw: object) -> DraTaint | None:
     if not isinstance(raw, dict) or not raw.get("key"):
         return None
     return DraTaint(str(raw["key"]), str(raw.get("value") or ""), str(raw.get("effect") or ""))
@@ -226,7 +226,7 @@ def parse_template(obj: JsonObject) -> tuple[tuple[RequestOption, ...], ...]:
     return parse_requests((obj.get("spec") or {}).get("spec"), version=_version_of(obj))
 
 
-def parse_requests(spec: Any, *, version: str = "v1") -> tuple[tuple[RequestOption, ...], ...]:
+def parse_requests(spec: object, *, version: str = "v1") -> tuple[tuple[RequestOption, ...], ...]:
     """A ResourceClaimSpec's `devices.requests`: per request its options (`exactly`, or each `firstAvailable`
     subrequest; v1beta1 puts the exact request's fields on the request itself)."""
     requests = ((spec or {}).get("devices") or {}).get("requests") if isinstance(spec, dict) else None

@@ -37,7 +37,7 @@ def micro_time(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _seconds(text: Any) -> float:
+def _seconds(text: object) -> float:
     if not text:
         return 0.0
     return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()

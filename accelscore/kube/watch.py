@@ -84,7 +84,7 @@ class WatchCache(Generic[K, V]):
         page_size: int = 500,
         backoff_initial_s: float = 0.2,
         backoff_max_s: float = 30.0,
-        list_kwargs: dict[str, Any] | None = None,
+        list_kwargs: dict[str, object] | None = None,
         name: str = "watch",
         autostart: bool = True,
     ) -> None:

@@ -296,7 +296,7 @@ def stale_form(aps_name: str, status: Mapping[str, Any], *, now: float, message:
     return body
 
 
-def expired_at(status: Mapping[str, Any] | None) -> float | None:
+def expired_at(status: Mapping[str, object] | None) -> float | None:
     """When a status's `validUntil` passes (unix seconds); None when it has none (never expires) or an
     unreadable one (left alone: we only rewrite what we understand)."""
     valid_until = (status or {}).get("validUntil")
