@@ -47,7 +47,7 @@ class WatchOptions(TypedDict, total=False):
 
 
 def _meta(obj: Any) -> object:
-    """A raw object's `metadata` dict, or a client model's `metadata` model (any model class: hence Any)."""
+    """A raw object's `metadata` dict, or a client model's `metadata` model (the models share no base class)."""
     return obj.get("metadata") or {} if isinstance(obj, dict) else obj.metadata
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
 
 from accelscore.agent.collectors.base import Reading, State
 from accelscore.agent.report import GpuAssignmentRule
@@ -55,7 +54,7 @@ def _rule_text(cycle: Cycle, rule: GpuAssignmentRule) -> str:
     return rule.value
 
 
-def _state_of(reading: Reading[Any] | None, name: str) -> str:
+def _state_of(reading: Reading[object] | None, name: str) -> str:
     """'<name> <STATE>: <reason>', the way every note names a collector."""
     if reading is None:
         return f"{name} not run"

@@ -178,7 +178,7 @@ def parse_problem(err: Exception) -> str:
     return " ".join(str(err).split())
 
 
-def _documents(path: Path) -> list[Any]:
+def _documents(path: Path) -> list[object]:
     """Every document in a YAML or JSON file."""
     text = read_input(path)
     try:

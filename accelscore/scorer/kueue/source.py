@@ -41,7 +41,7 @@ _NOT_DEVICES = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
 KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
 
 
-def _amount(value: Any, where: str) -> float | None:
+def _amount(value: object, where: str) -> float | None:
     if value is None:
         return None
     try:
