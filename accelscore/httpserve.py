@@ -25,7 +25,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
-from typing import Any
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -147,12 +146,16 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("http: " + format, *args)
 
 
+# A TCP peer's address as the socket gives it: (host, port), or (host, port, flowinfo, scope_id) over IPv6.
+Address = tuple[str, int] | tuple[str, int, int, int]
+
+
 class _Conn:
     """A parked connection: what it sent of its next request, and since when."""
 
     __slots__ = ("address", "buffer", "idle_since", "started")
 
-    def __init__(self, address: Any, leftover: bytes) -> None:
+    def __init__(self, address: Address, leftover: bytes) -> None:
         self.address = address
         self.buffer = bytearray(leftover)
         self.idle_since = time.monotonic()
@@ -187,7 +190,8 @@ class _Server(socketserver.TCPServer):
         self._watcher = threading.Thread(target=self._watch, name="metrics-http-idle", daemon=True)
         self._watcher.start()
 
-    def process_request(self, request: Any, client_address: Any) -> None:
+    def process_request(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Address) -> None:
+        assert isinstance(request, socket.socket), request  # a TCP server's requests are connected sockets
         self._park(request, client_address)
 
     def take_leftover(self, sock: socket.socket) -> bytes:
@@ -198,7 +202,7 @@ class _Server(socketserver.TCPServer):
         with self._lock:
             return len(self._parked)
 
-    def _park(self, sock: socket.socket, address: Any, leftover: bytes = b"") -> None:
+    def _park(self, sock: socket.socket, address: Address, leftover: bytes = b"") -> None:
         if leftover and (_complete(leftover) or len(leftover) > MAX_HEADER_BYTES):
             self._dispatch(sock, address, leftover)  # a pipelined request that has arrived whole
             return
@@ -228,7 +232,7 @@ class _Server(socketserver.TCPServer):
     def _watch(self) -> None:
         while not self._closed.is_set():
             events = self._selector.select(timeout=0.5)
-            ready: list[tuple[socket.socket, Any, bytes]] = []
+            ready: list[tuple[socket.socket, Address, bytes]] = []
             with self._lock:
                 for key, _ in events:
                     if key.fileobj is self._wake_r:
@@ -269,7 +273,7 @@ class _Server(socketserver.TCPServer):
         # Over the limit: a worker answers 431 from what arrived (never waits for more).
         return _complete(conn.buffer) or len(conn.buffer) > MAX_HEADER_BYTES
 
-    def _dispatch(self, sock: socket.socket, address: Any, head: bytes) -> None:
+    def _dispatch(self, sock: socket.socket, address: Address, head: bytes) -> None:
         try:
             sock.setblocking(True)
         except OSError:
@@ -282,7 +286,7 @@ class _Server(socketserver.TCPServer):
         except RuntimeError:  # the pool is shut down: the server is closing
             self.shutdown_request(sock)
 
-    def _serve_one(self, sock: socket.socket, address: Any) -> None:
+    def _serve_one(self, sock: socket.socket, address: Address) -> None:
         try:
             handler = _Handler(sock, address, self)
         except Exception:  # noqa: BLE001 - any failure of one request closes its connection, logged
@@ -294,7 +298,7 @@ class _Server(socketserver.TCPServer):
             return
         self._park(sock, address, handler.leftover)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Address) -> None:
         """A client that hangs up or resets mid-request is routine (DEBUG); anything else is a bug (logged)."""
         err = sys.exc_info()[1]
         if isinstance(err, ConnectionError | TimeoutError):

@@ -9,14 +9,15 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from accelscore.agent.collectors.base import State
+from accelscore.agent.collectors.base import Collector, State
 from accelscore.agent.collectors.host import HostCollector
 from accelscore.agent.collectors.kubelet import KubeletCollector
 from accelscore.agent.collectors.nvidia import NvidiaCollector
+from accelscore.agent.collectors.nvidia_read import Nvml
 from accelscore.agent.collectors.tpu import TpuCollector
 from accelscore.agent.config import AgentConfig, HostConfig
 from accelscore.agent.metrics import AgentMetrics
@@ -37,9 +38,10 @@ log = logging.getLogger(__name__)
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
-def build_collectors(host: HostConfig, *, nvml: Any = None, kube_client_factory: Callable[[], ApiClient] | None = None,
+def build_collectors(host: HostConfig, *, nvml: Nvml | None = None,
+                     kube_client_factory: Callable[[], ApiClient] | None = None,
                      psutil_module: ModuleType | None = None, read_gpu_processes: bool = False,
-                     libraries: Mapping[str, Any] | None = None) -> CollectorSet:
+                     libraries: Mapping[str, object] | None = None) -> CollectorSet:
     """Every collector for this host, wired so GPU/TPU/kubelet consult what the node collector saw.
 
     `read_gpu_processes` (local mode) also lists each GPU's running processes for the no-kubelet rule.
@@ -81,8 +83,8 @@ def build_collectors(host: HostConfig, *, nvml: Any = None, kube_client_factory:
     return collectors
 
 
-def vendor_collectors(host: HostConfig, *, libraries: Mapping[str, Any],
-                      advertised: Callable[[str], Callable[[], bool | None]]) -> list[Any]:
+def vendor_collectors(host: HostConfig, *, libraries: Mapping[str, object],
+                      advertised: Callable[[str], Callable[[], bool | None]]) -> list[Collector[object]]:
     """The collector of every vendor row that names a module (accelscore.agent.collectors.<module>): adding a
     vendor is that module, with its `build_collector(host=, library=, advertised=)`, plus the row."""
     built = []

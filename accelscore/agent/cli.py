@@ -7,12 +7,16 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
-from typing import Any
+from typing import TYPE_CHECKING
 
 from google.protobuf import json_format
 
 from accelscore.agent.config import AGENT_OPTIONS, AgentConfig, agent_config_from
 from accelscore.options import StartupError, add_options, resolve
+
+if TYPE_CHECKING:  # imported when used: `agent --once` needs neither
+    from accelscore.agent.push import PushLoop
+    from accelscore.agent.runner import CollectorSet
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         collectors.close()
 
 
-def _print_once(config: AgentConfig, collectors: Any) -> int:
+def _print_once(config: AgentConfig, collectors: CollectorSet) -> int:
     from accelscore.agent import app
     from accelscore.agent.report import build_report
 
@@ -60,7 +64,7 @@ def _print_once(config: AgentConfig, collectors: Any) -> int:
     return 0
 
 
-def _serve(config: AgentConfig, collectors: Any) -> int:
+def _serve(config: AgentConfig, collectors: CollectorSet) -> int:
     from accelscore.agent import app
     from accelscore.httpserve import MetricsServer
 
@@ -111,7 +115,7 @@ def _check_tls(config: AgentConfig) -> None:
         raise StartupError(f"the scorer's CA file {config.ca_file} (ACCELSCORE_CA_FILE) holds no PEM certificate")
 
 
-def _push_loop(config: AgentConfig) -> Any:
+def _push_loop(config: AgentConfig) -> PushLoop | None:
     """The push path, or None when no scorer address is set (metrics only)."""
     if not config.scorer_address:
         log.warning("no --scorer-address: reports are not pushed (metrics only)")

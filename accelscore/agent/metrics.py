@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -230,7 +229,7 @@ class AgentMetrics(Collector):
 
     def _host_metrics(self, host: HostSnapshot) -> Iterator[Metric]:
         deprecated = "DEPRECATED (removed in 0.3.0; node_exporter's node_load{n} is the same value): "
-        values: dict[str, tuple[str, Any]] = {
+        values: dict[str, tuple[str, float]] = {
             "host_cpu_utilization_ratio": ("host CPU busy ratio", host.cpu_utilization_ratio),
             "host_load1": (deprecated.format(n=1) + "1-minute load average", host.load1),
             "host_load5": (deprecated.format(n=5) + "5-minute load average", host.load5),
@@ -244,7 +243,7 @@ class AgentMetrics(Collector):
             yield family
 
 
-def _add_if_known(family: GaugeMetricFamily | CounterMetricFamily, labels: list[str], value: Any) -> None:
+def _add_if_known(family: GaugeMetricFamily | CounterMetricFamily, labels: list[str], value: float | None) -> None:
     """Unknown readings are left out of the exposition (absent, not zero)."""
     if value is not None:
         family.add_metric(labels, float(value))

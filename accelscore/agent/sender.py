@@ -27,7 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypedDict, Unpack
 
 import grpc
 
@@ -85,7 +85,13 @@ def failure_of(code: grpc.StatusCode, detail: str) -> SendOutcome:
     return SendOutcome(PushResult.RETRYABLE if retryable else PushResult.REJECTED, code.name, detail)
 
 
-_ENDED = object()  # the stream's response side ended cleanly (the scorer closed an idle stream)
+class _Ended(enum.Enum):
+    """The stream's response side ended cleanly (the scorer closed an idle stream)."""
+
+    ENDED = enum.auto()
+
+
+_ENDED = _Ended.ENDED
 
 
 class _ReportStream:
@@ -94,8 +100,8 @@ class _ReportStream:
     def __init__(self, stub: pb_grpc.ReportServiceStub, metadata: tuple[tuple[str, str], ...], token: str) -> None:
         self.token = token
         self.used = False
-        self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._requests: queue.SimpleQueue[pb.PushReportRequest | _Ended] = queue.SimpleQueue()
+        self._answers: queue.SimpleQueue[pb.PushReportResponse | grpc.RpcError | _Ended] = queue.SimpleQueue()
         self._call = stub.PushReports(iter(self._requests.get, _ENDED), metadata=metadata)
         threading.Thread(target=self._read, name="accelscore-push-stream", daemon=True).start()
 
@@ -108,7 +114,8 @@ class _ReportStream:
         else:
             self._answers.put(_ENDED)
 
-    def exchange(self, request: pb.PushReportRequest, timeout_s: float) -> Any:
+    def exchange(self, request: pb.PushReportRequest,
+                 timeout_s: float) -> pb.PushReportResponse | grpc.RpcError | _Ended | None:
         """The answer, the RpcError that ended the call, `_ENDED`, or None when none came in `timeout_s`."""
         self.used = True
         self._requests.put(request)
@@ -293,6 +300,17 @@ def resolve_targets(address: str) -> list[str]:
     return [f"[{ip}]:{port}" for ip in v6] or [address]
 
 
+class ReportSenderOptions(TypedDict, total=False):
+    """`ReportSender` keywords that `FanoutSender` passes on to each replica's sender."""
+
+    ca_file: Path | None
+    server_name: str
+    insecure_plaintext: bool
+    channel_options: tuple[tuple[str, int | str], ...]
+    use_stream: bool
+    monotonic: Callable[[], float]
+
+
 class FanoutSender:
     """Pushes each report to every scorer replica the address resolves to, in parallel (docs/publishing.md,
     "How agents reach the leader"): the standby keeps a full node table, so a new leader needs no warm-up.
@@ -302,7 +320,8 @@ class FanoutSender:
 
     def __init__(self, *, address: str, token_file: Path | None, timeout_s: float = 5.0,
                  resolve: Callable[[str], list[str]] = resolve_targets,
-                 sender_factory: Callable[..., Sender] | None = None, **sender_options: Any) -> None:
+                 sender_factory: Callable[[str], Sender] | None = None,
+                 **sender_options: Unpack[ReportSenderOptions]) -> None:
         """`sender_options` go to each `ReportSender` (ca_file, server_name: the Service's name, since the
         targets are pod addresses; insecure_plaintext)."""
         self._address = address

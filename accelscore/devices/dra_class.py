@@ -27,7 +27,7 @@ class Selector:
     """One compiled CEL selector (None program: it did not compile, so it matches nothing)."""
 
     expression: str
-    program: Any = field(default=None, compare=False)
+    program: cel.Expression | None = field(default=None, compare=False)
     error: str = ""
 
     def matches(self, device: DraDevice) -> bool:
@@ -47,14 +47,14 @@ def compile_selector(expression: str) -> Selector:
         return Selector(expression, None, str(err).splitlines()[0])
 
 
-def cel_device(device: DraDevice) -> dict[str, Any]:
+def cel_device(device: DraDevice) -> dict[str, object]:
     """The `device` variable of a DRA CEL selector: attributes and capacity grouped by domain (bare names are the
     driver's own domain)."""
-    attributes: dict[str, dict[str, Any]] = {}
+    attributes: dict[str, dict[str, str | int | bool]] = {}
     for name, value in device.attributes.items():
         domain, _, short = name.rpartition("/")
         attributes.setdefault(domain or device.driver, {})[short] = value
-    capacity: dict[str, dict[str, Any]] = {}
+    capacity: dict[str, dict[str, float]] = {}
     for name, amount in device.capacity.items():
         domain, _, short = name.rpartition("/")
         capacity.setdefault(domain or device.driver, {})[short] = amount

@@ -13,9 +13,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from accelscore.crds.placement_score import ScoreStatus
 from accelscore.kube import errors as kube_errors
 from accelscore.kube.config import ApiClient
 from accelscore.kube.hub_scores import ScoreObjects, watch_all_scores
+from accelscore.kube.watch import WatchCache
 from accelscore.scorer.publish.policy import expired_at, rfc3339, stale_form
 
 log = logging.getLogger(__name__)
@@ -25,7 +27,7 @@ RETRY_MIN_S, RETRY_MAX_S = 2.0, 60.0
 Key = tuple[str, str]
 
 
-def due_at(status: Mapping[str, Any] | None, grace_s: float) -> float | None:
+def due_at(status: Mapping[str, object] | None, grace_s: float) -> float | None:
     """When the guard should rewrite an object with this status; None: never (no or unreadable validUntil)."""
     expires = expired_at(status)
     return None if expires is None else expires + grace_s
@@ -34,7 +36,7 @@ def due_at(status: Mapping[str, Any] | None, grace_s: float) -> float | None:
 class Objects(Protocol):
     def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
-    def replace_status(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]: ...
+    def replace_status(self, obj: dict[str, Any], status: ScoreStatus) -> dict[str, Any]: ...
 
 
 class HubGuard:
@@ -52,7 +54,7 @@ class HubGuard:
         self._retry_at: dict[Key, tuple[float, float]] = {}  # key -> (when, last delay)
         self._logged: set[str] = set()
         self.counts: Counter[str] = Counter()
-        self._cache: Any = None
+        self._cache: WatchCache[Key, dict[str, Any]] | None = None  # every score object, as raw JSON
         self._thread = threading.Thread(target=self._run, name="accelscore-hub-guard", daemon=True)
 
     def start(self) -> HubGuard:

@@ -8,10 +8,11 @@ are they read (`v1beta1` nests a device's fields under `basic`). DeviceTaintRule
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Final, Literal, TypeVar, Unpack
 
 from kubernetes import client
 
@@ -21,21 +22,26 @@ from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import NotFound, call
 from accelscore.kube.nodes import JsonObject, object_name
 from accelscore.kube.quantity import InvalidQuantity, quantity
-from accelscore.kube.watch import OnChange, WatchCache, namespaced_key
+from accelscore.kube.watch import OnChange, WatchCache, WatchOptions, namespaced_key
 
+K = TypeVar("K")
 V = TypeVar("V")
 log = logging.getLogger(__name__)
 
 GROUP = "resource.k8s.io"
 SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")  # newest first; v1 wherever it is served
 TAINT_RULE_VERSIONS = ("v1beta2", "v1alpha3")
-RESOURCE_SLICES, RESOURCE_CLAIMS, DEVICE_CLASSES, DEVICE_TAINT_RULES, RESOURCE_CLAIM_TEMPLATES = (
-    "resourceslices", "resourceclaims", "deviceclasses", "devicetaintrules", "resourceclaimtemplates")
-_NAMESPACED = frozenset({RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES})
+RESOURCE_SLICES: Final = "resourceslices"
+RESOURCE_CLAIMS: Final = "resourceclaims"
+DEVICE_CLASSES: Final = "deviceclasses"
+DEVICE_TAINT_RULES: Final = "devicetaintrules"
+RESOURCE_CLAIM_TEMPLATES: Final = "resourceclaimtemplates"
+ClusterKind = Literal["resourceslices", "deviceclasses", "devicetaintrules"]  # keyed by name
+NamespacedKind = Literal["resourceclaims", "resourceclaimtemplates"]  # keyed by (namespace, name)
 
 __all__ = ["DEVICE_CLASSES", "DEVICE_TAINT_RULES", "GROUP", "RESOURCE_CLAIMS", "RESOURCE_CLAIM_TEMPLATES",
            "RESOURCE_SLICES", "discover", "first_error", "parse_claim", "parse_requests", "parse_slice",
-           "parse_taint_rule", "parse_template", "unallocated_claim", "watch_dra"]
+           "parse_taint_rule", "parse_template", "unallocated_claim", "watch_dra", "watch_dra_namespaced"]
 
 
 def discover(api_client: ApiClient) -> dict[str, str]:
@@ -63,32 +69,47 @@ def discover(api_client: ApiClient) -> dict[str, str]:
     return chosen
 
 
-def watch_dra(api_client: ApiClient, *, plural: str, version: str, transform: Callable[[JsonObject], V],
-              field_selector: str = "", on_change: OnChange | None = None, **options: Any) -> WatchCache[Any, V]:
-    """Every object of one DRA kind (ResourceClaims and their templates across all namespaces, keyed (namespace,
-    name); the cluster-scoped kinds keyed by name), optionally narrowed by a field selector (`spec.nodeName=<node>`)."""
-    api = client.CustomObjectsApi(api_client)
+def watch_dra(api_client: ApiClient, *, plural: ClusterKind, version: str, transform: Callable[[JsonObject], V],
+              field_selector: str = "", on_change: OnChange[str, V] | None = None,
+              **options: Unpack[WatchOptions]) -> WatchCache[str, V]:
+    """Every object of one cluster-scoped DRA kind, keyed by name, optionally narrowed by a field selector
+    (`spec.nodeName=<node>`)."""
+    return WatchCache(list_func=_list_function(api_client, version, plural), raw=True, key=object_name,
+                      transform=transform, on_change=on_change, field_selector=field_selector,
+                      name=_watch_name(plural, field_selector), **options)
 
-    def list_objects(**kwargs: Any) -> Any:
-        return api.list_cluster_custom_object(GROUP, version, plural, **kwargs)
 
-    key = namespaced_key if plural in _NAMESPACED else object_name
+def watch_dra_namespaced(api_client: ApiClient, *, plural: NamespacedKind, version: str,
+                         transform: Callable[[JsonObject], V], field_selector: str = "",
+                         on_change: OnChange[tuple[str, str], V] | None = None,
+                         **options: Unpack[WatchOptions]) -> WatchCache[tuple[str, str], V]:
+    """Every object of one namespaced DRA kind (ResourceClaims and their templates) across all namespaces, keyed
+    (namespace, name)."""
+    return WatchCache(list_func=_list_function(api_client, version, plural), raw=True, key=namespaced_key,
+                      transform=transform, on_change=on_change, field_selector=field_selector,
+                      name=_watch_name(plural, field_selector), **options)
+
+
+def _list_function(api_client: ApiClient, version: str, plural: str) -> Callable[..., object]:
+    return functools.partial(client.CustomObjectsApi(api_client).list_cluster_custom_object, GROUP, version, plural)
+
+
+def _watch_name(plural: str, field_selector: str) -> str:
     suffix = f"/{field_selector.partition('=')[2]}" if field_selector else ""
-    return WatchCache(list_func=list_objects, raw=True, key=key, transform=transform, on_change=on_change,
-                      field_selector=field_selector, name=f"dra-{plural}{suffix}", **options)
+    return f"dra-{plural}{suffix}"
 
 
 # ------------------------------------------------------------------------------------------------ parsing
 
 
-def _amount(value: Any, where: str) -> float:
+def _amount(value: object, where: str) -> float:
     try:
         return float(quantity(value, where))
     except InvalidQuantity:
         return 0.0  # never more than the object can be shown to have
 
 
-def _attributes(raw: Any) -> dict[str, str | int | bool]:
+def _attributes(raw: object) -> dict[str, str | int | bool]:
     """`{name: {string|int|bool|version: v}}` -> `{name: v}` (list-valued attributes are left out). Names and
     string values are interned: thousands of devices share the same product, driver and version strings."""
     out: dict[str, str | int | bool] = {}
@@ -103,20 +124,20 @@ def _attributes(raw: Any) -> dict[str, str | int | bool]:
     return out
 
 
-def _counters(raw: Any, where: str) -> dict[str, float]:
+def _counters(raw: object, where: str) -> dict[str, float]:
     """`{name: {value: q}}` (counters) or `{name: {value: q, ...}}` (capacity) as parsed amounts."""
     return {sys.intern(str(name)): _amount((value or {}).get("value"), f"{where}.{name}")
             for name, value in ((raw or {}).items() if isinstance(raw, dict) else ()) if isinstance(value, dict)}
 
 
-def _quantities(raw: Any, where: str) -> dict[str, float] | None:
+def _quantities(raw: object, where: str) -> dict[str, float] | None:
     """`{name: quantity}` (an allocation's consumedCapacity) as parsed amounts; None when not stated."""
     if not isinstance(raw, dict) or not raw:
         return None
     return {sys.intern(str(name)): _amount(value, f"{where}.{name}") for name, value in raw.items()}
 
 
-def _policies(raw: Any, where: str) -> tuple[tuple[str, CapacityPolicy], ...]:
+def _policies(raw: object, where: str) -> tuple[tuple[str, CapacityPolicy], ...]:
     """`capacity.<name>.requestPolicy` of a shareable device: its default and the least a request may ask."""
     out: list[tuple[str, CapacityPolicy]] = []
     for name, value in (raw or {}).items() if isinstance(raw, dict) else ():
@@ -133,7 +154,7 @@ def _policies(raw: Any, where: str) -> tuple[tuple[str, CapacityPolicy], ...]:
     return tuple(out)
 
 
-def _taint(raw: Any) -> DraTaint | None:
+def _taint(raw: object) -> DraTaint | None:
     if not isinstance(raw, dict) or not raw.get("key"):
         return None
     return DraTaint(str(raw["key"]), str(raw.get("value") or ""), str(raw.get("effect") or ""))
@@ -205,7 +226,7 @@ def parse_template(obj: JsonObject) -> tuple[tuple[RequestOption, ...], ...]:
     return parse_requests((obj.get("spec") or {}).get("spec"), version=_version_of(obj))
 
 
-def parse_requests(spec: Any, *, version: str = "v1") -> tuple[tuple[RequestOption, ...], ...]:
+def parse_requests(spec: object, *, version: str = "v1") -> tuple[tuple[RequestOption, ...], ...]:
     """A ResourceClaimSpec's `devices.requests`: per request its options (`exactly`, or each `firstAvailable`
     subrequest; v1beta1 puts the exact request's fields on the request itself)."""
     requests = ((spec or {}).get("devices") or {}).get("requests") if isinstance(spec, dict) else None
@@ -242,7 +263,7 @@ def _claim_node(allocation: JsonObject) -> str:
     return ""
 
 
-def first_error(watches: Iterable[WatchCache[Any, Any]]) -> str:
+def first_error(watches: Iterable[WatchCache[K, V]]) -> str:
     """The first watch's last error, for a reading's reason ("" when none has one)."""
     return next((f"{w.name}: {w.last_error}" for w in watches if w.last_error), "")
 

@@ -128,7 +128,7 @@ def translated() -> Iterator[None]:
         raise translate(err) from err
 
 
-def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def call(fn: Callable[..., T], *args: object, **kwargs: object) -> T:
     """Call a client method; its failures come out as `KubeError`s."""
     with translated():
         return fn(*args, **kwargs)

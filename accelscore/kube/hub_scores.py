@@ -16,15 +16,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import yaml
 from kubernetes import client as k8s
 
+from accelscore.crds.placement_score import ScoreObject, ScoreStatus
 from accelscore.kube import config as kube_config
 from accelscore.kube import errors as kube_errors
 from accelscore.kube.config import ApiClient
-from accelscore.kube.watch import OnChange, WatchCache
+from accelscore.kube.watch import OnChange, WatchCache, WatchOptions
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +49,9 @@ class WriteOutcome:
     error: kube_errors.KubeError | None = None  # why the write failed in the end; None = written
 
 
-def render_object(*, name: str, namespace: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
+def render_object(*, name: str, namespace: str, status: ScoreStatus | None = None) -> ScoreObject:
     """An AddOnPlacementScore as stored on the hub (status only if given)."""
-    obj: dict[str, Any] = {
+    obj: ScoreObject = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": KIND,
         "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
@@ -122,16 +123,16 @@ class HubClient:
         """Create the object empty (status sent on create would be dropped); returns it."""
         body = render_object(name=name, namespace=self.namespace)
         obj = self._call("create addonplacementscores", lambda api: _object(api.create_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, body, _request_timeout=self._timeout)))
+            GROUP, VERSION, self.namespace, PLURAL, dict(body), _request_timeout=self._timeout)))  # a plain dict
         self._remember(name, obj)
         return obj
 
-    def replace_status(self, name: str, status: dict[str, Any], resource_version: str) -> dict[str, Any]:
+    def replace_status(self, name: str, status: ScoreStatus, resource_version: str) -> dict[str, Any]:
         """PUT `/status` at `resource_version` (409 if the object moved on since); returns the stored object."""
         body = render_object(name=name, namespace=self.namespace, status=status)
         body["metadata"]["resourceVersion"] = resource_version
         obj = self._call("update addonplacementscores/status", lambda api: _object(
-            api.replace_namespaced_custom_object_status(GROUP, VERSION, self.namespace, PLURAL, name, body,
+            api.replace_namespaced_custom_object_status(GROUP, VERSION, self.namespace, PLURAL, name, dict(body),
                                                         _request_timeout=self._timeout)))
         self._remember(name, obj)
         return obj
@@ -150,7 +151,7 @@ class HubClient:
         obj = self.get(name)
         return None if obj is None else obj.get("status") or None
 
-    def write_status(self, name: str, status: dict[str, Any]) -> WriteOutcome:
+    def write_status(self, name: str, status: ScoreStatus) -> WriteOutcome:
         """Make the hub's status of `name` equal `status`: create if missing, re-read on 409 (bounded).
 
         Hub errors come back in the outcome (`error`), not raised: the caller counts and schedules retries.
@@ -251,8 +252,8 @@ class HubClient:
 LABEL_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 
 
-def watch_all_scores(api_client: ApiClient, *, on_change: OnChange | None = None,
-                     **options: Any) -> WatchCache[tuple[str, str], dict[str, Any]]:
+def watch_all_scores(api_client: ApiClient, *, on_change: OnChange[tuple[str, str], dict[str, Any]] | None = None,
+                     **options: Unpack[WatchOptions]) -> WatchCache[tuple[str, str], dict[str, Any]]:
     """accelscore's AddOnPlacementScores in every namespace (by our managed-by label), as raw JSON, keyed by
     (namespace, name)."""
     api = k8s.CustomObjectsApi(api_client)
@@ -276,7 +277,7 @@ class ScoreObjects:
         except kube_errors.NotFound:
             return None
 
-    def replace_status(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    def replace_status(self, obj: dict[str, Any], status: ScoreStatus) -> dict[str, Any]:
         """PUT `/status` at `obj`'s resourceVersion."""
         meta = obj["metadata"]
         body = render_object(name=meta["name"], namespace=meta["namespace"], status=status)

@@ -8,16 +8,17 @@ JSON dicts to the caller's `transform`.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from kubernetes import client
 
 from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import KubeError, NotFound, call
 from accelscore.kube.nodes import JsonObject, object_name
-from accelscore.kube.watch import OnChange, WatchCache
+from accelscore.kube.watch import OnChange, WatchCache, WatchOptions
 
 V = TypeVar("V")
 log = logging.getLogger(__name__)
@@ -76,12 +77,10 @@ def read_configuration(api_client: ApiClient, namespace: str, name: str, key: st
 
 
 def watch_kueue(api_client: ApiClient, *, plural: str, version: str, transform: Callable[[JsonObject], V],
-                on_change: OnChange | None = None, **options: Any) -> WatchCache[str, V]:
+                on_change: OnChange[str, V] | None = None,
+                **options: Unpack[WatchOptions]) -> WatchCache[str, V]:
     """Every object of one cluster-scoped Kueue kind, keyed by name (read-only: list and watch)."""
     api = client.CustomObjectsApi(api_client)
-
-    def list_objects(**kwargs: Any) -> Any:
-        return api.list_cluster_custom_object(GROUP, version, plural, **kwargs)
-
+    list_objects = functools.partial(api.list_cluster_custom_object, GROUP, version, plural)
     return WatchCache(list_func=list_objects, raw=True, key=object_name, transform=transform,
                       on_change=on_change, name=f"kueue-{plural}", **options)

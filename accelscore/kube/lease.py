@@ -37,7 +37,7 @@ def micro_time(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _seconds(text: Any) -> float:
+def _seconds(text: object) -> float:
     if not text:
         return 0.0
     return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
@@ -87,8 +87,8 @@ class LeaseClient:
         return _from_json(_body_of(resp))
 
     def _body(self, holder: str, duration_s: int, acquire_time: float, renew_time: float, transitions: int,
-              resource_version: str | None) -> dict[str, Any]:
-        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace,
+              resource_version: str | None) -> dict[str, object]:
+        meta: dict[str, object] = {"name": self.name, "namespace": self.namespace,
                                 "labels": {"app.kubernetes.io/managed-by": "accelscore"}}
         if resource_version:
             meta["resourceVersion"] = resource_version

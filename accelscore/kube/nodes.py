@@ -7,13 +7,13 @@ model classes, and reduce them to the caller's own frozen dataclasses.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from kubernetes import client
 
 from accelscore.kube.config import ApiClient
 from accelscore.kube.quantity import InvalidQuantity, quantity
-from accelscore.kube.watch import OnChange, WatchCache, namespaced_key
+from accelscore.kube.watch import OnChange, WatchCache, WatchOptions, namespaced_key
 
 V = TypeVar("V")
 JsonObject = dict[str, Any]
@@ -59,7 +59,7 @@ def status_amounts(node: JsonObject, field: str, wanted: Callable[[str], bool]) 
 
 
 def watch_node(api_client: ApiClient, *, node_name: str, transform: Callable[[JsonObject], V],
-               **options: Any) -> WatchCache[str, V]:
+               **options: Unpack[WatchOptions]) -> WatchCache[str, V]:
     """One Node, by name (field selector), keyed by its name."""
     return WatchCache(list_func=client.CoreV1Api(api_client).list_node, raw=True, key=object_name,
                       transform=transform, field_selector=f"metadata.name={node_name}",
@@ -67,7 +67,7 @@ def watch_node(api_client: ApiClient, *, node_name: str, transform: Callable[[Js
 
 
 def watch_node_pods(api_client: ApiClient, *, node_name: str, transform: Callable[[JsonObject], V],
-                    **options: Any) -> WatchCache[tuple[str, str], V]:
+                    **options: Unpack[WatchOptions]) -> WatchCache[tuple[str, str], V]:
     """The non-terminal pods bound to one node, keyed by (namespace, name)."""
     selector = f"spec.nodeName={node_name},status.phase!=Succeeded,status.phase!=Failed"
     return WatchCache(list_func=client.CoreV1Api(api_client).list_pod_for_all_namespaces, raw=True,
@@ -76,7 +76,8 @@ def watch_node_pods(api_client: ApiClient, *, node_name: str, transform: Callabl
 
 
 def watch_bound_pods(api_client: ApiClient, *, transform: Callable[[JsonObject], V],
-                     on_change: OnChange | None = None, **options: Any) -> WatchCache[tuple[str, str], V]:
+                     on_change: OnChange[tuple[str, str], V] | None = None,
+                     **options: Unpack[WatchOptions]) -> WatchCache[tuple[str, str], V]:
     """Every non-terminal pod bound to a node, keyed by (namespace, name): what the nodes have requested."""
     selector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
     return WatchCache(list_func=client.CoreV1Api(api_client).list_pod_for_all_namespaces, raw=True,
@@ -85,14 +86,16 @@ def watch_bound_pods(api_client: ApiClient, *, transform: Callable[[JsonObject],
 
 
 def watch_nodes(api_client: ApiClient, *, transform: Callable[[JsonObject], V],
-                on_change: OnChange | None = None, **options: Any) -> WatchCache[str, V]:
+                on_change: OnChange[str, V] | None = None,
+                **options: Unpack[WatchOptions]) -> WatchCache[str, V]:
     """Every Node of the cluster, keyed by name."""
     return WatchCache(list_func=client.CoreV1Api(api_client).list_node, raw=True, key=object_name,
                       transform=transform, on_change=on_change, name="nodes", **options)
 
 
 def watch_pending_pods(api_client: ApiClient, *, transform: Callable[[JsonObject], V],
-                       on_change: OnChange | None = None, **options: Any) -> WatchCache[tuple[str, str], V]:
+                       on_change: OnChange[tuple[str, str], V] | None = None,
+                       **options: Unpack[WatchOptions]) -> WatchCache[tuple[str, str], V]:
     """Pods not yet bound to any node (Pending, no nodeName), keyed by (namespace, name)."""
     return WatchCache(list_func=client.CoreV1Api(api_client).list_pod_for_all_namespaces, raw=True,
                       key=namespaced_key, transform=transform, on_change=on_change,

@@ -7,11 +7,12 @@ Failures back off with jittered, capped exponential waits (tenacity) and never k
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar
 
 import tenacity
 from kubernetes import watch as k8s_watch
@@ -22,26 +23,46 @@ log = logging.getLogger(__name__)
 
 K = TypeVar("K")
 V = TypeVar("V")
-_SKIP: Any = object()
-OnChange = Callable[[str, Any, Any], None]  # (ADDED|MODIFIED|DELETED, key, value or None)
+OnChange = Callable[[str, K, V | None], None]  # (ADDED|MODIFIED|DELETED, key, value or None)
 
 
-def _meta(obj: Any) -> Any:
+class _Skip(enum.Enum):
+    """What `_safe_transform` returns for an object whose transform raised."""
+
+    SKIP = enum.auto()
+
+
+_SKIP = _Skip.SKIP
+
+
+class WatchOptions(TypedDict, total=False):
+    """The `WatchCache` knobs that callers pass through (timeouts, backoff, paging); tests shorten them."""
+
+    timeout_seconds: int
+    stall_slack_s: float
+    page_size: int
+    backoff_initial_s: float
+    backoff_max_s: float
+    autostart: bool
+
+
+def _meta(obj: Any) -> object:
+    """A raw object's `metadata` dict, or a client model's `metadata` model (the models share no base class)."""
     return obj.get("metadata") or {} if isinstance(obj, dict) else obj.metadata
 
 
-def _meta_field(obj: Any, field: str, attr: str) -> str:
+def _meta_field(obj: object, field: str, attr: str) -> str:
     meta = _meta(obj)
     value = meta.get(field) if isinstance(meta, dict) else getattr(meta, attr, None)
     return value or ""
 
 
-def namespaced_key(obj: Any) -> tuple[str, str]:
+def namespaced_key(obj: object) -> tuple[str, str]:
     """Default key: (namespace, name), for models and raw dicts alike."""
     return _meta_field(obj, "namespace", "namespace"), _meta_field(obj, "name", "name")
 
 
-def _resource_version(obj: Any) -> str:
+def _resource_version(obj: object) -> str:
     return _meta_field(obj, "resourceVersion", "resource_version")
 
 
@@ -56,14 +77,14 @@ class WatchCache(Generic[K, V]):
         transform: Callable[[Any], V] = lambda obj: obj,
         field_selector: str = "",
         label_selector: str = "",
-        on_change: OnChange | None = None,
+        on_change: OnChange[K, V] | None = None,
         raw: bool = False,
         timeout_seconds: int = 300,
         stall_slack_s: float = 30.0,
         page_size: int = 500,
         backoff_initial_s: float = 0.2,
         backoff_max_s: float = 30.0,
-        list_kwargs: dict[str, Any] | None = None,
+        list_kwargs: dict[str, object] | None = None,
         name: str = "watch",
         autostart: bool = True,
     ) -> None:
@@ -221,18 +242,18 @@ class WatchCache(Generic[K, V]):
             self._rv = _resource_version(event["raw_object"]) or self._rv
             return
         key = self._key(obj)
+        value: V | None = None
         with self._lock:
             if etype == "DELETED":
                 existed = self._items.pop(key, None) is not None
-                value = None
             else:
-                value = self._safe_transform(obj)
+                transformed = self._safe_transform(obj)
                 existed = key in self._items
-                if value is _SKIP:
+                if transformed is _SKIP:
                     self._items.pop(key, None)
                     etype = "DELETED"
                 else:
-                    self._items[key] = value
+                    self._items[key] = value = transformed
             self._rv = _resource_version(obj) or self._rv
         if etype == "DELETED":
             if existed:
@@ -240,7 +261,7 @@ class WatchCache(Generic[K, V]):
         else:
             self._notify("MODIFIED" if existed else "ADDED", key, value)
 
-    def _safe_transform(self, obj: Any) -> Any:
+    def _safe_transform(self, obj: Any) -> V | _Skip:
         """transform(obj), or _SKIP (logged) when it raises: one bad object must not stall the watch."""
         try:
             return self._transform(obj)

@@ -21,7 +21,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from accelscore.agent.config import HOST_OPTIONS, host_config_from
 from accelscore.agent.report import GpuAssignmentRule, gpu_assignment_rule
-from accelscore.agent.runner import Cycle
+from accelscore.agent.runner import CollectorSet, Cycle
+from accelscore.crds.placement_score import ScoreObject
 from accelscore.local import explain
 from accelscore.options import Option, add_options, host_port, one_of, resolve, text
 from accelscore.scorer.core.model import ScoreSet
@@ -87,7 +88,7 @@ def _check_custom_scores_file(path: object) -> None:
 class LocalSession:
     """One process: collectors → report → node table → scores → would-be hub objects."""
 
-    def __init__(self, values: dict[str, Any], *, collectors: Any = None) -> None:
+    def __init__(self, values: dict[str, Any], *, collectors: CollectorSet | None = None) -> None:
         from accelscore.agent import app
         from accelscore.scorer.publish.publisher import Publisher, PublishPolicy
 
@@ -128,7 +129,7 @@ class LocalSession:
         self.score_sets = score_sets
         return changed
 
-    def objects(self) -> list[dict[str, Any]]:
+    def objects(self) -> list[ScoreObject]:
         """The APS objects as they would be written to the hub, annotated with why (see `explain`)."""
         objects = self.publisher.render_objects(time.time())
         return objects if self.cycle is None else explain.annotate(objects, explain.explain(self.cycle, self.rule))

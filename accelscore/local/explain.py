@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
 
 from accelscore.agent.collectors.base import Reading, State
 from accelscore.agent.report import GpuAssignmentRule
 from accelscore.agent.runner import Cycle
 from accelscore.agent.snapshots import Health, NvidiaSnapshot
+from accelscore.crds.placement_score import ScoreObject
 from accelscore.devices import VENDORS, AcceleratorFamily, family_resources
 
 ANNOTATION_DOMAIN = "accelscore.io"
@@ -54,7 +54,7 @@ def _rule_text(cycle: Cycle, rule: GpuAssignmentRule) -> str:
     return rule.value
 
 
-def _state_of(reading: Reading[Any] | None, name: str) -> str:
+def _state_of(reading: Reading[object] | None, name: str) -> str:
     """'<name> <STATE>: <reason>', the way every note names a collector."""
     if reading is None:
         return f"{name} not run"
@@ -98,7 +98,7 @@ def _compat_note(cycle: Cycle, rule: GpuAssignmentRule, family: str, resource: s
     return ""
 
 
-def annotate(objects: list[dict[str, Any]], explanation: Explanation) -> list[dict[str, Any]]:
+def annotate(objects: list[ScoreObject], explanation: Explanation) -> list[ScoreObject]:
     """Copies of the APS objects with the explanation as `metadata.annotations` (string values only)."""
     annotations = {RULE_ANNOTATION: explanation.gpu_assignment}
     for line in explanation.collectors:
@@ -108,7 +108,7 @@ def annotate(objects: list[dict[str, Any]], explanation: Explanation) -> list[di
         annotations[f"{NOTE_ANNOTATION}{family}-scores-note"] = note
     annotated = copy.deepcopy(objects)
     for obj in annotated:
-        obj.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
+        obj["metadata"].setdefault("annotations", {}).update(annotations)
     return annotated
 
 

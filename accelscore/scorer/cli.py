@@ -8,10 +8,16 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from accelscore.options import StartupError, add_options, resolve
 from accelscore.scorer.config import SCORER_OPTIONS, ScorerConfig, scorer_config_from
+
+if TYPE_CHECKING:  # imported when used (`--help` needs none of them)
+    from accelscore.kube.config import ApiClient
+    from accelscore.kube.hub_scores import HubClient
+    from accelscore.scorer.ha.elector import LeaderElector
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cluster_api(config: ScorerConfig) -> Any:
+def _cluster_api(config: ScorerConfig) -> ApiClient | None:
     """The managed cluster's API (in-cluster or KUBECONFIG); without one, only with --disable-auth."""
     from accelscore.kube.config import startup_api_client
 
@@ -60,7 +66,8 @@ def _cluster_api(config: ScorerConfig) -> Any:
     return api
 
 
-def _elector_factory(config: ScorerConfig, cluster_api: Any) -> Any:
+def _elector_factory(config: ScorerConfig,
+                     cluster_api: ApiClient | None) -> Callable[[Callable[[bool], None]], LeaderElector] | None:
     """With --leader-elect: a LeaderElector on the Lease in the scorer's namespace; else None (always publish)."""
     if not config.leader_elect:
         return None
@@ -73,7 +80,7 @@ def _elector_factory(config: ScorerConfig, cluster_api: Any) -> Any:
     return lambda on_change: LeaderElector(store=store, identity=config.leader_identity, on_change=on_change)
 
 
-def _hub(config: ScorerConfig) -> Any:
+def _hub(config: ScorerConfig) -> HubClient | None:
     """The hub client; a HUB_KUBECONFIG that does not load stops the start (exit 2), and whether the hub answers
     is checked at once in the background and logged, not first when an agent's report is published."""
     if config.hub_kubeconfig is None:
@@ -92,7 +99,7 @@ def _hub(config: ScorerConfig) -> Any:
     return hub
 
 
-def _check_hub(hub: Any) -> None:
+def _check_hub(hub: HubClient) -> None:
     from accelscore.kube import errors as kube_errors
 
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -14,6 +14,9 @@ from accelscore.devices import VENDORS
 from accelscore.scorer.core import node_state, score_table
 from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
 from accelscore.scorer.core.scoring_config import ScoringConfig
+
+if TYPE_CHECKING:  # the publisher (and the Kubernetes client under it) is imported where it is used
+    from accelscore.scorer.publish.publisher import PublishStats
 
 
 @dataclass
@@ -45,7 +48,7 @@ class ScorerMetrics(Collector):
 
     def __init__(self, *, view: ScoringView, config: ScoringConfig,
                  ingest_stats: Callable[[], Mapping[str, int]] | None = None,
-                 publish_stats: Callable[[], Mapping[str, Any]] | None = None,
+                 publish_stats: Callable[[], PublishStats] | None = None,
                  capped_stats: Callable[[], Mapping[str, int]] | None = None) -> None:
         self._view = view
         self._capped_stats = capped_stats
@@ -130,7 +133,7 @@ class ScorerMetrics(Collector):
                 reports.add_metric(["rejected", key], n)
         yield reports
 
-    def _publish(self, cluster: str, stats: Mapping[str, Any]) -> Iterator[Metric]:
+    def _publish(self, cluster: str, stats: PublishStats) -> Iterator[Metric]:
         writes = CounterMetricFamily("accelscore_hub_writes", "hub writes by kind and result",
                                      labels=["cluster", "kind", "result"])
         for kind, results in sorted(stats.get("writes", {}).items()):

@@ -15,7 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # cel-python is optional (the `simulate` extra): imported where it is used
+    from celpy.celtypes import Value
 
 MISSING = "celSelector predicates need cel-python: pip install 'accelscore[simulate]'"
 AVAILABLE = "ManagedClusterConditionAvailable"
@@ -46,7 +50,7 @@ class ClusterView:
         }
 
 
-def _celpy() -> Any:
+def _celpy() -> ModuleType:
     """The celpy module, or CelError with the one-line install hint."""
     try:
         import celpy
@@ -71,7 +75,7 @@ class Selector:
                 raise CelError(f"celExpression {expr!r} does not parse: {' '.join(str(err).split())}") from None
             self._programs.append(env.program(ast, functions={"scores": self._scores}))
 
-    def _scores(self, _cluster: Any, aps: Any) -> Any:
+    def _scores(self, _cluster: Value, aps: Value) -> Value:
         """managedCluster.scores(aps): the list of {name, value} on the hub, expired or not."""
         view = self._current
         held = {} if view is None else view.scores.get(str(aps), {})

@@ -63,7 +63,7 @@ def _validator(kind: str, version: str) -> Any:
     return jsonschema.Draft202012Validator({"$defs": defs, "$ref": f"#/$defs/{name}"}) if name in defs else False
 
 
-def _check(obj: Any, kind: str, where: str) -> None:
+def _check(obj: object, kind: str, where: str) -> None:
     if not isinstance(obj, dict) or obj.get("kind") != kind:
         raise FleetDraError(f"{where}: must be a {kind} object")
     group, _, version = str(obj.get("apiVersion") or "").rpartition("/")
@@ -79,7 +79,7 @@ def _check(obj: Any, kind: str, where: str) -> None:
             raise FleetDraError(f"{where}: {path}: {errors[0].message}")
 
 
-def parse_dra(value: Any, where: str, reports: Iterable[report_pb2.NodeReport]) -> ClusterDra | None:
+def parse_dra(value: object, where: str, reports: Iterable[report_pb2.NodeReport]) -> ClusterDra | None:
     """`dra: {resourceSlices, resourceClaims, deviceClasses, deviceTaintRules, kueueConfiguration}`, or None."""
     if value is None:
         return None

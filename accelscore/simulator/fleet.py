@@ -178,7 +178,7 @@ def parse_problem(err: Exception) -> str:
     return " ".join(str(err).split())
 
 
-def _documents(path: Path) -> list[Any]:
+def _documents(path: Path) -> list[object]:
     """Every document in a YAML or JSON file."""
     text = read_input(path)
     try:
@@ -189,14 +189,14 @@ def _documents(path: Path) -> list[Any]:
         raise FleetError(f"{path}: not valid YAML/JSON: {parse_problem(err)}") from err
 
 
-def _age(value: Any, where: str) -> float:
+def _age(value: object, where: str) -> float:
     """A report age in seconds (finite, >= 0)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise FleetError(f"{where}: expected a number of seconds >= 0, got {value!r}")
     return float(value)
 
 
-def _string_map(value: Any, where: str) -> dict[str, str]:
+def _string_map(value: object, where: str) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
@@ -204,7 +204,7 @@ def _string_map(value: Any, where: str) -> dict[str, str]:
     return dict(value)
 
 
-def _unknown_keys(doc: Mapping[str, Any], allowed: set[str], where: str) -> None:
+def _unknown_keys(doc: Mapping[str, object], allowed: set[str], where: str) -> None:
     extra = sorted(set(doc) - allowed)
     if extra:
         raise FleetError(f"{where}: unknown field(s) {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}")
@@ -243,7 +243,7 @@ def _nodes(doc: Mapping[str, Any], where: str) -> tuple[Node, ...]:
     return tuple(nodes)
 
 
-def _taints(value: Any, where: str) -> tuple[Taint, ...]:
+def _taints(value: object, where: str) -> tuple[Taint, ...]:
     """A node's `taints`: a list of {key, value, effect} as in a Node's spec.taints."""
     if value is None:
         return ()
@@ -266,7 +266,7 @@ def _taints(value: Any, where: str) -> tuple[Taint, ...]:
     return tuple(out)
 
 
-def _kueue(value: Any, where: str) -> KueueState | None:
+def _kueue(value: object, where: str) -> KueueState | None:
     """`kueue: {clusterQueues, resourceFlavors, cohorts}`: Kueue API objects, checked against the vendored CRDs
     and converted by the scorer's `kueue_source` (the one parser). Absent = no Kueue on the cluster."""
     if value is None:

@@ -14,10 +14,13 @@ import enum
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelscore.simulator import cel
 from accelscore.simulator.taints import NO_SELECT, UNAVAILABLE_TAINT, UNREACHABLE_TAINT, Toleration, tolerates_all
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
 
 BALANCE = "Balance"
 STEADY = "Steady"
@@ -279,7 +282,7 @@ def balance_scores(clusters: Sequence[str], other_decisions: Sequence[Iterable[s
 
 def rank(placement: Placement, clusters: Sequence[ClusterInfo], hub: HubView, *, now: float,
          previous: Iterable[str] = (), other_decisions: Sequence[Iterable[str]] = (),
-         tie_key: Callable[[str], Any] | None = None) -> Ranking:
+         tie_key: Callable[[str], SupportsRichComparison] | None = None) -> Ranking:
     """One scheduling round: filter, prioritize, sort (score desc, name asc), select numberOfClusters.
 
     `tie_key` orders clusters whose totals tie (default: the name, as OCM does); the simulator's tie-break
@@ -313,7 +316,7 @@ def rank(placement: Placement, clusters: Sequence[ClusterInfo], hub: HubView, *,
         for c, value in scores.items():
             totals[c] += value * weight
             parts[c][coord.label()] = (weight, value)
-    ties: Callable[[str], Any] = tie_key or (lambda c: c)
+    ties: Callable[[str], SupportsRichComparison] = tie_key or (lambda c: c)
     order = sorted(feasible, key=lambda c: (-totals[c], ties(c)))
     count = len(order) if placement.number_of_clusters is None else placement.number_of_clusters
     return Ranking(

@@ -20,7 +20,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accelscore.scorer.core.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry, NodeSummary, ScoreSet
 from accelscore.scorer.core.scoring_config import ScoringConfig
@@ -33,6 +33,9 @@ from accelscore.simulator.fleet import Fleet
 from accelscore.simulator.oneshot import cluster_infos, hub_object, score_fleet, score_sets
 from accelscore.simulator.replay_result import Outcome, ReplayResult, summarize_outcome
 from accelscore.simulator.trace import Job, common_shape
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
 
 RESYNC_S = 600.0  # the placement controller's periodic resync (what notices a merely expired score)
 # Orders for clusters whose totals tie. OCM orders them by name; the others stand for other names: `reverse`
@@ -261,7 +264,7 @@ class Replay:
                               tie_key=self._tie_key(now))
             self.decisions[name] = ranking.selected
 
-    def _tie_key(self, now: float) -> Callable[[str], Any]:
+    def _tie_key(self, now: float) -> Callable[[str], SupportsRichComparison]:
         """How tied clusters are ordered (ReplayOptions.tie_break)."""
         if self.opts.tie_break == "reverse":
             position = {c: i for i, c in enumerate(sorted(self.u.nodes, reverse=True))}

@@ -37,7 +37,7 @@ def oneshot_data(result: OneShot) -> dict[str, Any]:
     }
 
 
-def _grid(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+def _grid(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     """Left-aligned first column, right-aligned others."""
     cells = [[str(h) for h in header]] + [[str(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
@@ -69,7 +69,7 @@ def _aps_rows(clusters: Sequence[ClusterScores]) -> list[tuple[str, list[str]]]:
     return [(aps, list(names)) for aps, names in out.items()]
 
 
-def _held(c: ClusterScores, aps: str, name: str) -> Any:
+def _held(c: ClusterScores, aps: str, name: str) -> int | str:
     """One cell: the score as the hub holds it, `-` when its object lacks it, `absent` when there is none."""
     if not any(s.aps_name == aps for s in c.sets):
         return "n/a"  # this cluster's scorer makes no such set (e.g. no Kueue)
@@ -82,7 +82,7 @@ def oneshot_table(result: OneShot) -> str:
     names = [c.cluster for c in result.clusters]
     lines = []
     for aps, score_names in _aps_rows(result.clusters):
-        rows = [[f"{aps}/{name}"] + [_held(c, aps, name) for c in result.clusters] for name in score_names]
+        rows = [[f"{aps}/{name}", *(_held(c, aps, name) for c in result.clusters)] for name in score_names]
         lines += [*_grid(["score (as on the hub)", *names], rows), ""]
     fresh = [f"{c.sets[0].fresh_nodes}/{c.sets[0].total_nodes}" + _state(c, result.now) for c in result.clusters]
     lines += [*_grid(["", *names], [["fresh / schedulable nodes", *fresh]])[1:], ""]
@@ -155,7 +155,7 @@ def replay_data(results: Sequence[ReplayResult], oracle: ReplayResult | None) ->
             "oracle": oracle.as_dict() if oracle is not None else None}
 
 
-def dump(data: Any, fmt: str) -> str:
+def dump(data: object, fmt: str) -> str:
     """JSON or YAML text of plain data."""
     if fmt == "json":
         return json.dumps(data, indent=2) + "\n"

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import yaml
 
@@ -21,6 +21,24 @@ _KEYS = {"name", "arrivalSeconds", "pods", "gpusPerPod", "tpusPerPod", "gpuMemor
 # What a pod asks for: exactly one of these (migProfile: one MIG instance of that profile per pod).
 _ASKS = ("gpusPerPod", "tpusPerPod", "migProfile", "gpuSharesPerPod")
 _PROFILE = re.compile(r"[1-9][0-9]*g\.[0-9]+gb(\+me)?")
+
+
+class TraceJob(TypedDict, total=False):
+    """One trace entry as written (the generators' output); `parse_job` checks one read from a file."""
+
+    name: str
+    arrivalSeconds: float
+    pods: int
+    gpusPerPod: int
+    tpusPerPod: int
+    migProfile: str
+    gpuSharesPerPod: int
+    gpuMemoryGiB: float
+    durationSeconds: float
+    gpuModel: str
+    gpuProduct: str
+    nvlinkDomain: bool
+    placement: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +53,7 @@ class Job:
     placement: str = ""  # the Placement this job goes through; empty = the one under comparison
 
 
-def _number(doc: Mapping[str, Any], key: str, where: str, *, default: float | None = None,
+def _number(doc: Mapping[str, object], key: str, where: str, *, default: float | None = None,
             minimum: float = 0.0) -> float:
     value = doc.get(key, default)
     if value is None or isinstance(value, bool) or not isinstance(value, int | float) \
@@ -44,21 +62,21 @@ def _number(doc: Mapping[str, Any], key: str, where: str, *, default: float | No
     return float(value)
 
 
-def _count(doc: Mapping[str, Any], key: str, where: str, default: int | None) -> int:
+def _count(doc: Mapping[str, object], key: str, where: str, default: int | None) -> int:
     value = doc.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise FleetError(f"{where}: {key} must be a whole number >= 1, got {value!r}")
     return value
 
 
-def _text(doc: Mapping[str, Any], key: str, where: str) -> str:
+def _text(doc: Mapping[str, object], key: str, where: str) -> str:
     value = doc.get(key, "")
     if not isinstance(value, str):
         raise FleetError(f"{where}: {key} must be a string")
     return value.strip()
 
 
-def parse_job(doc: Any, index: int) -> Job:
+def parse_job(doc: object, index: int) -> Job:
     """One trace entry -> Job, or FleetError naming the entry and field."""
     where = f"jobs[{index}]"
     if not isinstance(doc, dict):
@@ -92,7 +110,7 @@ def parse_job(doc: Any, index: int) -> Job:
     )
 
 
-def parse_trace(doc: Any) -> tuple[Job, ...]:
+def parse_trace(doc: object) -> tuple[Job, ...]:
     """A trace document (a list of jobs, or {jobs: [...]}) -> jobs sorted by arrival (stable)."""
     items = doc.get("jobs") if isinstance(doc, dict) else doc
     if not isinstance(items, list):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator
-from typing import Any
+
+from accelscore.simulator.trace import TraceJob
 
 # (gpusPerPod, weight, pods choices): training jobs are 8-GPU pods, often several; inference and
 # notebooks are 1-2 GPUs. By count the 8-GPU shape is the most common, as in a training-heavy fleet.
@@ -20,7 +21,7 @@ _SIGMA = 0.8
 
 
 def generate(count: int, *, seed: int, mean_interarrival_s: float = 60.0,
-             mix: tuple[tuple[int, float, tuple[int, ...]], ...] = DEFAULT_MIX) -> list[dict[str, Any]]:
+             mix: tuple[tuple[int, float, tuple[int, ...]], ...] = DEFAULT_MIX) -> list[TraceJob]:
     """`count` jobs as trace entries (plain dicts, arrival order); the same seed gives the same trace."""
     if count < 0 or mean_interarrival_s <= 0:
         raise ValueError("count must be >= 0 and mean_interarrival_s > 0")
@@ -33,7 +34,7 @@ def generate(count: int, *, seed: int, mean_interarrival_s: float = 60.0,
     for i in range(count):
         t += rng.expovariate(1.0 / mean_interarrival_s)
         k = rng.choices(shapes, weights)[0]
-        job: dict[str, Any] = {
+        job: TraceJob = {
             "name": f"job-{i:05d}",
             "arrivalSeconds": round(t, 1),
             "pods": rng.choice(pods_for[k]),
@@ -71,7 +72,7 @@ def _pick(rng: random.Random, table: tuple[tuple[str, float], ...]) -> str:
     return rng.choices([k for k, _ in table], [w for _, w in table])[0]
 
 
-def _realistic_job(rng: random.Random) -> dict[str, Any]:
+def _realistic_job(rng: random.Random) -> TraceJob:
     """One job of the issue-23 mix (without name and arrival)."""
     kind = _pick(rng, REALISTIC_KINDS)
     if kind == "mig":
@@ -81,7 +82,7 @@ def _realistic_job(rng: random.Random) -> dict[str, Any]:
     if kind == "domain":  # e.g. a 16-32 GPU training run on GB200 trays (4 GPUs each) inside one NVL72 rack
         return {"pods": rng.choice((4, 6, 8)), "gpusPerPod": 4, "nvlinkDomain": True}
     if kind == "gang8":
-        job: dict[str, Any] = {"pods": rng.choice((4, 4, 6, 8)), "gpusPerPod": 8}
+        job: TraceJob = {"pods": rng.choice((4, 4, 6, 8)), "gpusPerPod": 8}
     else:
         k = rng.choices([m[0] for m in DEFAULT_MIX], [m[1] for m in DEFAULT_MIX])[0]
         job = {"pods": rng.choice(dict((m[0], m[2]) for m in DEFAULT_MIX)[k]), "gpusPerPod": k}
@@ -90,18 +91,19 @@ def _realistic_job(rng: random.Random) -> dict[str, Any]:
     return job
 
 
-def generate_realistic(count: int, *, seed: int, mean_interarrival_s: float = 60.0) -> list[dict[str, Any]]:
+def generate_realistic(count: int, *, seed: int, mean_interarrival_s: float = 60.0) -> list[TraceJob]:
     """`count` jobs of the issue-23 mix as trace entries; the same seed gives the same trace."""
     return [{"name": f"job-{i:05d}", "arrivalSeconds": t, **_realistic_job(rng), "durationSeconds": _lognormal_s(rng)}
             for i, t, rng in _arrivals(count, seed, mean_interarrival_s)]
 
 
-def generate_gangs(count: int, *, seed: int, mean_interarrival_s: float = 200.0) -> list[dict[str, Any]]:
+def generate_gangs(count: int, *, seed: int, mean_interarrival_s: float = 200.0) -> list[TraceJob]:
     """Single 8-GPU pods beside gangs of 4 such pods (and a quarter small jobs): the mix in which single pods
     ranked by the most room used up the whole nodes the gangs needed (issue 23)."""
-    jobs = []
+    jobs: list[TraceJob] = []
     for i, t, rng in _arrivals(count, seed, mean_interarrival_s):
         roll = rng.random()
+        shape: TraceJob
         if roll < 0.55:
             shape = {"pods": 1, "gpusPerPod": 8}
         elif roll < 0.75:

@@ -22,6 +22,7 @@ from typing import Any
 from accelscore.agent.collectors.amd_read import AmdReader, LogicalGpu, fold_partitions
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
 from accelscore.agent.collectors.nvidia_worker import NvmlCallTimeout, NvmlWorker
+from accelscore.agent.config import HostConfig
 from accelscore.devices import Accelerator, CollectorName, DeviceKind, vendor_row
 
 __all__ = ["AmdCollector", "AmdSnapshot", "build_collector"]
@@ -39,7 +40,7 @@ class AmdSnapshot:
     logical: tuple[LogicalGpu, ...] = ()  # one per amdsmi processor handle, as read (local mode explains from it)
 
 
-def build_collector(*, host: Any, library: Any, advertised: Callable[[], bool | None]) -> AmdCollector:
+def build_collector(*, host: HostConfig, library: Any, advertised: Callable[[], bool | None]) -> AmdCollector:
     """The vendor-table hook (accelscore.agent.app.vendor_collectors)."""
     sysfs = Path(getattr(host, "sysfs_root", "/sys"))
     timeout = float(getattr(host, "nvml_timeout_s", 5.0))

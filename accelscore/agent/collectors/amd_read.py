@@ -4,9 +4,10 @@ compute partitions (`fold_partitions`). Function names, return shapes and except
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 _NOT_SUPPORTED = 2
 _PAGE_PENDING, _PAGE_UNRESERVABLE = 1, 2
 _MIB = 1 << 20
+ProcessorHandle = ctypes.c_void_p  # amdsmi_wrapper.amdsmi_processor_handle (an opaque pointer)
 _BDF = re.compile(r"(?P<slot>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\.(?P<function>[0-7])")
 
 
@@ -46,11 +48,13 @@ class LogicalGpu:
 class AmdReader:
     """Reads every handle; a call that fails leaves its value unknown (None), never 0, and names itself."""
 
+    # amdsmi: the library module (or the test double at that boundary); it ships no types, and only the amd
+    # collector module may import it (.importlinter), so it stays untyped here.
     def __init__(self, amdsmi: Any, *, mark: Callable[[str], None]) -> None:
         self._smi = amdsmi
         self._mark = mark
 
-    def _call(self, name: str, *args: Any) -> Any:
+    def _call(self, name: str, *args: object) -> Any:  # what the amdsmi function `name` returns
         self._mark(name)
         return getattr(self._smi, name)(*args)
 
@@ -65,7 +69,7 @@ class AmdReader:
     def read_all(self) -> tuple[LogicalGpu, ...]:
         return tuple(self._read(i, h) for i, h in enumerate(self._call("amdsmi_get_processor_handles")))
 
-    def _try(self, name: str, handle: Any, problems: list[str]) -> Any:
+    def _try(self, name: str, handle: ProcessorHandle, problems: list[str]) -> Any:
         """The call's value, or None: NOT_SUPPORTED quietly, any other library error noted in `problems`."""
         try:
             return self._call(name, handle)
@@ -76,7 +80,7 @@ class AmdReader:
             problems.append(f"{name}: {type(err).__name__}")
         return None
 
-    def _read(self, index: int, handle: Any) -> LogicalGpu:
+    def _read(self, index: int, handle: ProcessorHandle) -> LogicalGpu:
         problems: list[str] = []
         bdf = self._try("amdsmi_get_gpu_device_bdf", handle, problems) or ""
         asic = self._try("amdsmi_get_gpu_asic_info", handle, problems) or {}
@@ -97,7 +101,7 @@ class AmdReader:
             health=health, health_reason=reason)
 
 
-def _health(readable: bool, pages: list[dict[str, Any]] | None, problems: list[str]) -> tuple[Health, str]:
+def _health(readable: bool, pages: list[Mapping[str, object]] | None, problems: list[str]) -> tuple[Health, str]:
     """UNHEALTHY with bad pages awaiting retirement; unknown when the GPU cannot be read; else HEALTHY."""
     if not readable:
         return Health.UNSPECIFIED, "cannot be read: " + ("; ".join(problems) or "no PCI address")
@@ -109,20 +113,20 @@ def _health(readable: bool, pages: list[dict[str, Any]] | None, problems: list[s
     return Health.HEALTHY, ""
 
 
-def _model(asic: dict[str, Any]) -> str:
+def _model(asic: Mapping[str, object]) -> str:
     name = str(asic.get("market_name") or "").strip()
     return name if name and name != "N/A" else "AMD GPU"
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.strip().upper() if isinstance(value, str) and value.strip() not in ("", "N/A") else ""
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _mib(vram: dict[str, Any] | None, key: str) -> int | None:
+def _mib(vram: Mapping[str, object] | None, key: str) -> int | None:
     value = None if vram is None else vram.get(key)
     return value * _MIB if isinstance(value, int) and value >= 0 else None
 

@@ -13,7 +13,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
 from accelscore.devices import CollectorName
@@ -21,7 +20,7 @@ from accelscore.devices.dra import DraDevice, DraSlice, TaintRule, counted_devic
 from accelscore.kube import dra as kube_dra
 from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import KubeError, KubeUnavailable
-from accelscore.kube.watch import WatchCache
+from accelscore.kube.watch import WatchCache, WatchOptions
 
 __all__ = ["DraCollector", "DraSnapshot"]
 
@@ -51,7 +50,7 @@ class DraCollector:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.node_name = node_name
         self._factory = api_client_factory
-        self._options: dict[str, Any] = {"timeout_seconds": watch_timeout_s, "backoff_max_s": backoff_max_s}
+        self._options: WatchOptions = {"timeout_seconds": watch_timeout_s, "backoff_max_s": backoff_max_s}
         self._rediscover_s = rediscover_s
         self._clock = clock
         self._api: ApiClient | None = None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 __all__ = ["NVIDIA_REGISTER", "parse_register"]
 
@@ -20,7 +19,7 @@ NVIDIA_REGISTER = "hami.io/node-nvidia-register"
 _MAX_SPLIT = 1024  # HAMi's deviceSplitCount is a small number (default 10); anything beyond is not a count
 
 
-def _count(value: Any) -> int | None:
+def _count(value: object) -> int | None:
     """A split count: a whole number 1.._MAX_SPLIT (JSON may carry it as a float)."""
     if isinstance(value, bool):
         return None
@@ -31,14 +30,14 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and 1 <= value <= _MAX_SPLIT else None
 
 
-def _from_json(text: str) -> list[tuple[str, Any]]:
+def _from_json(text: str) -> list[tuple[str, object]]:
     items = json.loads(text)
     if not isinstance(items, list):
         raise ValueError("expected a JSON list of devices")
     return [(str(d.get("id", "")), d.get("count")) for d in items if isinstance(d, Mapping)]
 
 
-def _from_records(text: str) -> list[tuple[str, Any]]:
+def _from_records(text: str) -> list[tuple[str, str]]:
     out = []
     for record in text.split(":"):
         fields = record.split(",")

@@ -24,7 +24,7 @@ from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import KubeUnavailable
 from accelscore.kube.pod_requests import effective_requests, uses_dra
 from accelscore.kube.quantity import InvalidQuantity, quantity
-from accelscore.kube.watch import WatchCache
+from accelscore.kube.watch import WatchCache, WatchOptions
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class NodeCollector:
             self._api = self._factory()
         except KubeUnavailable as err:
             raise CollectorError(State.ABSENT, str(err)) from err
-        common: dict[str, Any] = {"timeout_seconds": self._watch_timeout_s, "backoff_max_s": self._backoff_max_s}
+        common: WatchOptions = {"timeout_seconds": self._watch_timeout_s, "backoff_max_s": self._backoff_max_s}
         self._node = kube_nodes.watch_node(self._api, node_name=self.node_name, transform=node_info, **common)
         self._pods = kube_nodes.watch_node_pods(self._api, node_name=self.node_name, transform=pod_usage, **common)
         return self._node, self._pods

@@ -5,15 +5,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accelscore.agent.collectors import nvidia_health
 from accelscore.agent.collectors.base import CollectorError, Reading, State, timed_reading
 from accelscore.agent.collectors.nvidia_events import XidWatcher
-from accelscore.agent.collectors.nvidia_read import GpuGone, GpuIdentity, GpuReader
+from accelscore.agent.collectors.nvidia_read import GpuGone, GpuIdentity, GpuReader, Nvml
 from accelscore.agent.collectors.nvidia_worker import NvmlCallTimeout, NvmlWorker
 from accelscore.agent.snapshots import GpuSnapshot, Health, NvidiaSnapshot
 from accelscore.devices import CollectorName, DeviceKind, vendor_row
+
+if TYPE_CHECKING:
+    from pynvml import c_nvmlEventSet_t as EventSet
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +36,7 @@ class NvidiaCollector:
 
     name = CollectorName.NVIDIA
 
-    def __init__(self, *, nvml: Any = None, call_timeout_s: float = 2.0,
+    def __init__(self, *, nvml: Nvml | None = None, call_timeout_s: float = 2.0,
                  gpu_advertised: Callable[[], bool | None] = lambda: None,
                  degraded_temperature_c: float = nvidia_health.DEFAULT_DEGRADED_TEMPERATURE_C,
                  xid_wait_ms: int = 500, read_processes: bool = False) -> None:
@@ -188,7 +191,7 @@ class NvidiaCollector:
                               f"({', '.join(failed)}); their health does not include XIDs")
         self._xids.start()
 
-    def _shutdown(self, event_set: Any) -> None:
+    def _shutdown(self, event_set: EventSet | None) -> None:
         nvml = self._nvml
         if event_set is not None:
             self._worker.mark("nvmlEventSetFree")

@@ -8,14 +8,20 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+from accelscore.agent.collectors.nvidia_read import Nvml
+
+if TYPE_CHECKING:
+    from pynvml import c_nvmlDevice_t as GpuHandle
+    from pynvml import c_nvmlEventSet_t as EventSet
 
 log = logging.getLogger(__name__)
 
 _ERROR_BACKOFF_S = 1.0
 
 
-def handle_key(handle: Any) -> Hashable:
+def handle_key(handle: GpuHandle) -> Hashable:
     """A key equal for every Python object that wraps the same NVML device handle (ctypes pointers compare by id)."""
     try:
         return ctypes.cast(handle, ctypes.c_void_p).value
@@ -34,7 +40,7 @@ class XidTally:
 class XidWatcher:
     """Owns one NVML event set; its thread waits for XID events and tallies them by GPU UUID."""
 
-    def __init__(self, *, nvml: Any, wait_ms: int = 1000) -> None:
+    def __init__(self, *, nvml: Nvml, wait_ms: int = 1000) -> None:
         self._nvml = nvml
         self._wait_ms = wait_ms
         self._lock = threading.Lock()
@@ -42,10 +48,10 @@ class XidWatcher:
         self._counts: dict[str, Counter[int]] = {}
         self._uuids: dict[Hashable, str] = {}
         self._stop = threading.Event()
-        self._event_set: Any = None
+        self._event_set: EventSet | None = None
         self._thread: threading.Thread | None = None
 
-    def register(self, devices: Iterable[tuple[Any, str]], mark: Callable[[str], None]) -> list[str]:
+    def register(self, devices: Iterable[tuple[GpuHandle, str]], mark: Callable[[str], None]) -> list[str]:
         """Create the event set and register each (handle, uuid) for XID events; run on the NVML thread.
         Returns the UUIDs that could not be registered."""
         nvml = self._nvml
@@ -75,7 +81,7 @@ class XidWatcher:
             counts = self._counts.get(uuid)
             return XidTally(self._last.get(uuid), tuple(sorted(counts.items())) if counts else ())
 
-    def stop(self) -> Any:
+    def stop(self) -> EventSet | None:
         """Stop the thread and return the event set for the caller to free on the NVML thread."""
         self._stop.set()
         if self._thread is not None:

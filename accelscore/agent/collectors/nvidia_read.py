@@ -6,14 +6,73 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict, TypeVar
 
 from accelscore.agent.snapshots import GpuProcess, MigDevice
+
+if TYPE_CHECKING:
+    from pynvml import c_nvmlDevice_t as GpuHandle  # NVML's device handle (a ctypes pointer)
+    from pynvml import c_nvmlEventData_t as EventData  # one event (device handle, type, data)
+    from pynvml import c_nvmlEventSet_t as EventSet  # NVML's event set (a ctypes pointer)
 
 log = logging.getLogger(__name__)
 
 LOST_REASON = "GPU is lost (fallen off the bus)"
 RESET_REASON = "GPU requires a reset"
+
+
+N = TypeVar("N", int, float)
+
+
+class Nvml(Protocol):
+    """What the collectors use of NVML by attribute: `pynvml` itself, or the test double at this boundary
+    (tests/fakes/fake_pynvml.py). Per-GPU reads go by function name through `GpuReader._call`."""
+
+    NVMLError: type[Exception]
+    NVMLError_NotSupported: type[Exception]
+    NVMLError_NoPermission: type[Exception]
+    NVMLError_FunctionNotFound: type[Exception]
+    NVMLError_GpuIsLost: type[Exception]
+    NVMLError_ResetRequired: type[Exception]
+    NVMLError_NotFound: type[Exception]
+    NVMLError_LibraryNotFound: type[Exception]
+    NVMLError_DriverNotLoaded: type[Exception]
+    NVMLError_Timeout: type[Exception]
+    NVML_TEMPERATURE_GPU: int
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED: int
+    NVML_AGGREGATE_ECC: int
+    NVML_DEVICE_MIG_ENABLE: int
+    nvmlEventTypeXidCriticalError: int
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlSystemGetDriverVersion(self) -> str: ...
+    def nvmlDeviceGetCount(self) -> int: ...
+    def nvmlEventSetCreate(self) -> EventSet: ...
+    def nvmlEventSetFree(self, event_set: EventSet) -> None: ...
+    def nvmlDeviceRegisterEvents(self, handle: GpuHandle, event_types: int, event_set: EventSet) -> None: ...
+    def nvmlEventSetWait(self, event_set: EventSet, timeout_ms: int) -> EventData: ...
+
+
+class GpuReadings(TypedDict):
+    """The dynamic fields of one GPU as `GpuSnapshot` keyword arguments (None: NVML could not say)."""
+
+    memory_total_bytes: int | None
+    memory_used_bytes: int | None
+    memory_reserved_bytes: int | None
+    utilization_ratio: float | None
+    memory_utilization_ratio: float | None
+    temperature_celsius: float | None
+    power_watts: float | None
+    power_limit_watts: float | None
+    energy_joules_total: float | None
+    ecc_uncorrected_total: int | None
+    clock_event_reasons: int | None
+    remapped_rows_pending: NotRequired[bool]  # Ampere and later
+    remapped_rows_failed: NotRequired[bool]
+    retired_pages_pending: NotRequired[bool | None]  # before Ampere
+    mig_enabled: NotRequired[bool | None]  # set last (after the row/page reads), as NVML is asked
+    mig_devices: NotRequired[tuple[MigDevice, ...]]
 
 
 class GpuGone(Exception):
@@ -24,7 +83,7 @@ class GpuGone(Exception):
 class GpuIdentity:
     """What does not change while the process runs: handle, UUID, model, PCI bus id."""
 
-    handle: Any
+    handle: GpuHandle
     index: int
     uuid: str
     model: str
@@ -34,12 +93,13 @@ class GpuIdentity:
 class GpuReader:
     """Turns NVML calls for one GPU into GpuSnapshot keyword arguments; never raises except GpuGone."""
 
-    def __init__(self, *, nvml: Any, mark: Callable[[str], None]) -> None:
+    def __init__(self, *, nvml: Nvml, mark: Callable[[str], None]) -> None:
         self._nvml = nvml
         self._mark = mark
         self._none_errors = (nvml.NVMLError_NotSupported, nvml.NVMLError_NoPermission,
                              nvml.NVMLError_FunctionNotFound)
-        self._gone_errors = {nvml.NVMLError_GpuIsLost: LOST_REASON, nvml.NVMLError_ResetRequired: RESET_REASON}
+        self._gone_errors: dict[type[Exception], str] = {nvml.NVMLError_GpuIsLost: LOST_REASON,
+                                                         nvml.NVMLError_ResetRequired: RESET_REASON}
         # Prefer the newer calls; fall back (and remember) when the bindings or the driver lack them.
         self._memory_v2: int | None = getattr(nvml, "nvmlMemory_v2", None)
         self._temperature_v = hasattr(nvml, "nvmlDeviceGetTemperatureV")
@@ -54,12 +114,12 @@ class GpuReader:
         pci = self._call("nvmlDeviceGetPciInfo", handle).busId
         return GpuIdentity(handle, index, uuid, model, pci)
 
-    def read(self, gpu: GpuIdentity) -> dict[str, Any]:
+    def read(self, gpu: GpuIdentity) -> GpuReadings:
         """Every dynamic field of one GPU, validated; raises GpuGone."""
         h, u, nvml = gpu.handle, gpu.uuid, self._nvml
         total, used, reserved = self._memory(u, h)
         util = self._get(u, "nvmlDeviceGetUtilizationRates", h)
-        fields: dict[str, Any] = {
+        fields: GpuReadings = {
             "memory_total_bytes": total, "memory_used_bytes": used, "memory_reserved_bytes": reserved,
             "utilization_ratio": self._ratio(u, "utilization_ratio", util.gpu if util else None),
             "memory_utilization_ratio": self._ratio(u, "memory_utilization_ratio", util.memory if util else None),
@@ -100,7 +160,7 @@ class GpuReader:
         by_pid = {int(p.pid): GpuProcess(int(p.pid), _bytes_or_none(p.usedGpuMemory)) for p in [*found, *graphics]}
         return tuple(by_pid[pid] for pid in sorted(by_pid))
 
-    def _process_list(self, u: str, name: str, h: Any, *, optional: bool) -> list[Any] | None:
+    def _process_list(self, u: str, name: str, h: GpuHandle, *, optional: bool) -> list[Any] | None:
         """One NVML process list; [] when `optional` and NVML has no such list; None when it cannot say."""
         try:
             return list(self._call(name, h))
@@ -114,7 +174,7 @@ class GpuReader:
             self._warn(u, "processes", f"{name} failed: {err}")
         return None
 
-    def _mig_devices(self, u: str, h: Any) -> tuple[MigDevice, ...]:
+    def _mig_devices(self, u: str, h: GpuHandle) -> tuple[MigDevice, ...]:
         slots = self._get(u, "nvmlDeviceGetMaxMigDeviceCount", h) or 0
         devices = []
         for slot in range(slots):
@@ -136,7 +196,7 @@ class GpuReader:
             devices.append(MigDevice(uuid, slot, profile, total, used))
         return tuple(devices)
 
-    def _memory(self, u: str, h: Any) -> tuple[int | None, int | None, int | None]:
+    def _memory(self, u: str, h: GpuHandle) -> tuple[int | None, int | None, int | None]:
         mem, reserved = None, None
         if self._memory_v2 is not None:
             try:
@@ -161,7 +221,7 @@ class GpuReader:
             used = self._valid(u, "memory_used_bytes", mem.used)
         return total, used, self._valid(u, "memory_reserved_bytes", reserved)
 
-    def _temperature(self, u: str, h: Any) -> Any:
+    def _temperature(self, u: str, h: GpuHandle) -> int | float | None:
         nvml = self._nvml
         if self._temperature_v:
             try:
@@ -175,7 +235,7 @@ class GpuReader:
                 return None
         return self._get(u, "nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU)
 
-    def _clock_reasons(self, u: str, h: Any) -> Any:
+    def _clock_reasons(self, u: str, h: GpuHandle) -> int | None:
         if self._clock_events:
             try:
                 return self._call("nvmlDeviceGetCurrentClocksEventReasons", h)
@@ -188,8 +248,9 @@ class GpuReader:
                 return None
         return self._get(u, "nvmlDeviceGetCurrentClocksThrottleReasons", h)
 
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """One NVML call, marked for the timeout; lost/reset becomes GpuGone, other errors propagate."""
+    def _call(self, name: str, *args: object, **kwargs: object) -> Any:
+        """One NVML call, marked for the timeout; lost/reset becomes GpuGone, other errors propagate. Returns what
+        that NVML function returns (its type depends on `name`)."""
         self._mark(name)
         try:
             return getattr(self._nvml, name)(*args, **kwargs)
@@ -199,7 +260,7 @@ class GpuReader:
                 raise GpuGone(reason) from err
             raise
 
-    def _get(self, u: str, name: str, *args: Any) -> Any:
+    def _get(self, u: str, name: str, *args: object) -> Any:
         """One optional reading: None when NVML cannot say (NotSupported, NoPermission, or an error, logged)."""
         try:
             return self._call(name, *args)
@@ -209,7 +270,7 @@ class GpuReader:
             self._warn(u, name, f"{name} failed: {err}")
             return None
 
-    def _valid(self, u: str, field: str, value: Any, *, upper: float | None = None) -> Any:
+    def _valid(self, u: str, field: str, value: N | None, *, upper: float | None = None) -> N | None:
         """The value, or None (with one warning) when it is NaN, negative or above `upper`."""
         if value is None:
             return None
@@ -219,11 +280,11 @@ class GpuReader:
         self._warned.discard((u, field))
         return value
 
-    def _ratio(self, u: str, field: str, percent: Any) -> float | None:
+    def _ratio(self, u: str, field: str, percent: int | None) -> float | None:
         value = self._valid(u, field, percent, upper=100)
         return None if value is None else value / 100.0
 
-    def _scaled(self, u: str, field: str, raw: Any, per_unit: float = 1000.0) -> float | None:
+    def _scaled(self, u: str, field: str, raw: int | float | None, per_unit: float = 1000.0) -> float | None:
         """A validated reading as a float in base units (NVML gives milliwatts and millijoules)."""
         value = self._valid(u, field, raw)
         return None if value is None else value / per_unit
@@ -235,6 +296,6 @@ class GpuReader:
             log.warning("GPU %s: %s; reported as unknown", u, message)
 
 
-def _bytes_or_none(value: Any) -> int | None:
+def _bytes_or_none(value: object) -> int | None:
     """A process's used memory in bytes; pynvml gives None when NVML cannot say."""
     return int(value) if isinstance(value, int) and value >= 0 else None

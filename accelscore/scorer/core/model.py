@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Any, TypeVar, dataclass_transform
+from typing import Any, TypedDict, TypeVar, dataclass_transform
 
 from accelscore.devices import AcceleratorFamily, family_resources
 from accelscore.scorer.core import lanes as _lanes
@@ -170,7 +170,7 @@ class NodeNumber:
     cel_type: str
     unit: str
     doc: str
-    get: Callable[[NodeScan], Any]  # the value from a scan (ZERO_SCAN for a node without a summary)
+    get: Callable[[NodeScan], object]  # the value from a scan (ZERO_SCAN for a node without a summary), of cel_type
 
 
 def _node_number(f: Field[Any]) -> NodeNumber:
@@ -241,7 +241,17 @@ class NodeSummary:
         object.__setattr__(self, "row", _pass_row(scan))
 
 
-def _keyed_numbers(summary: NodeSummary, gpu_free: int) -> dict[str, Any]:
+class _KeyedNumbers(TypedDict):
+    """The scan fields `_keyed_numbers` derives from a summary's extras."""
+
+    gpu_free_by_product: Mapping[str, int]
+    mig_free: Mapping[str, int]
+    gpu_shares_free: int
+    gpu_product: str
+    extras: NodeExtras | None
+
+
+def _keyed_numbers(summary: NodeSummary, gpu_free: int) -> _KeyedNumbers:
     """The scan's per-product, per-profile and share numbers (empty maps for a node of whole GPUs of no product)."""
     extras, product = summary.extras, summary.gpu_product
     by_product = MappingProxyType({product: gpu_free}) if product else _NO_KEYS

@@ -118,7 +118,7 @@ class ClusterNumber:
     cel_type: str  # as CEL and the docs write it: int, double, map(string, int), ...
     unit: str
     doc: str
-    get: Callable[[ClusterTotals], Any]  # exact (int, Fraction) where the totals are; the CEL adapter converts
+    get: Callable[[ClusterTotals], object]  # exact (int, Fraction) where the totals are; the CEL adapter converts
 
 
 def _fit_number(k: int) -> ClusterNumber:

@@ -9,10 +9,9 @@ and never quote the document. The file size is bounded by the caller.
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 from yaml.events import AliasEvent, MappingStartEvent, SequenceStartEvent
+from yaml.nodes import Node
 
 __all__ = ["MAX_DEPTH", "MAX_NODES", "load"]
 
@@ -32,7 +31,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self._depth = 0
         self._nodes = 0
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
         if self.check_event(AliasEvent):
             mark = self.peek_event().start_mark
             raise _Refused(f"line {mark.line + 1}: aliases (*name) are not accepted")
@@ -52,7 +51,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 self._depth -= 1
 
 
-def load(text: str) -> Any:
+def load(text: str) -> object:
     """The one document in `text`; ValueError with a one-line reason when it is not YAML or breaks a bound."""
     loader = _BoundedLoader(text)
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ _SCALARS = {"int": _T.INT, "double": _T.DOUBLE, "bool": _T.BOOL, "string": _T.ST
 _GENERIC = re.compile(r"^(map|list)\((.*)\)$")
 
 
-def cel_type(text: str) -> Any:
+def cel_type(text: str) -> cel.Type:
     """cel-expr-python's type for a type as the docs write it: int, double, bool, string, map(K, V), list(T)."""
     text = text.strip()
     if text in _SCALARS:
@@ -49,12 +49,14 @@ def _is_map(type_text: str) -> bool:
     return type_text.startswith("map(")
 
 
-def hashable(type_text: str, value: Any) -> Any:
+# `value` (here and in cel_value) is any input's value, of the Python type its documented CEL type text says: the
+# dispatch is on that text, which no static type follows.
+def hashable(type_text: str, value: Any) -> Hashable:
     """A memo-key form of a value: a map becomes its sorted items (lists of taints are tuples already)."""
     return tuple(sorted(value.items())) if _is_map(type_text) else value
 
 
-def cel_value(type_text: str, value: Any) -> Any:
+def cel_value(type_text: str, value: Any) -> object:
     """A value as CEL takes it: maps as dicts (also from their hashable items), numbers as int or float."""
     if _is_map(type_text):
         items = value.items() if isinstance(value, Mapping) else value
@@ -74,7 +76,7 @@ class NodeFact:
     name: str
     cel_type: str
     doc: str
-    get: Callable[[NodeEntry], Any]
+    get: Callable[[NodeEntry], object]
 
 
 def _schedulable(e: NodeEntry) -> bool:
@@ -97,12 +99,13 @@ def scan_of(entry: NodeEntry) -> NodeScan:
     return ZERO_SCAN if entry.summary is None else entry.summary.scan
 
 
-def _number_getter(number: NodeNumber) -> Callable[[NodeEntry], Any]:
+def _number_getter(number: NodeNumber) -> Callable[[NodeEntry], object]:
     get = number.get
     return lambda e: get(scan_of(e))
 
 
-def node_fields(numbers: Iterable[NodeNumber] = NODE_NUMBERS) -> dict[str, tuple[Any, str, Callable[[NodeEntry], Any]]]:
+def node_fields(numbers: Iterable[NodeNumber] = NODE_NUMBERS
+                ) -> dict[str, tuple[cel.Type, str, Callable[[NodeEntry], object]]]:
     """node.<field>: (CEL type, doc, getter over a NodeEntry), the facts first, then every catalogued number."""
     out = {f.name: (cel_type(f.cel_type), f.doc, f.get) for f in NODE_FACTS}
     out.update({n.name: (cel_type(n.cel_type), n.doc, _number_getter(n)) for n in numbers})
@@ -114,11 +117,11 @@ NODE_TYPES: Mapping[str, str] = {**{f.name: f.cel_type for f in NODE_FACTS},
                                  **{n.name: n.cel_type for n in NODE_NUMBERS}}
 NUMBERS_BY_NAME: Mapping[str, NodeNumber] = {n.name: n for n in NODE_NUMBERS}
 NODE_FIELDS = node_fields()
-CLUSTER_FIELDS: Mapping[str, tuple[Any, str, Callable[[ClusterTotals], Any]]] = {
+CLUSTER_FIELDS: Mapping[str, tuple[cel.Type, str, Callable[[ClusterTotals], object]]] = {
     n.name: (cel_type(n.cel_type), n.doc, n.get) for n in CLUSTER_NUMBERS}
 
 
-def cluster_data(totals: ClusterTotals) -> dict[str, Any]:
+def cluster_data(totals: ClusterTotals) -> dict[str, object]:
     """Every `cluster.<field>` of one set of totals, as CEL takes them (exact Fractions become doubles)."""
     return {f"cluster.{n.name}": cel_value(n.cel_type, n.get(totals)) for n in CLUSTER_NUMBERS}
 

@@ -24,7 +24,6 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from accelscore.errors import ConfigError
 
@@ -70,7 +69,7 @@ class PromValue:
     reason: str
 
 
-def _number(raw: Mapping[str, Any], key: str, default: float, where: str) -> float:
+def _number(raw: Mapping[str, object], key: str, default: float, where: str) -> float:
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{where}.{key}: must be a positive number of seconds, got {value!r}")

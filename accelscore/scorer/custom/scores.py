@@ -27,7 +27,7 @@ import functools
 import math
 import re
 import reprlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
@@ -35,7 +35,7 @@ from typing import Any
 from cel_expr_python import cel
 
 from accelscore.errors import ConfigError
-from accelscore.scorer.core.model import CUSTOM_APS, ClusterSnapshot, NodeEntry, Score, ScoreSet
+from accelscore.scorer.core.model import CUSTOM_APS, ClusterSnapshot, NodeEntry, NodeScan, Score, ScoreSet
 from accelscore.scorer.core.score_table import BY_NAME
 from accelscore.scorer.core.scoring import accel_map
 from accelscore.scorer.core.totals import ClusterTotals, cluster_totals
@@ -96,25 +96,25 @@ class Projection:
     fields: tuple[str, ...]
     labels: tuple[str, ...] | None
 
-    def key(self, entry: NodeEntry) -> tuple[Any, ...]:
+    def key(self, entry: NodeEntry) -> tuple[Hashable, ...]:
         values = [_hashable(f, NODE_FIELDS[f][2](entry)) for f in self.fields]
         if self.labels is not None:
             values.extend(entry.labels.get(k, _ABSENT) for k in self.labels)
         return tuple(values)
 
-    def activation(self, key: tuple[Any, ...]) -> dict[str, Any]:
-        data = {f"node.{f}": _cel_value(f, v) for f, v in zip(self.fields, key, strict=False)}
+    def activation(self, key: tuple[Hashable, ...]) -> dict[str, object]:
+        data: dict[str, object] = {f"node.{f}": _cel_value(f, v) for f, v in zip(self.fields, key, strict=False)}
         if self.labels is not None:
             data["node.labels"] = {k: v for k, v in zip(self.labels, key[len(self.fields):], strict=True)
                                    if v is not _ABSENT}
         return data
 
 
-def _hashable(name: str, value: Any) -> Any:
+def _hashable(name: str, value: Any) -> Hashable:
     return hashable(NODE_TYPES[name], value)
 
 
-def _cel_value(name: str, value: Any) -> Any:
+def _cel_value(name: str, value: Any) -> object:
     if name == "taints":
         return [{"key": t.key, "value": t.value, "effect": t.effect} for t in value]
     return cel_value(NODE_TYPES[name], value)
@@ -125,7 +125,7 @@ def projection_of(source: str) -> Projection:
     return projection_from(_NODE_ENV.compile(source))
 
 
-def projection_from(program: Any) -> Projection:
+def projection_from(program: cel.Expression) -> Projection:
     """The node inputs a compiled filter reads, from its checked AST (`accelscore.scorer.custom.cel_ast`)."""
     fields, labels = node_reads(program.serialize())
     order = list(NODE_FIELDS)
@@ -144,20 +144,20 @@ _SHOW.maxlevel, _SHOW.maxstring, _SHOW.maxother = 2, 60, 60
 _SHOW.maxlist = _SHOW.maxdict = _SHOW.maxset = _SHOW.maxtuple = 4
 
 
-def show(value: Any) -> str:
+def show(value: object) -> str:
     """A bounded repr for error lines: a file's value may be megabytes (or a structure nested to the limit), and
     an error line must stay one short line (issue 21: formatting one with !r wrote a 39 MB log line)."""
     text = _SHOW.repr(value)
     return text if len(text) <= 120 else text[:119] + "…"
 
 
-def _number(raw: Any, what: str) -> float:
+def _number(raw: object, what: str) -> float:
     if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
         raise DefinitionError(f"{what}: expected a finite number, got {show(raw)}")
     return float(raw)
 
 
-def _prom_queries(label: str, promql: Any, prometheus_url: str) -> dict[str, PromQuery]:
+def _prom_queries(label: str, promql: object, prometheus_url: str) -> dict[str, PromQuery]:
     """`promql`: name -> PromQL text (run against `prometheus_url`) or a mapping with `query` and optionally
     url, timeoutSeconds, staleAfterSeconds, everySeconds (`accelscore.scorer.custom.promql.parse_prom_query`)."""
     if not isinstance(promql, Mapping):
@@ -182,7 +182,7 @@ def _prom_queries(label: str, promql: Any, prometheus_url: str) -> dict[str, Pro
     return queries
 
 
-def parse_definition(index: int, item: Any, prometheus_url: str = "") -> Definition:
+def parse_definition(index: int, item: object, prometheus_url: str = "") -> Definition:
     """One `scores[i]` item from plain data; DefinitionError with its one line. `prometheus_url` is the
     file's `prometheus.url`, for queries that name no URL of their own."""
     label = f"scores[{index}]"
@@ -229,15 +229,15 @@ def parse_definition(index: int, item: Any, prometheus_url: str = "") -> Definit
 @dataclass(slots=True)
 class CompiledFilter:
     source: str
-    program: Any
+    program: cel.Expression
     projection: Projection
-    memo: dict[tuple[Any, ...], bool] = field(default_factory=dict)
+    memo: dict[Hashable, bool] = field(default_factory=dict)  # memo key (`_Columns.keys`) -> kept
 
 
 @dataclass(frozen=True, slots=True)
 class CompiledScore:
     definition: Definition
-    program: Any
+    program: cel.Expression
     node_filter: CompiledFilter | None
 
 
@@ -250,7 +250,7 @@ class CustomScores:
 
 
 @functools.lru_cache(maxsize=MAX_DEFINITIONS)
-def _expression_env(prom_names: tuple[str, ...]) -> Any:
+def _expression_env(prom_names: tuple[str, ...]) -> cel.Env:
     """One CEL environment per set of `prom.<name>` variables, shared by every definition declaring that set:
     an environment with a compiled program costs ~120 KiB, a program on a shared one ~4 KiB."""
     variables = {f"cluster.{k}": v[0] for k, v in CLUSTER_FIELDS.items()}
@@ -282,7 +282,7 @@ def compile_definition(definition: Definition, filters: dict[str, CompiledFilter
     return CompiledScore(definition, program, node_filter)
 
 
-def compile_scores(document: Any) -> CustomScores:
+def compile_scores(document: object) -> CustomScores:
     """A whole `{scores: [...]}` document: each bad item is one error line; the good ones compile."""
     if document is None:
         return CustomScores()
@@ -366,7 +366,7 @@ class _EvalFailed(Exception):
     """A CEL evaluation raised (cel-cpp: e.g. `INTERNAL: Iteration budget exceeded`): that definition is unknown."""
 
 
-def _eval(program: Any, data: Mapping[str, Any]) -> Any:
+def _eval(program: cel.Expression, data: Mapping[str, object]) -> cel.Value:
     try:
         return program.eval(data=data)
     except RuntimeError as error:
@@ -378,9 +378,10 @@ class _Columns:
 
     def __init__(self, nodes: Sequence[NodeEntry]) -> None:
         self.nodes = nodes
-        self._cache: dict[tuple[str, str], list[Any]] = {}
+        self._cache: dict[tuple[str, str], list[Hashable]] = {}
+        self._scan_column: list[NodeScan] | None = None
 
-    def field(self, name: str) -> list[Any]:
+    def field(self, name: str) -> list[Hashable]:
         column = self._cache.get(("field", name))
         if column is None:
             number = NUMBERS_BY_NAME.get(name)
@@ -396,20 +397,20 @@ class _Columns:
             self._cache["field", name] = column
         return column
 
-    def _scans(self) -> list[Any]:
-        scans = self._cache.get(("scan", ""))
+    def _scans(self) -> list[NodeScan]:
+        scans = self._scan_column
         if scans is None:
             zero = ZERO_SCAN
-            scans = self._cache["scan", ""] = [zero if e.summary is None else e.summary.scan for e in self.nodes]
+            scans = self._scan_column = [zero if e.summary is None else e.summary.scan for e in self.nodes]
         return scans
 
-    def label(self, key: str) -> list[Any]:
+    def label(self, key: str) -> list[Hashable]:
         column = self._cache.get(("label", key))
         if column is None:
             column = self._cache["label", key] = [e.labels.get(key, _ABSENT) for e in self.nodes]
         return column
 
-    def keys(self, projection: Projection) -> Iterable[Any]:
+    def keys(self, projection: Projection) -> Iterable[Hashable]:
         """Each node's memo key: its values of the projected inputs (one value: the value itself)."""
         columns = [self.field(f) for f in projection.fields]
         columns += [self.label(k) for k in projection.labels or ()]
@@ -436,13 +437,14 @@ def _select(node_filter: CompiledFilter, columns: _Columns, spending: _Spending)
                 hit = memo.get(key)
                 if hit is None:
                     spending.charge()
-                    result = _eval(program, projection.activation(key if width != 1 else (key,))).value()
+                    values = key if width != 1 and isinstance(key, tuple) else (key,)  # width != 1: a tuple
+                    result = _eval(program, projection.activation(values)).value()
                     hit = memo[key] = result is True
                 hits[i] = hit
     return tuple(compress(columns.nodes, hits))
 
 
-def _cluster_data(totals: ClusterTotals) -> dict[str, Any]:
+def _cluster_data(totals: ClusterTotals) -> dict[str, object]:
     return cluster_data(totals)
 
 
@@ -466,7 +468,7 @@ def evaluate(custom: CustomScores, snapshot: ClusterSnapshot, *, now: float, sta
     fails alone: an error value, a raising evaluation or a spent budget makes that score unknown, never the set."""
     whole = totals if totals is not None else cluster_totals(snapshot, now=now, stale_after_s=stale_after_s)
     by_filter: dict[str, ClusterTotals | str] = {"": whole}  # a str: why the filter's nodes are unknown
-    data_of: dict[int, dict[str, Any]] = {}
+    data_of: dict[int, dict[str, object]] = {}
     spending = _Spending(budget, time_budget_s, clock)
     columns = _Columns(snapshot.nodes)
     scores: list[Score] = []
@@ -501,7 +503,7 @@ class _Unknown(Exception):
 
 
 def _one(compiled: CompiledScore, snapshot: ClusterSnapshot, columns: _Columns,
-         by_filter: dict[str, ClusterTotals | str], data_of: dict[int, dict[str, Any]], spending: _Spending,
+         by_filter: dict[str, ClusterTotals | str], data_of: dict[int, dict[str, object]], spending: _Spending,
          values: Mapping[str, float | None], *, now: float, stale_after_s: float) -> float:
     """One definition's raw value; _Budget or _Unknown (with the reason) when it has none this pass."""
     d = compiled.definition

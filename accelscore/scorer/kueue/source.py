@@ -8,13 +8,16 @@ to the frozen dataclasses of `accelscore.scorer.kueue.headroom` as it arrives.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
+from accelscore.devices.dra_class import DeviceClassInfo
 from accelscore.kube import kueue as kube_kueue
+from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import KubeError
 from accelscore.kube.nodes import node_labels, object_name
 from accelscore.kube.quantity import InvalidQuantity, quantity
+from accelscore.kube.watch import WatchCache
 from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
 from accelscore.scorer.kueue import dra as kueue_dra
 from accelscore.scorer.kueue.headroom import (
@@ -29,6 +32,7 @@ from accelscore.scorer.kueue.headroom import (
 )
 
 log = logging.getLogger(__name__)
+V = TypeVar("V")
 
 Json = dict[str, Any]
 # Quota resources that are never devices (every other covered resource may be one: a vendor's, or a DRA name).
@@ -37,7 +41,7 @@ _NOT_DEVICES = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
 KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
 
 
-def _amount(value: Any, where: str) -> float | None:
+def _amount(value: object, where: str) -> float | None:
     if value is None:
         return None
     try:
@@ -114,23 +118,39 @@ def resource_flavor(obj: Json) -> FlavorInfo:
         "labels": (obj.get("spec") or {}).get("nodeLabels") or {}}}))
 
 
-_TRANSFORMS = {kube_kueue.CLUSTER_QUEUES: cluster_queue, kube_kueue.RESOURCE_FLAVORS: resource_flavor,
-               kube_kueue.COHORTS: cohort}
-
-
 REDISCOVER_S = 300  # how often a scorer without Kueue looks again (Kueue installed later needs no restart)
+
+# A watch callback that only needs to know that something changed (any kind, key and value).
+OnAnyChange = Callable[[str, object, object], None]
+
+
+class DraFree(Protocol):
+    """What Kueue on DRA reads of the scorer's DRA source (`scorer.sources.dra_watch.DraSource`)."""
+
+    @property
+    def synced(self) -> bool: ...
+
+    def free_by_node(self) -> kueue_dra.Free: ...
 
 
 class KueueSource:
     """The Kueue watches of one scorer (or none): `state()` is None until Kueue is found and synced."""
 
-    def __init__(self, watches: Mapping[str, Any] | None = None, *, config: Json | None = None) -> None:
-        self.watches: dict[str, Any] = dict(watches or {})
+    def __init__(self, queues: WatchCache[str, ClusterQueueInfo] | None = None,
+                 flavors: WatchCache[str, FlavorInfo] | None = None, cohorts: WatchCache[str, CohortInfo] | None = None,
+                 *, config: Json | None = None) -> None:
+        self.queues, self.flavors, self.cohorts = queues, flavors, cohorts
         self.kueue_config = config  # Kueue's Configuration (deviceClassMappings), None when it cannot be read
-        self.dra: Any = None  # scorer.sources.dra_watch.DraSource, attached by the service where DRA is served
-        self.device_classes: Any = None  # a DeviceClass watch (kueue.dra.DeviceClassInfo), with DRA
+        self.dra: DraFree | None = None  # the scorer's DRA source, attached by the service where DRA is served
+        self.device_classes: WatchCache[str, DeviceClassInfo] | None = None  # a DeviceClass watch, with DRA
 
-    def attach_dra(self, source: Any, api_client: Any, *, on_change: Any = None) -> None:
+    @property
+    def watches(self) -> tuple[WatchCache[str, ClusterQueueInfo] | WatchCache[str, FlavorInfo]
+                               | WatchCache[str, CohortInfo], ...]:
+        """The Kueue watches started (none without Kueue)."""
+        return tuple(w for w in (self.queues, self.flavors, self.cohorts) if w is not None)
+
+    def attach_dra(self, source: DraFree, api_client: ApiClient, *, on_change: OnAnyChange | None = None) -> None:
         """Count DRA devices towards Kueue's DRA quota resources: the DRA source's free devices, the DeviceClasses
         (watched here) and the deviceClassMappings of Kueue's Configuration (read when Kueue was found)."""
         from accelscore.kube import dra as kube_dra
@@ -142,7 +162,8 @@ class KueueSource:
         self.dra = source
 
     @classmethod
-    def start(cls, api_client: Any, *, on_change: Any = None, log_absent: bool = True) -> KueueSource:
+    def start(cls, api_client: ApiClient, *, on_change: OnAnyChange | None = None,
+              log_absent: bool = True) -> KueueSource:
         """Discover Kueue; watch its kinds when served. Absent or undiscoverable: one log line (none with
         `log_absent=False`: the scorer's quiet re-discovery)."""
         try:
@@ -159,24 +180,24 @@ class KueueSource:
             return cls()
         log.info("Kueue found: watching %s", ", ".join(f"{p}.{v}" for p, v in sorted(versions.items())))
         config = kube_kueue.read_configuration(api_client, *KUEUE_CONFIG)
-        return cls({plural: kube_kueue.watch_kueue(api_client, plural=plural, version=version,
-                                                   transform=_TRANSFORMS[plural], on_change=on_change)
-                    for plural, version in versions.items()}, config=config)
+
+        def watch(plural: str, transform: Callable[[Json], V]) -> WatchCache[str, V] | None:
+            version = versions.get(plural)
+            return None if version is None else kube_kueue.watch_kueue(
+                api_client, plural=plural, version=version, transform=transform, on_change=on_change)
+
+        return cls(watch(kube_kueue.CLUSTER_QUEUES, cluster_queue), watch(kube_kueue.RESOURCE_FLAVORS, resource_flavor),
+                   watch(kube_kueue.COHORTS, cohort), config=config)
 
     @property
     def present(self) -> bool:
         return bool(self.watches)
 
     def state(self) -> KueueState | None:
-        if not self.watches or not all(w.synced.is_set() for w in self.watches.values()):
+        if not self.watches or not all(w.synced.is_set() for w in self.watches):
             return None
-
-        def values(plural: str) -> tuple[Any, ...]:
-            watch = self.watches.get(plural)
-            return tuple(watch.items().values()) if watch is not None else ()
-
-        return KueueState(queues=values(kube_kueue.CLUSTER_QUEUES), cohorts=values(kube_kueue.COHORTS),
-                          flavors=values(kube_kueue.RESOURCE_FLAVORS), dra_physical=self._dra_physical())
+        return KueueState(queues=_values(self.queues), cohorts=_values(self.cohorts), flavors=_values(self.flavors),
+                          dra_physical=self._dra_physical())
 
     def _dra_physical(self) -> dict[str, dict[str, float]]:
         """DRA quota resource -> node -> free units; empty without DRA or before its watches synced."""
@@ -194,6 +215,10 @@ class KueueSource:
         return kueue_score_set(state, snapshot, now=now, stale_after_s=stale_after_s)[0]
 
     def stop(self) -> None:
-        for watch in (*self.watches.values(), self.device_classes):
+        for watch in (*self.watches, self.device_classes):
             if watch is not None:
                 watch.stop()
+
+
+def _values(watch: WatchCache[str, V] | None) -> tuple[V, ...]:
+    return tuple(watch.items().values()) if watch is not None else ()

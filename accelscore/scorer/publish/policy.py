@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from accelscore.crds.placement_score import ScoreStatus
 from accelscore.options import ConfigError, Option, non_negative_float, non_negative_int, positive_float
 from accelscore.scorer.core.model import CUSTOM_APS, RESOURCE_USAGE_APS, Score, ScoreSet
 
@@ -243,7 +244,7 @@ def fresh_condition(new: ScoreSet, policy: PublishPolicy, previous: Condition | 
     return Condition(status, stale or "NodesFresh", message, since)
 
 
-def status_body(scores: Iterable[Score], condition: Condition, valid_until: float) -> dict[str, Any]:
+def status_body(scores: Iterable[Score], condition: Condition, valid_until: float) -> ScoreStatus:
     """The `status` of an APS as written to the hub."""
     return {
         "scores": [{"name": s.name, "value": s.value} for s in scores],
@@ -283,7 +284,7 @@ def state_from_status(status: Mapping[str, Any] | None, policy: PublishPolicy) -
 EXPIRED_REASON = "Expired"
 
 
-def stale_form(aps_name: str, status: Mapping[str, Any], *, now: float, message: str) -> dict[str, Any]:
+def stale_form(aps_name: str, status: Mapping[str, Any], *, now: float, message: str) -> ScoreStatus:
     """What an expired score object becomes when nobody refreshed it: the withdrawal a scorer writes (compat
     every name at -100, `accelscore` empty), `ScoresFresh=False/Expired` saying why, and no `validUntil`
     (an expired -100 would count as 0 again, mid-range on the compat scale; absent means "never expires",
@@ -295,7 +296,7 @@ def stale_form(aps_name: str, status: Mapping[str, Any], *, now: float, message:
     return body
 
 
-def expired_at(status: Mapping[str, Any] | None) -> float | None:
+def expired_at(status: Mapping[str, object] | None) -> float | None:
     """When a status's `validUntil` passes (unix seconds); None when it has none (never expires) or an
     unreadable one (left alone: we only rewrite what we understand)."""
     valid_until = (status or {}).get("validUntil")

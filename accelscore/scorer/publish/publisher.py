@@ -16,8 +16,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
+from accelscore.crds.placement_score import ScoreObject, ScoreStatus
 from accelscore.kube import errors as kube_errors
 from accelscore.kube import hub_scores as hub_api
 from accelscore.scorer.core.model import ScoreSet
@@ -33,7 +34,7 @@ from accelscore.scorer.publish.policy import (
     status_body,
 )
 
-__all__ = ["KINDS", "RESULTS", "HubWriter", "PublishPolicy", "Publisher"]
+__all__ = ["KINDS", "RESULTS", "HubWriter", "PublishPolicy", "PublishStats", "Publisher"]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,21 @@ class HubWriter(Protocol):
 
     def read_status(self, name: str) -> dict[str, Any] | None: ...
 
-    def write_status(self, name: str, status: dict[str, Any]) -> hub_api.WriteOutcome: ...
+    def write_status(self, name: str, status: ScoreStatus) -> hub_api.WriteOutcome: ...
+
+
+class PublishStats(TypedDict):
+    """`Publisher.stats()`: what /metrics and explanations read of the publisher."""
+
+    hub: bool  # there is a hub to write to
+    writes: dict[str, dict[str, int]]  # kind -> result -> writes
+    writes_by_result: dict[str, int]
+    writes_by_kind: dict[str, int]
+    published: dict[str, dict[str, int]]  # APS -> score -> value last written
+    withdrawn: dict[str, bool]
+    last_write: dict[str, float]  # APS -> when last written (unix seconds)
+    pending: dict[str, str]  # APS -> why its change waits (at the last tick)
+    last_error: str | None
 
 
 class Publisher:
@@ -74,7 +89,7 @@ class Publisher:
         self._lock = threading.RLock()
         self._latest: dict[str, ScoreSet] = {}
         self._state: dict[str, PublishedState] = {}
-        self._status: dict[str, dict[str, Any]] = {}  # as last written, for render_objects
+        self._status: dict[str, ScoreStatus] = {}  # as last written, for render_objects
         self._seeded: set[str] = set()
         self._last_cycle = -math.inf
         self._retry_at = -math.inf
@@ -83,7 +98,7 @@ class Publisher:
         self._logged: set[str] = set()
         self._last_error: str | None = None
         self._pending: dict[str, str] = {}
-        self._last_stats: dict[str, Any] = self._stats()
+        self._last_stats: PublishStats = self._stats()
 
     def offer(self, score_sets: Sequence[ScoreSet], now: float | None = None) -> int:
         """Take the newest scores of a scoring pass and write at once whatever is due; returns writes done."""
@@ -135,18 +150,18 @@ class Publisher:
             self._seeded.clear()
             self._pending.clear()
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> PublishStats:
         """Counters and last published values, for the scorer's /metrics and explanations. Never waits behind a
         slow hub write for long: then the previous answer is returned."""
         if not self._lock.acquire(timeout=0.2):
-            return dict(self._last_stats)
+            return self._last_stats.copy()
         try:
             self._last_stats = self._stats()
-            return dict(self._last_stats)
+            return self._last_stats.copy()
         finally:
             self._lock.release()
 
-    def _stats(self) -> dict[str, Any]:
+    def _stats(self) -> PublishStats:
         by_kind = {k: {r: self._counts[(k, r)] for r in RESULTS} for k in KINDS}
         return {
             "hub": self._hub is not None,
@@ -160,7 +175,7 @@ class Publisher:
             "last_error": self._last_error,
         }
 
-    def render_objects(self, now: float | None = None) -> list[dict[str, Any]]:
+    def render_objects(self, now: float | None = None) -> list[ScoreObject]:
         """The APS objects as they stand on the hub (with no hub: as they would, after the writes due at `now`)."""
         with self._lock:
             if self._hub is None and now is not None:

@@ -11,13 +11,17 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar, Unpack
 
+from accelscore.kube.config import ApiClient
+from accelscore.kube.watch import OnChange, WatchCache, WatchOptions
 from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
 from accelscore.scorer.core.totals import ClusterTotals
 from accelscore.scorer.ingest.node_table import NodeTable
 
 Wake = Callable[[], None]
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class Required(enum.Enum):
@@ -52,7 +56,7 @@ class Source(Protocol):
         """A set of its own for this pass (Kueue headroom, custom scores), or None."""
 
 
-class WatchSource:
+class WatchSource(Generic[K, V]):
     """The shared part of a source backed by one `accelscore.kube.watch.WatchCache`: dirty flag, sync, stop.
 
     A subclass names itself, says what it requires, builds its watch in `_watch(on_change)` (one list/watch
@@ -62,21 +66,22 @@ class WatchSource:
     name = "watch"
     required = Required.NO
 
-    def __init__(self, api_client: Any, *, wake: Wake, watch_options: dict[str, Any] | None = None) -> None:
+    # watch_options: the service's dict of WatchCache knobs (free-form there; typed as WatchOptions downstream).
+    def __init__(self, api_client: ApiClient, *, wake: Wake, watch_options: dict[str, Any] | None = None) -> None:
         self._api = api_client
         self._wake = wake
         self._options = dict(watch_options or {})  # WatchCache knobs (timeouts, backoff); tests shorten them
         self._dirty = threading.Event()
         self._copied = False  # the table holds this watch's synced items (as of the last copy)
-        self.watch: Any = None  # the WatchCache, once started
+        self.watch: WatchCache[K, V] | None = None  # once started
 
     def start(self) -> None:
         self.watch = self._watch(self._changed, **self._options)
 
-    def _watch(self, on_change: Callable[..., None], **options: Any) -> Any:
+    def _watch(self, on_change: OnChange[K, V], **options: Unpack[WatchOptions]) -> WatchCache[K, V]:
         raise NotImplementedError
 
-    def _changed(self, *_: Any) -> None:
+    def _changed(self, *_: object) -> None:
         """Per event: only mark dirty and wake the loop; the next pass copies once, whatever arrived."""
         self._dirty.set()
         self._wake()
@@ -89,17 +94,18 @@ class WatchSource:
         return self.watch is not None and self.watch.synced.is_set()
 
     def apply(self, table: NodeTable) -> bool:
-        if not self.synced():
+        watch = self.watch
+        if watch is None or not self.synced():
             self._unsynced(table)
             return False
         if self._copied and not self._dirty.is_set():
             return True
         self._dirty.clear()  # before reading: an event during the copy marks the next pass
-        self._copy(table, self.watch.items())
+        self._copy(table, watch.items())
         self._copied = True
         return True
 
-    def _copy(self, table: NodeTable, items: dict[Any, Any]) -> None:
+    def _copy(self, table: NodeTable, items: dict[K, V]) -> None:
         raise NotImplementedError
 
     def _unsynced(self, table: NodeTable) -> None:

@@ -4,8 +4,9 @@ looked for again every few minutes while absent, so one installed later is found
 from __future__ import annotations
 
 import threading
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
+from accelscore.kube.config import ApiClient
 from accelscore.scorer.sources.base import Required, Wake
 
 
@@ -31,7 +32,7 @@ class DiscoveredSource(Generic[Found]):
     name = "discovered"
     required = Required.NO
 
-    def __init__(self, api_client: Any, *, wake: Wake) -> None:
+    def __init__(self, api_client: ApiClient, *, wake: Wake) -> None:
         self._api = api_client
         self._wake = wake
         self._stop = threading.Event()
@@ -68,7 +69,7 @@ class DiscoveredSource(Generic[Found]):
                 self._found = found
         return True
 
-    def _changed(self, *_: Any) -> None:
+    def _changed(self, *_: object) -> None:
         self._wake()  # what the watches hold is read at pass time: an event only needs a pass
 
     def stop(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accelscore.kube.config import ApiClient
 from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
 from accelscore.scorer.core.totals import ClusterTotals
 from accelscore.scorer.ingest.node_table import NodeTable
@@ -25,7 +26,7 @@ class DraInput(DiscoveredSource[DraSource]):
     name = "dra"
     required = Required.NO
 
-    def __init__(self, api_client: Any, *, wake: Wake, watch_options: dict[str, Any] | None = None,
+    def __init__(self, api_client: ApiClient, *, wake: Wake, watch_options: dict[str, Any] | None = None,
                  rediscover_s: float | None = None) -> None:
         super().__init__(api_client, wake=wake)
         self._options = dict(watch_options or {})

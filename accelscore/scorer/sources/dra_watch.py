@@ -14,12 +14,24 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Unpack
 
-from accelscore.devices.dra import DraClaim, DraDevice, DraSlice, NodeDraView, TaintRule, free_devices, node_view
-from accelscore.devices.dra_class import device_class
+from accelscore.devices.dra import (
+    DraClaim,
+    DraDevice,
+    DraSlice,
+    NodeDraView,
+    RequestOption,
+    TaintRule,
+    free_devices,
+    node_view,
+)
+from accelscore.devices.dra_class import DeviceClassInfo, device_class
 from accelscore.kube import dra as kube_dra
+from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import KubeError
+from accelscore.kube.nodes import JsonObject
+from accelscore.kube.watch import WatchCache, WatchOptions
 from accelscore.scorer.sources.dra_demand import Backlog, ClaimRef, Families, FamilyCache, backlog
 
 __all__ = ["REDISCOVER_S", "DraSource"]
@@ -32,8 +44,8 @@ REDISCOVER_S = 300.0
 class DraSource:
     """Owns the DRA watches; `views()` gives every node's view (None while unknown) and whether any changed."""
 
-    def __init__(self, api_client: Any, *, on_change: Callable[..., None] | None = None,
-                 **watch_options: Any) -> None:
+    def __init__(self, api_client: ApiClient, *, on_change: Callable[[], None] | None = None,
+                 **watch_options: Unpack[WatchOptions]) -> None:
         self._api = api_client
         self._on_change = on_change
         self._options = watch_options
@@ -47,16 +59,19 @@ class DraSource:
         self._views: dict[str, NodeDraView] = {}
         # node -> (devices a new claim could get, counters left per set): Kueue's DRA physical headroom.
         self._free: dict[str, tuple[tuple[DraDevice, ...], dict[tuple[str, str, str], dict[str, float]]]] = {}
-        self.watches: dict[str, Any] = {}
+        self.slices: WatchCache[str, DraSlice] | None = None
+        self.claims: WatchCache[tuple[str, str], DraClaim] | None = None
+        self.rules: WatchCache[str, TaintRule | None] | None = None
         # What unallocated claims ask for (the pending backlog): not needed for the node views, so apart.
-        self.demand_watches: dict[str, Any] = {}
+        self.classes: WatchCache[str, DeviceClassInfo] | None = None
+        self.templates: WatchCache[tuple[str, str], tuple[tuple[RequestOption, ...], ...]] | None = None
         self._epoch = 0  # bumps on every slice, claim, class or template event: the backlog is recounted
         self._families = FamilyCache()
         self.present = False
 
     @classmethod
-    def start(cls, api_client: Any, *, on_change: Callable[..., None] | None = None, log_absent: bool = True,
-              **watch_options: Any) -> DraSource:
+    def start(cls, api_client: ApiClient, *, on_change: Callable[[], None] | None = None, log_absent: bool = True,
+              **watch_options: Unpack[WatchOptions]) -> DraSource:
         """Discover and start the watches; `present` says whether the cluster serves ResourceSlices."""
         source = cls(api_client, on_change=on_change, **watch_options)
         try:
@@ -69,30 +84,43 @@ class DraSource:
                 log.info("the cluster serves no resource.k8s.io ResourceSlices/ResourceClaims: no DRA view")
             return source
         source.present = True
-        source.watches["slices"] = kube_dra.watch_dra(
+        source.slices = kube_dra.watch_dra(
             api_client, plural=kube_dra.RESOURCE_SLICES, version=versions[kube_dra.RESOURCE_SLICES],
             transform=kube_dra.parse_slice, on_change=source._slice_changed, **watch_options)
-        source.watches["claims"] = kube_dra.watch_dra(
+        source.claims = kube_dra.watch_dra_namespaced(
             api_client, plural=kube_dra.RESOURCE_CLAIMS, version=versions[kube_dra.RESOURCE_CLAIMS],
             transform=_claim_or_skip, on_change=source._claim_changed, **watch_options)
         if kube_dra.DEVICE_TAINT_RULES in versions:
-            source.watches["rules"] = kube_dra.watch_dra(
+            source.rules = kube_dra.watch_dra(
                 api_client, plural=kube_dra.DEVICE_TAINT_RULES, version=versions[kube_dra.DEVICE_TAINT_RULES],
                 transform=kube_dra.parse_taint_rule, on_change=source._rules_changed, **watch_options)
-        for name, plural, transform in (("classes", kube_dra.DEVICE_CLASSES, device_class),
-                                        ("templates", kube_dra.RESOURCE_CLAIM_TEMPLATES, kube_dra.parse_template)):
-            if plural in versions:
-                source.demand_watches[name] = kube_dra.watch_dra(
-                    api_client, plural=plural, version=versions[plural], transform=transform,
-                    on_change=source._demand_changed, **watch_options)
+        if kube_dra.DEVICE_CLASSES in versions:
+            source.classes = kube_dra.watch_dra(
+                api_client, plural=kube_dra.DEVICE_CLASSES, version=versions[kube_dra.DEVICE_CLASSES],
+                transform=device_class, on_change=source._demand_changed, **watch_options)
+        if kube_dra.RESOURCE_CLAIM_TEMPLATES in versions:
+            source.templates = kube_dra.watch_dra_namespaced(
+                api_client, plural=kube_dra.RESOURCE_CLAIM_TEMPLATES,
+                version=versions[kube_dra.RESOURCE_CLAIM_TEMPLATES], transform=kube_dra.parse_template,
+                on_change=source._demand_changed, **watch_options)
         return source
 
     @property
+    def watches(self) -> tuple[WatchCache[str, DraSlice] | WatchCache[tuple[str, str], DraClaim]
+                               | WatchCache[str, TaintRule | None], ...]:
+        """The watches the node views need (slices, claims, and taint rules where served)."""
+        return tuple(w for w in (self.slices, self.claims, self.rules) if w is not None)
+
+    @property
     def synced(self) -> bool:
-        return self.present and all(w.synced.is_set() for w in self.watches.values())
+        return self.present and all(w.synced.is_set() for w in self.watches)
+
+    def _demand_watches(self) -> tuple[WatchCache[str, DeviceClassInfo]
+                                       | WatchCache[tuple[str, str], tuple[tuple[RequestOption, ...], ...]], ...]:
+        return tuple(w for w in (self.classes, self.templates) if w is not None)
 
     def stop(self) -> None:
-        for watch in (*self.watches.values(), *self.demand_watches.values()):
+        for watch in (*self.watches, *self._demand_watches()):
             watch.stop()
 
     # ------------------------------------------------------------------ events (watch threads)
@@ -110,7 +138,7 @@ class DraSource:
             self._epoch += 1
         self._notify()
 
-    def _claim_changed(self, etype: str, key: tuple[str, str], value: Any) -> None:
+    def _claim_changed(self, etype: str, key: tuple[str, str], value: DraClaim | None) -> None:
         with self._lock:
             old = self._claims.pop(key, None)
             if old is not None:
@@ -123,12 +151,12 @@ class DraSource:
             self._epoch += 1
         self._notify()
 
-    def _demand_changed(self, *_: Any) -> None:
+    def _demand_changed(self, *_: object) -> None:
         with self._lock:
             self._epoch += 1
         self._notify()
 
-    def _rules_changed(self, *_: Any) -> None:
+    def _rules_changed(self, *_: object) -> None:
         with self._lock:
             self._all_dirty = True  # a rule may select devices of any node
         self._notify()
@@ -144,7 +172,7 @@ class DraSource:
         call). Nodes without slices have no view (no DRA devices)."""
         if not self.synced:
             return None, set()
-        rules_watch = self.watches.get("rules")
+        rules_watch = self.rules
         rules: tuple[TaintRule, ...] = (tuple(r for r in rules_watch.items().values() if r is not None)
                                         if rules_watch is not None else ())
         with self._lock:
@@ -171,17 +199,17 @@ class DraSource:
 
     def demand_stamp(self) -> tuple[object, ...]:
         """Changes whenever what `backlog` would say may have changed (an event, a watch syncing)."""
-        return (self._epoch, *(w.synced.is_set() for w in (*self.watches.values(), *self.demand_watches.values())))
+        return (self._epoch, *(w.synced.is_set() for w in (*self.watches, *self._demand_watches())))
 
     def backlog(self, refs: list[ClaimRef]) -> Backlog:
         """GPUs and TPU chips the pending pods' unallocated claims ask for (`sources.dra_demand`; unknown until the
         claim and DeviceClass watches have synced, and the template watch where a claim is not made yet)."""
-        claims_watch, classes_watch = self.watches.get("claims"), self.demand_watches.get("classes")
+        claims_watch, classes_watch = self.claims, self.classes
         if claims_watch is None or not claims_watch.synced.is_set():
             return Backlog(unknown="ResourceClaims not listed yet")
         if classes_watch is None or not classes_watch.synced.is_set():
             return Backlog(unknown="DeviceClasses not listed (yet)")
-        templates_watch = self.demand_watches.get("templates")
+        templates_watch = self.templates
         templates = (templates_watch.items() if templates_watch is not None and templates_watch.synced.is_set()
                      else None)
         classes = classes_watch.items()
@@ -208,7 +236,7 @@ class DraSource:
             return dict(self._free)
 
 
-def _claim_or_skip(obj: dict[str, Any]) -> DraClaim:
+def _claim_or_skip(obj: JsonObject) -> DraClaim:
     """Claims not yet allocated hold nothing: kept with what they ask (the pending backlog), so a later allocation
     is an update."""
     return kube_dra.parse_claim(obj) or kube_dra.unallocated_claim(obj)

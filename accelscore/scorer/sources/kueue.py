@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
+from accelscore.kube.config import ApiClient
 from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
 from accelscore.scorer.core.totals import ClusterTotals
 from accelscore.scorer.ingest.node_table import NodeTable
@@ -27,8 +27,8 @@ class KueueInput(DiscoveredSource[KueueSource]):
     name = "kueue"
     required = Required.NO
 
-    def __init__(self, api_client: Any, *, wake: Wake, stale_after_s: float, rediscover_s: float | None = None,
-                 dra: Callable[[], Any] | None = None) -> None:
+    def __init__(self, api_client: ApiClient, *, wake: Wake, stale_after_s: float, rediscover_s: float | None = None,
+                 dra: Callable[[], kueue_source.DraFree | None] | None = None) -> None:
         super().__init__(api_client, wake=wake)
         self._stale_after_s = stale_after_s
         self._rediscover_s = rediscover_s  # None: kueue.source.REDISCOVER_S, read when the look-again loop starts

@@ -6,10 +6,10 @@ so the scorer publishes nothing (`ha.startup`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Unpack
 
 from accelscore.kube import nodes as kube_nodes
+from accelscore.kube.watch import OnChange, WatchCache, WatchOptions
 from accelscore.scorer.core.model import Taint
 from accelscore.scorer.ingest.node_table import NodeFacts, NodeTable
 from accelscore.scorer.ingest.plausible import bounded_resource
@@ -25,12 +25,13 @@ def node_facts(node: kube_nodes.JsonObject) -> NodeFacts:
                      taints=tuple(Taint(*t) for t in kube_nodes.node_taints(node)))
 
 
-class NodeSource(WatchSource):
+class NodeSource(WatchSource[str, NodeFacts]):
     name = "nodes"
     required = Required.VIEW
 
-    def _watch(self, on_change: Callable[..., None], **options: Any) -> Any:
+    def _watch(self, on_change: OnChange[str, NodeFacts],
+               **options: Unpack[WatchOptions]) -> WatchCache[str, NodeFacts]:
         return kube_nodes.watch_nodes(self._api, transform=node_facts, on_change=on_change, **options)
 
-    def _copy(self, table: NodeTable, items: dict[Any, Any]) -> None:
+    def _copy(self, table: NodeTable, items: dict[str, NodeFacts]) -> None:
         table.set_nodes({facts.name: facts for facts in items.values()})

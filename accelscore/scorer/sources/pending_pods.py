@@ -12,11 +12,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Unpack
 
 from accelscore.devices import AcceleratorFamily, family_resources
 from accelscore.kube import nodes as kube_nodes
+from accelscore.kube.config import ApiClient
 from accelscore.kube.pod_requests import effective_requests
+from accelscore.kube.watch import OnChange, WatchCache, WatchOptions
 from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.sources.base import Required, Wake, WatchSource
 from accelscore.scorer.sources.dra_demand import ClaimRef
@@ -70,18 +72,19 @@ def pending_demand(pod: kube_nodes.JsonObject) -> PendingDemand:
                          sum(requests.get(r, 0.0) for r in TPU_RESOURCES), pod_claims(pod))
 
 
-class PendingPodsSource(WatchSource):
+class PendingPodsSource(WatchSource[tuple[str, str], PendingDemand]):
     name = "pending-pods"
     required = Required.GRACE
 
-    def __init__(self, api_client: Any, *, wake: Wake, watch_options: dict[str, Any] | None = None,
+    def __init__(self, api_client: ApiClient, *, wake: Wake, watch_options: dict[str, Any] | None = None,
                  dra: Callable[[], DraSource | None] | None = None) -> None:
         super().__init__(api_client, wake=wake, watch_options=watch_options)
         self._dra = dra  # the DRA source once found: it resolves what pending claims ask for
         self._stamp: object = None  # the DRA inputs the last copy counted with
         self._unknown = ""  # why the last copy's backlog was unknown (logged when it changes)
 
-    def _watch(self, on_change: Callable[..., None], **options: Any) -> Any:
+    def _watch(self, on_change: OnChange[tuple[str, str], PendingDemand],
+               **options: Unpack[WatchOptions]) -> WatchCache[tuple[str, str], PendingDemand]:
         return kube_nodes.watch_pending_pods(self._api, transform=pending_demand, on_change=on_change, **options)
 
     def apply(self, table: NodeTable) -> bool:
@@ -92,7 +95,7 @@ class PendingPodsSource(WatchSource):
             self._dirty.set()  # a claim, class or template changed: recount the pods that wait on claims
         return super().apply(table)
 
-    def _copy(self, table: NodeTable, items: dict[Any, Any]) -> None:
+    def _copy(self, table: NodeTable, items: dict[tuple[str, str], PendingDemand]) -> None:
         demand: list[PendingDemand] = list(items.values())
         gpus, tpus = sum(d.gpus for d in demand), sum(d.tpus for d in demand)
         refs = [ref for d in demand for ref in d.claims]

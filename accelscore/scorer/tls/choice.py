@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from accelscore.errors import StartupError
+from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import KubeError
 from accelscore.kube.tls_objects import TlsObjects
 from accelscore.scorer.config import ScorerConfig
@@ -31,7 +31,7 @@ class TlsChoice:
         log.log(self.level, "%s", self.message)
 
 
-def choose_tls(config: ScorerConfig, cluster_api: Any) -> TlsChoice:
+def choose_tls(config: ScorerConfig, cluster_api: ApiClient | None) -> TlsChoice:
     """Plaintext only with --insecure-plaintext (a WARNING); else files, else the Secret, else ephemeral."""
     if config.insecure_plaintext:
         return TlsChoice(None, logging.WARNING, "ingest is PLAINTEXT (--insecure-plaintext): agent tokens and "
@@ -61,7 +61,7 @@ def choose_tls(config: ScorerConfig, cluster_api: Any) -> TlsChoice:
                      f"{config.tls_secret}, CA published in ConfigMap {config.tls_ca_configmap}")
 
 
-def _objects(config: ScorerConfig, cluster_api: Any) -> TlsObjects:
+def _objects(config: ScorerConfig, cluster_api: ApiClient) -> TlsObjects:
     if not config.namespace:
         raise StartupError("POD_NAMESPACE is empty: the scorer keeps its TLS Secret and CA ConfigMap in its own "
                            "namespace (set it from the downward API)")
@@ -69,6 +69,6 @@ def _objects(config: ScorerConfig, cluster_api: Any) -> TlsObjects:
                       configmap=config.tls_ca_configmap)
 
 
-def _ca_publisher(config: ScorerConfig, cluster_api: Any) -> Callable[[bytes], None]:
+def _ca_publisher(config: ScorerConfig, cluster_api: ApiClient) -> Callable[[bytes], None]:
     store = _objects(config, cluster_api)
     return lambda ca: store.put_configmap({"ca.crt": ca.decode()})
