@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -56,10 +57,33 @@ def missed(row: dict) -> bool:
     return verdict(row).endswith("MISSED")
 
 
+def available() -> list[str]:
+    """Every benchmark module of bench/, by name."""
+    return sorted(p.stem for p in HERE.glob("bench_*.py"))
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """`[--output table|json] [MODULE ...]`; an unknown module is an error naming the ones there are."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Run the benchmarks (each bench/bench_*.py in its own process) and print one table: a row with a "
+                    "budget says `met` or `MISSED` in its own unit. Exit status 0 when every budget is met, 1 when a "
+                    "benchmark failed or a budget was missed. docs/benchmarks.md explains the figures.")
+    parser.add_argument("modules", nargs="*", metavar="MODULE",
+                        help=f"run only these (default: all): {', '.join(available())}")
+    parser.add_argument("--output", choices=("table", "json"), default="table",
+                        help="table (default) or one JSON object per row")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.modules) - set(available()))
+    if unknown:
+        parser.error(f"no benchmark {', '.join(unknown)}; there are: {', '.join(available())}")
+    return args
+
+
 def main(argv: list[str]) -> int:
-    as_json = "--output=json" in argv or ("--output" in argv and "json" in argv)
-    only = {a for a in argv if a.startswith("bench_")}
-    modules = sorted(p.stem for p in HERE.glob("bench_*.py") if not only or p.stem in only)
+    args = parse_args(argv)
+    as_json = args.output == "json"
+    modules = sorted(args.modules) or available()
     print(f"machine: {machine()}")
     if not as_json:
         print(f"{'benchmark':<58} {'value':>12}  {'unit':<10} note")
