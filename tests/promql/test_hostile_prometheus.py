@@ -70,13 +70,7 @@ def test_a_redirect_to_another_host_is_refused_and_never_followed() -> None:
     hits: list[str] = []
     elsewhere = LoopbackServer(lambda h: (hits.append(h.path), reply(h, 200, SCALAR % time.time())))
 
-    def redirect(handler: BaseHTTPRequestHandler) -> None:
-        handler.send_response(302)
-        handler.send_header("Location", f"http://localhost:{elsewhere.port}{handler.path}")
-        handler.send_header("Content-Length", "0")
-        handler.end_headers()
-
-    server = LoopbackServer(redirect)
+    server = LoopbackServer(lambda h: _redirect(h, 302, f"http://localhost:{elsewhere.port}{h.path}"))
     try:
         value = query_instant(_query(server.url), now=time.time())
     finally:
@@ -91,10 +85,7 @@ def test_a_redirect_on_the_same_host_is_followed() -> None:
         if handler.path.startswith("/prometheus/"):
             reply(handler, 200, SCALAR % time.time())
             return
-        handler.send_response(301)
-        handler.send_header("Location", "/prometheus" + handler.path)
-        handler.send_header("Content-Length", "0")
-        handler.end_headers()
+        _redirect(handler, 301, "/prometheus" + handler.path)
 
     server = LoopbackServer(handle)
     try:
@@ -102,3 +93,10 @@ def test_a_redirect_on_the_same_host_is_followed() -> None:
     finally:
         server.stop()
     assert value.value == 7.0
+
+
+def _redirect(handler: BaseHTTPRequestHandler, status: int, location: str) -> None:
+    handler.send_response(status)
+    handler.send_header("Location", location)
+    handler.send_header("Content-Length", "0")
+    handler.end_headers()
