@@ -3,8 +3,9 @@
 test server refuses with the same status, and the fields the agent and scorer read survive the round trip (a
 field behind a disabled feature gate would be dropped silently, and its devices read as something else).
 
-Nothing is left behind on a real cluster: slices are created with `dryRun=All`; claims, whose status is written
-in a second call, live in a namespace of their own that is deleted afterwards."""
+Nothing is left behind on a real cluster: slices are created with `dryRun=All` (the collector's test creates its
+own under a node name of its own and deletes them); claims, whose status is written in a second call, live in a
+namespace of their own that is deleted afterwards."""
 
 from __future__ import annotations
 
