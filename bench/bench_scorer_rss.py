@@ -65,10 +65,6 @@ def agents(port: int, ca_file: str, server_name: str, count: int, stream: bool =
     asyncio.run(main())
 
 
-def _service() -> ScorerService:
-    return standalone_scorer()
-
-
 def token_cache_mib() -> float:
     """Memory the TokenReview cache holds for 5,000 agents: its entries as `auth.TokenAuthenticator` keeps them (a
     token's SHA-256 -> the reviewed identity), traced in process (too little for RSS to show it reliably)."""
@@ -95,7 +91,7 @@ def token_cache_mib() -> float:
 def measure(stream: bool) -> None:
     """Child (a fresh process, as the scorer is one): the RSS figures with 5,000 nodes, before and with the
     agents connected (`stream`: each with its open stream; else a unary push and the connection kept)."""
-    service = _service()
+    service = standalone_scorer()
     before = current_rss_mib()
     now = time.time()
     for i in range(NODES):

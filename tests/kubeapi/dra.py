@@ -54,7 +54,8 @@ def dra_types(versions: Sequence[str] = VERSIONS) -> list[ResourceType]:
 def kind_checks(namespace_labels: Callable[[str], dict[str, str]] = lambda _: {}
                 ) -> dict[str, Callable[[Obj], list[Cause]]]:
     """The per-kind admission checks for the store (`Store.kind_checks`): the body decoded into the kind's type
-    first (`_decode`), then validated; `namespace_labels(ns)` for the admin-access rule."""
+    first (`_default_zero_quantities`, `_refuse_undecodable`), then validated; `namespace_labels(ns)` for the
+    admin-access rule."""
     def claim(obj: Obj) -> list[Cause]:
         return _schema_causes(obj) + _admin_access_causes(obj, namespace_labels)
 
@@ -84,10 +85,9 @@ def _admin_access_causes(obj: Obj, namespace_labels: Callable[[str], dict[str, s
     return causes
 
 
-def _decode(obj: Obj, validator: Any) -> None:
-    """What decoding into the Go type does before any validation (both seen on a v1.36.2 apiserver): a value of
-    the wrong JSON type fails the request (`DecodeError`, 400); a device capacity without `value` is a zero
-    `resource.Quantity`, stored as "0"."""
+def _default_zero_quantities(obj: Obj) -> None:
+    """Decoding into the Go type makes a device capacity without `value` a zero `resource.Quantity`, stored as "0"
+    (seen on a v1.36.2 apiserver)."""
     if obj.get("kind") == "ResourceSlice":
         for device in (obj.get("spec") or {}).get("devices") or ():
             body = (device.get("basic") or {}) if isinstance(device, dict) and "basic" in device else device
@@ -95,7 +95,11 @@ def _decode(obj: Obj, validator: Any) -> None:
             for entry in (capacity or {}).values() if isinstance(capacity, dict) else ():
                 if isinstance(entry, dict) and "value" not in entry:
                     entry["value"] = "0"
-    for err in validator.iter_errors(obj):
+
+
+def _refuse_undecodable(obj: Obj, errors: list[Any]) -> None:
+    """A value of the wrong JSON type fails decoding before any validation: `DecodeError` (400), as v1.36.2 does."""
+    for err in errors:
         if err.validator == "type" and err.instance is not None:  # JSON null decodes to the zero value
             path = ".".join(str(p) for p in err.absolute_path if not isinstance(p, int))
             raise DecodeError(str(obj.get("kind")), _version(obj),
@@ -123,8 +127,9 @@ def _schema_causes(obj: Obj) -> list[Cause]:
     except KeyError:
         return [{"reason": "FieldValueNotSupported", "field": "apiVersion",
                  "message": f"Unsupported value: {obj.get('apiVersion')!r}"}]
-    _decode(obj, validator)
+    _default_zero_quantities(obj)
     errors = sorted(validator.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path])
+    _refuse_undecodable(obj, errors)
     causes: list[Cause] = []
     for err in errors:
         causes.extend(schema._causes(err, ""))
