@@ -4,7 +4,8 @@ Order per call: token → TokenReview (cached; else one shared review awaited as
 `auth.TokenAuthenticator`) → a per-node call slot (`admission.NodeCalls`) → per-node rate → *only then*
 the body → size → parse → node binding → validation (incl. clock skew) → order (`ordering.ReportOrder`) →
 `accept(report, received_at)` (which may refuse an implausible report). A refused report changes nothing
-and is counted by reason.
+and is counted by reason. The steps from parse on run for all the reports of one loop turn together, in order
+(`turn_batch`).
 
 Nothing a caller does holds what another agent needs: a call waiting for its body or its review is one
 coroutine (no thread), each unary call ends at the server's own deadline (`CALL_DEADLINE_S`, or the
@@ -39,6 +40,7 @@ from accelscore.scorer.ingest.node_table import ReportRefused
 from accelscore.scorer.ingest.ordering import ReportOrder
 from accelscore.scorer.ingest.report_rows import ReportRows
 from accelscore.scorer.ingest.skew import UnknownItemCounts
+from accelscore.scorer.ingest.turn_batch import TurnBatch
 from accelscore.scorer.ingest.validate import MAX_CLOCK_SKEW_S, Rejection, RejectReason, validate_report
 from accelscore.scorer.ingest.whole_gpus import read_report
 from accelscore.v1 import report_pb2 as pb
@@ -181,6 +183,8 @@ class ReportIngest:
         self._deadline_s = call_deadline_s
         self._idle_s = stream_idle_s
         self._order = ReportOrder()
+        # Each call's report is taken with the rest of its loop turn's (`turn_batch`): the same order, warm caches.
+        self._turn: TurnBatch[tuple[bytes, Identity | None, float], bytes] = TurnBatch(lambda item: self.take(*item))
         self._warned: dict[RejectReason, float] = {}
 
     async def push(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> bytes:
@@ -201,7 +205,7 @@ class ReportIngest:
                         # almost always for a body over its limit (a client that sent none is counted the same).
                         raise _refused(RejectReason.OVERSIZED, f"no request message received: over "
                                                                f"{self._max_bytes} bytes, or none sent")
-                    return self.take(body, identity, received_at)
+                    return await self._turn.submit((body, identity, received_at))
         except _Refused as refused:
             failure = refused
         except TimeoutError:
@@ -242,7 +246,7 @@ class ReportIngest:
                                 identity = await self._authenticate(self._auth, context)
                             valid_until = self._valid_until(token)
                         self._rate_check(identity.node)
-                    answer = self.take(body, identity, received_at)
+                    answer = await self._turn.submit((body, identity, received_at))
                     try:
                         await context.write(answer)
                     except Exception:  # the agent went away after sending: its report was taken
