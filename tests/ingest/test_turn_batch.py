@@ -111,6 +111,32 @@ def test_items_submitted_after_a_turn_start_a_new_one() -> None:
     assert turns == [[0, 1, 2], [9]]
 
 
+class Fatal(BaseException):
+    pass
+
+
+def test_a_take_that_raises_past_exception_cancels_its_caller_and_the_rest_are_still_taken() -> None:
+    def take(item: int) -> int:
+        if item == 1:
+            raise Fatal("the loop's exception handler sees this")
+        return item
+
+    async def main() -> list[object]:
+        loop = asyncio.get_running_loop()
+        seen: list[object] = []
+        loop.set_exception_handler(lambda _, context: seen.append(context.get("exception")))
+        batch = TurnBatch(take)
+        first = list(await asyncio.wait_for(  # a batch that stopped serving would hang here: fail instead
+            asyncio.gather(*(batch.submit(i) for i in range(3)), return_exceptions=True), 5))
+        later = await asyncio.wait_for(batch.submit(5), 5)  # the batch still serves new turns
+        assert len(seen) == 1 and isinstance(seen[0], Fatal)
+        return [*first, later]
+
+    results = run(main())
+    assert results[0] == 0 and results[2] == 2 and results[3] == 5
+    assert isinstance(results[1], asyncio.CancelledError)
+
+
 def test_limit_must_be_positive() -> None:
     with pytest.raises(ValueError, match="limit"):
         TurnBatch(lambda item: item, limit=0)

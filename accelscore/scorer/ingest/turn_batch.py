@@ -48,13 +48,18 @@ class TurnBatch(Generic[Item, Result]):
 
     def _run(self, loop: asyncio.AbstractEventLoop) -> None:
         queue, take = self._queue, self._take
-        for _ in range(min(self._limit, len(queue))):
-            future, item = queue.popleft()
-            if future.cancelled():
-                continue  # its caller gave up before the turn ended: not taken (its handler counted it)
-            try:
-                future.set_result(take(item))
-            except Exception as err:  # noqa: BLE001 - the caller's to handle, as if it had called take itself
-                future.set_exception(err)
-        if queue:
-            loop.call_soon(self._run, loop)  # the rest after what else is ready on the loop
+        try:
+            for _ in range(min(self._limit, len(queue))):
+                future, item = queue.popleft()
+                if future.cancelled():
+                    continue  # its caller gave up before the turn ended: not taken (its handler counted it)
+                try:
+                    future.set_result(take(item))
+                except Exception as err:  # noqa: BLE001 - the caller's to handle, as if it had called take itself
+                    future.set_exception(err)
+                except BaseException:
+                    future.cancel()  # its caller is not left waiting; the loop sees the error
+                    raise
+        finally:
+            if queue:  # the rest after what else is ready on the loop, whatever happened to this callback
+                loop.call_soon(self._run, loop)
