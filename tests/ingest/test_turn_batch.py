@@ -4,7 +4,7 @@ a caller that gave up is not taken, and a burst never holds the loop for more th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TypeVar
 
 import pytest
@@ -20,6 +20,15 @@ class Refused(Exception):
 
 def run(coro: Coroutine[object, object, T]) -> T:
     return asyncio.run(coro)
+
+
+def failing_on_one(error: BaseException) -> Callable[[int], int]:
+    """A take that gives each item back, and raises `error` for item 1."""
+    def take(item: int) -> int:
+        if item == 1:
+            raise error
+        return item
+    return take
 
 
 def test_one_turns_items_are_taken_together_in_order_after_the_turn() -> None:
@@ -40,13 +49,8 @@ def test_one_turns_items_are_taken_together_in_order_after_the_turn() -> None:
 
 
 def test_each_caller_gets_its_own_error_and_the_rest_are_still_taken() -> None:
-    def take(item: int) -> int:
-        if item == 1:
-            raise Refused("no")
-        return item
-
     async def main() -> list[object]:
-        batch = TurnBatch(take)
+        batch = TurnBatch(failing_on_one(Refused("no")))
         return list(await asyncio.gather(*(batch.submit(i) for i in range(3)), return_exceptions=True))
 
     results = run(main())
@@ -79,13 +83,14 @@ def test_a_burst_over_the_limit_lets_other_callbacks_run_between_takes() -> None
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
+
         def take(item: int) -> None:
             events.append(f"take {item}")
 
         batch = TurnBatch(take, limit=2)
         futures = [batch.submit(i) for i in range(5)]
         loop.call_soon(events.append, "timer")  # queued after the batch's first callback
-        await asyncio.gather(*futures)
+        await asyncio.wait_for(asyncio.gather(*futures), 5)  # a burst left unserved would hang: fail instead
 
     run(main())
     assert events == ["take 0", "take 1", "timer", "take 2", "take 3", "take 4"]
@@ -116,16 +121,11 @@ class Fatal(BaseException):
 
 
 def test_a_take_that_raises_past_exception_cancels_its_caller_and_the_rest_are_still_taken() -> None:
-    def take(item: int) -> int:
-        if item == 1:
-            raise Fatal("the loop's exception handler sees this")
-        return item
-
     async def main() -> list[object]:
         loop = asyncio.get_running_loop()
         seen: list[object] = []
         loop.set_exception_handler(lambda _, context: seen.append(context.get("exception")))
-        batch = TurnBatch(take)
+        batch = TurnBatch(failing_on_one(Fatal("the loop's exception handler sees this")))
         first = list(await asyncio.wait_for(  # a batch that stopped serving would hang here: fail instead
             asyncio.gather(*(batch.submit(i) for i in range(3)), return_exceptions=True), 5))
         later = await asyncio.wait_for(batch.submit(5), 5)  # the batch still serves new turns
