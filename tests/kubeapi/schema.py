@@ -79,8 +79,24 @@ def _type(validator: Any, types: Any, instance: Any, schema: dict[str, Any]) -> 
     yield from jsonschema._keywords.type(validator, types, instance, schema)  # type: ignore[attr-defined]
 
 
+_RE2_FLAGS = re.compile(r"\(\?([imsU]+)\)")
+
+
+def _python_pattern(pattern: str) -> str:
+    """An RE2 pattern for Python's `re`: RE2 takes flag groups anywhere (Kueue's `^(?i)[a-z]...`), Python only at
+    the start, and a group there applies to the whole expression, as it does in RE2 from where it stands."""
+    flags = "".join(_RE2_FLAGS.findall(pattern))
+    return f"(?{flags}){_RE2_FLAGS.sub('', pattern)}" if flags else pattern
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """`pattern`, read as the apiserver reads it (RE2)."""
+    if isinstance(instance, str) and not re.search(_python_pattern(pattern), instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
 _Validator = jsonschema.validators.extend(
-    Draft4Validator, {"x-kubernetes-list-type": _list_type, "type": _type}
+    Draft4Validator, {"x-kubernetes-list-type": _list_type, "type": _type, "pattern": _pattern}
 )
 
 
