@@ -79,7 +79,7 @@ def _type(validator: Any, types: Any, instance: Any, schema: dict[str, Any]) -> 
     yield from jsonschema._keywords.type(validator, types, instance, schema)  # type: ignore[attr-defined]
 
 
-_RE2_FLAGS = re.compile(r"\(\?([imsU]+)\)")
+_RE2_FLAGS = re.compile(r"\(\?([ims]+)\)")
 
 
 def _python_pattern(pattern: str) -> str:
