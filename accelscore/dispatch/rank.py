@@ -1,7 +1,7 @@
 """Rank a MultiKueueConfig's clusters for one demand: the clusters whose live scores, less what the ledger says
-is already on its way there, still hold the demand, tightest first: for one pod of any whole GPU the cluster
-whose best node it fills most tightly (`gpuClusterBestFit<k>`), then the cluster left with the least room for
-more of the same shape, so roomy clusters stay whole for larger jobs; ties by the caller's order.
+is already on its way there, still hold the demand: one pod of any whole GPU first where its best node is filled
+most tightly (`gpuClusterBestFit<k>`); then the cluster with the most room left for the same shape (replayed
+against the oracle, this started more gangs than packing did: docs/dispatcher.md); ties by the caller's order.
 
 A cluster is live while its `accelscore` object is present, holds scores (not withdrawn) and has a
 `validUntil` in the future; a dead, withdrawn or absent cluster is never nominated, whatever it once said.
@@ -99,7 +99,7 @@ def room(view: ClusterView, alternatives: Sequence[Sequence[Need]], ledger: Ledg
 def rank(demand: Demand | None, clusters: Sequence[ClusterView], *, ledger: Ledger, key: Hashable,
          limit: int = 1, refs: Mapping[str, float] | None = None, queue: str = "",
          tie_key: TieKey | None = None, unscoreable: bool = False) -> Nomination:
-    """Up to `limit` clusters for the demand, tightest first; `clusters` in the MultiKueueConfig's order (the
+    """Up to `limit` clusters for the demand, best first; `clusters` in the MultiKueueConfig's order (the
     order for demands no score answers). `unscoreable`: the Workload's demand could not be read."""
     live = [c for c in clusters if c.live]
     if not live:
@@ -114,6 +114,6 @@ def rank(demand: Demand | None, clusters: Sequence[ClusterView], *, ledger: Ledg
                for c in live if (left := room(c, alternatives, ledger, key)) is not None]
     if not fitting:
         return Nomination((), Reason.NO_ROOM)
-    fitting.sort(key=lambda f: (f[0], f[1], order(f[2])))
+    fitting.sort(key=lambda f: (f[0], -f[1], order(f[2])))
     chosen = fitting[:limit]
     return Nomination(tuple(name for _, _, name in chosen), Reason.FITS, {name: left for _, left, name in chosen})

@@ -56,7 +56,7 @@ class Unscoreable(ValueError):
     """The Workload asks for something no published score answers (the message says what)."""
 
 
-_PRODUCT_LABELS = tuple(v.product_label for v in VENDORS if v.product_label)
+PRODUCT_LABELS = tuple(v.product_label for v in VENDORS if v.product_label)
 _DOMAIN_LABELS = tuple(v.domain_label for v in VENDORS if v.domain_label)
 MEMORY_LABEL = "nvidia.com/gpu.memory"  # GPU feature discovery: MiB per GPU
 
@@ -97,7 +97,7 @@ def _pod_devices(spec: JsonObject) -> dict[str, int]:
 def _products(spec: JsonObject) -> tuple[str, ...]:
     """The GPU products a pod is pinned to (nodeSelector, or one required node-affinity term's `In`)."""
     selector = spec.get("nodeSelector") or {}
-    for label in _PRODUCT_LABELS:
+    for label in PRODUCT_LABELS:
         if label in selector:
             return (str(selector[label]),)
     terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
@@ -105,7 +105,7 @@ def _products(spec: JsonObject) -> tuple[str, ...]:
     found: list[tuple[str, ...]] = []
     for term in terms:  # terms are ORed: a pin holds only when every term pins
         values = [tuple(str(v) for v in e.get("values") or ()) for e in term.get("matchExpressions") or ()
-                  if e.get("key") in _PRODUCT_LABELS and e.get("operator") == "In"]
+                  if e.get("key") in PRODUCT_LABELS and e.get("operator") == "In"]
         if not values:
             return ()
         found.append(values[0])

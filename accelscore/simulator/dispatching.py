@@ -7,18 +7,21 @@ nominated cluster that has room (the worker's Kueue admits it), as the Placement
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from accelscore.dispatch import ClusterView, Demand, Held, Kind, Ledger, live_view, rank
+from accelscore.dispatch.shapes import PRODUCT_LABELS
 from accelscore.scorer.core.model import ACCELSCORE_APS
 from accelscore.simulator import placement as pl
+from accelscore.simulator.fleet import Fleet
 from accelscore.simulator.trace import Job
 from accelscore.simulator.truth import TPU
 
 
-def demand(job: Job) -> Demand:
-    """The demand the job's Workload makes, as its pod set would say it (`accelscore.dispatch.shapes`)."""
+def demand(job: Job, products: Sequence[str] = ()) -> Demand:
+    """The demand the job's Workload makes, as its pod set would say it (`accelscore.dispatch.shapes`): a job that
+    asks a GPU model by name is pinned, as a user pins it, to the fleet's products of that model (`products`)."""
     shape = job.shape
     if shape.resource == TPU:
         return Demand(Kind.TPU, job.pods, shape.count)
@@ -26,16 +29,27 @@ def demand(job: Job) -> Demand:
         return Demand(Kind.PARTITION, job.pods, shape.count, profile=shape.mig_profile)
     if shape.shares:
         return Demand(Kind.SHARES, job.pods, shape.count)
-    return Demand(Kind.WHOLE, job.pods, shape.count, (shape.product,) if shape.product else (),
-                  domain=shape.nvlink_domain, memory_gib=math.ceil(shape.memory_gib))
+    pinned = (shape.product,) if shape.product else ()
+    if shape.model and not pinned:
+        pinned = tuple(p for p in products if shape.model.lower() in p.lower()) or (shape.model,)
+    return Demand(Kind.WHOLE, job.pods, shape.count, pinned, domain=shape.nvlink_domain,
+                  memory_gib=math.ceil(shape.memory_gib))
+
+
+def fleet_products(fleet: Fleet) -> set[str]:
+    """Every GPU product label value on the fleet's nodes."""
+    labels = (dict(n.labels) or dict(n.report.node.labels) for c in fleet.clusters for n in c.nodes)
+    return {v for node in labels for k, v in node.items() if k in PRODUCT_LABELS}
 
 
 class SimDispatcher:
     """The dispatcher of one replay: its ledger, the nominations it made, and the hub as it last saw it."""
 
-    def __init__(self, clusters: list[str], *, limit: int = 1, window_s: float = 60.0, settle_s: float = 5.0,
-                 renominate_s: float = 60.0, ledger: bool = True) -> None:
+    def __init__(self, clusters: list[str], *, products: Sequence[str] = (), limit: int = 1,
+                 window_s: float = 60.0, settle_s: float = 5.0, renominate_s: float = 60.0,
+                 ledger: bool = True) -> None:
         self.clusters, self.limit, self.renominate_s = sorted(clusters), limit, renominate_s
+        self.products = tuple(sorted(products))  # every GPU product label value in the fleet
         self.ledger = Ledger(window_s=window_s, settle_s=settle_s)
         self.use_ledger = ledger  # off only to show what the ledger is worth (a planted defect)
         self.nominated: dict[str, tuple[tuple[str, ...], float]] = {}
@@ -63,7 +77,7 @@ class SimDispatcher:
         held = self.nominated.get(job.name)
         if held is not None and now - held[1] < self.renominate_s:
             return held[0]
-        wanted = demand(job)
+        wanted = demand(job, self.products)
         ledger = self.ledger if self.use_ledger else Ledger()
         nomination = rank(wanted, self.views, ledger=ledger, key=job.name, limit=self.limit, tie_key=tie_key)
         if not nomination.clusters:
@@ -76,7 +90,7 @@ class SimDispatcher:
     def admitted(self, job: Job, cluster: str, now: float) -> None:
         """The job started on `cluster`: counted there until the scores show it."""
         self.nominated.pop(job.name, None)
-        self.ledger.admitted(job.name, cluster, demand(job), now)
+        self.ledger.admitted(job.name, cluster, demand(job, self.products), now)
 
     def done(self, job: Job) -> None:
         """The job finished or left the queue: it takes nothing the scores do not show."""

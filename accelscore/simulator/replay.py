@@ -29,7 +29,7 @@ from accelscore.scorer.ingest.summarize import summarize
 from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import packing, routing, truth
 from accelscore.simulator import placement as pl
-from accelscore.simulator.dispatching import SimDispatcher
+from accelscore.simulator.dispatching import SimDispatcher, fleet_products
 from accelscore.simulator.fleet import Fleet
 from accelscore.simulator.oneshot import cluster_infos, hub_object, score_fleet, score_sets
 from accelscore.simulator.replay_result import Outcome, ReplayResult, summarize_outcome
@@ -249,8 +249,8 @@ class Replay:
             raise ValueError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {opts.tie_break!r}")
         self.fleet, self.jobs, self.entry, self.opts = fleet, tuple(jobs), entry, opts
         self.oracle = entry == routing.ORACLE
-        self.disp = SimDispatcher([c.name for c in fleet.clusters], ledger=opts.dispatcher_ledger) \
-            if entry == routing.DISPATCHER else None
+        self.disp = SimDispatcher([c.name for c in fleet.clusters], products=fleet_products(fleet),
+                                  ledger=opts.dispatcher_ledger) if entry == routing.DISPATCHER else None
         self.route, self.by_name = routing.resolve(entry, self.jobs, {p.name: p for p in fleet.placements})
         self.u = _Universe(fleet, config, policy, opts, custom)
         self.decisions: dict[str, tuple[str, ...]] = {}

@@ -1,5 +1,5 @@
-"""Ranking and the ledger, pure: never a dead, withdrawn or absent cluster; tightest first; a burst spread by the
-ledger; entries leave when the scores show them, the Workload goes, or the window passes."""
+"""Ranking and the ledger, pure: never a dead, withdrawn or absent cluster; best node fit, then room; a burst
+spread by the ledger; entries leave when the scores show them, the Workload goes, or the window passes."""
 
 from __future__ import annotations
 
@@ -30,12 +30,12 @@ def test_a_cluster_without_live_scores_is_never_nominated(held: Held | None, why
         assert "aaa-dead" not in got.clusters
 
 
-def test_the_tightest_cluster_that_holds_the_job_comes_first_and_ties_follow_the_callers_order() -> None:
+def test_the_roomiest_cluster_that_holds_the_job_comes_first_and_ties_follow_the_callers_order() -> None:
     clusters = [_view("a", gpuClusterFit4=100), _view("b", gpuClusterFit4=13), _view("c", gpuClusterFit4=13),
                 _view("d", gpuClusterFit4=7)]
     got = rank(Demand(Kind.WHOLE, 2, 4), clusters, ledger=Ledger(), key="w", limit=3,
                tie_key=lambda c: -ord(c))
-    assert got.clusters == ("c", "b", "a") and got.reason is Reason.FITS  # d holds one 4-GPU pod, not two
+    assert got.clusters == ("a", "c", "b") and got.reason is Reason.FITS  # d holds one 4-GPU pod, not two
 
 
 def test_one_pod_goes_where_its_best_node_is_filled_most_tightly() -> None:
@@ -56,10 +56,10 @@ def test_a_burst_of_20_one_node_jobs_spreads_as_far_as_the_nodes_go() -> None:
     assert placed.count("one") == 1 and placed.count("three") == 3 and placed.count(None) == 16
 
 
-def test_without_the_ledger_the_burst_piles_onto_the_tightest_cluster() -> None:
+def test_without_the_ledger_the_burst_piles_onto_one_cluster() -> None:
     clusters = [_view("one", gpuClusterFit8=13), _view("three", gpuClusterFit8=38)]
     placed = [rank(ONE_NODE, clusters, ledger=Ledger(), key=i).clusters[0] for i in range(20)]
-    assert placed == ["one"] * 20
+    assert placed == ["three"] * 20
 
 
 def test_a_job_does_not_count_against_itself() -> None:

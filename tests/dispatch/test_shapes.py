@@ -86,7 +86,7 @@ def test_the_table_names_the_score_for_each_shape(demand: Demand, names: list[li
 
 
 def test_the_workers_queue_headroom_is_checked_where_published() -> None:
-    [[fit, queue]] = needs_of(Demand(Kind.WHOLE, 2, 4), queue="team-a")
+    [[_, queue]] = needs_of(Demand(Kind.WHOLE, 2, 4), queue="team-a")
     assert (queue.aps, queue.score, queue.units, queue.optional) == ("accelscore-kueue", "cq.team-a.gpu.count", 8, True)
 
 
