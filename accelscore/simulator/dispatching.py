@@ -29,7 +29,7 @@ def demand(job: Job, products: Sequence[str] = ()) -> Demand:
         return Demand(Kind.PARTITION, job.pods, shape.count, profile=shape.mig_profile)
     if shape.shares:
         return Demand(Kind.SHARES, job.pods, shape.count)
-    pinned = (shape.product,) if shape.product else ()
+    pinned: tuple[str, ...] = (shape.product,) if shape.product else ()
     if shape.model and not pinned:
         pinned = tuple(p for p in products if shape.model.lower() in p.lower()) or (shape.model,)
     return Demand(Kind.WHOLE, job.pods, shape.count, pinned, domain=shape.nvlink_domain,

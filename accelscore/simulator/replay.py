@@ -249,7 +249,7 @@ class Replay:
             raise ValueError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {opts.tie_break!r}")
         self.fleet, self.jobs, self.entry, self.opts = fleet, tuple(jobs), entry, opts
         self.oracle = entry == routing.ORACLE
-        self.disp = SimDispatcher([c.name for c in fleet.clusters], products=fleet_products(fleet),
+        self.disp = SimDispatcher([c.name for c in fleet.clusters], products=sorted(fleet_products(fleet)),
                                   ledger=opts.dispatcher_ledger) if entry == routing.DISPATCHER else None
         self.route, self.by_name = routing.resolve(entry, self.jobs, {p.name: p for p in fleet.placements})
         self.u = _Universe(fleet, config, policy, opts, custom)
