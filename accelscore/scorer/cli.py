@@ -9,21 +9,24 @@ import argparse
 import logging
 import signal
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from accelscore.options import StartupError, add_options, resolve
 from accelscore.scorer.config import SCORER_OPTIONS, ScorerConfig, scorer_config_from
+from accelscore.scorer.dsf.options import OPTIONS as DSF_OPTIONS
 
 if TYPE_CHECKING:  # imported when used (`--help` needs none of them)
     from accelscore.kube.config import ApiClient
     from accelscore.kube.hub_scores import HubClient
+    from accelscore.scorer.dsf.server import DsfServer
     from accelscore.scorer.ha.elector import LeaderElector
+    from accelscore.scorer.service import ScorerService
 
 log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_options(parser, SCORER_OPTIONS)
+    add_options(parser, (*SCORER_OPTIONS, *DSF_OPTIONS))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from accelscore.scorer.service import ScorerService
 
     config = scorer_config_from(resolve(args, SCORER_OPTIONS))
+    dsf_settings = _dsf_settings(args)
     setup_logging(config.log_level, config.log_format, component="scorer", cluster=config.cluster_name)
     cluster_api = _cluster_api(config)
     service = ScorerService(config=config, cluster_api=cluster_api, hub=_hub(config),
@@ -39,19 +43,56 @@ def run(args: argparse.Namespace) -> int:
     host, port = config.metrics_address
     # Both ports are bound before anything is logged: a busy one is the one line a failed start prints.
     server = MetricsServer(host, port, render=service.render, healthy=service.healthy, ready=service.ready)
+    dsf = _dsf(dsf_settings, service)
     try:
         service.start()
         server.start()
+        if dsf is not None:
+            dsf.start()
         if config.hub_kubeconfig is None:
             log.warning("no HUB_KUBECONFIG: scores are served on /metrics only, not published")
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: service.stop())
         service.run()
     finally:
+        if dsf is not None:
+            dsf.stop()
         server.stop()
         service.stop()
     log.info("scorer stopped")
     return 0
+
+
+def _dsf_settings(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The DSF flags, checked before anything starts; None when DSF is off."""
+    values = resolve(args, DSF_OPTIONS)
+    if not values["dsf_address"]:
+        return None
+    from accelscore.options import host_port
+    from accelscore.scorer.core.model import OWNED_APS
+
+    try:
+        values["host"], values["port"] = host_port(values["dsf_address"])
+    except ValueError as err:
+        raise StartupError(f"ACCELSCORE_DSF_ADDRESS={values['dsf_address']!r}: {err}") from err
+    name = values["dsf_name"]
+    if name.replace("_", "-") in OWNED_APS:
+        raise StartupError(f"ACCELSCORE_DSF_NAME={name!r}: DSF would write AddOnPlacementScore "
+                           f"{name.replace('_', '-')}, one of accelscore's own ({', '.join(OWNED_APS)})")
+    return values
+
+
+def _dsf(values: dict[str, Any] | None, service: ScorerService) -> DsfServer | None:
+    """DSF's scorer API on --dsf-address, answered from what the publisher holds (docs/dsf.md); None when off."""
+    if values is None:
+        return None
+    from accelscore.scorer.core.model import ACCELSCORE_APS
+    from accelscore.scorer.dsf.server import DsfServer
+
+    host, port, name = values["host"], values["port"], values["dsf_name"]
+    return DsfServer(host, port, objects=lambda: [dict(o) for o in service.publisher.render_objects()],
+                     healthy=service.healthy, name=name, base_url=values["dsf_url"],
+                     interval_s=values["dsf_interval"], aps=ACCELSCORE_APS)
 
 
 def _cluster_api(config: ScorerConfig) -> ApiClient | None:
