@@ -96,6 +96,14 @@ def room(view: ClusterView, alternatives: Sequence[Sequence[Need]], ledger: Ledg
     return best
 
 
+def _preferred(view: ClusterView, prefer: str, need: Need, ledger: Ledger, key: Hashable) -> int:
+    """The cluster's preference score; 0 once the ledger holds a nomination there that takes from the same fit
+    (it may have taken the very node the score describes: unknown until the scores show it)."""
+    if not prefer or ledger.taken(view.name, need.takes, exclude=key):
+        return 0
+    return view.scores.get(ACCELSCORE_APS, {}).get(prefer, 0)
+
+
 def rank(demand: Demand | None, clusters: Sequence[ClusterView], *, ledger: Ledger, key: Hashable,
          limit: int = 1, refs: Mapping[str, float] | None = None, queue: str = "",
          tie_key: TieKey | None = None, unscoreable: bool = False) -> Nomination:
@@ -110,10 +118,12 @@ def rank(demand: Demand | None, clusters: Sequence[ClusterView], *, ledger: Ledg
     alternatives = needs_of(demand, refs=refs, queue=queue)
     order = tie_key or (lambda name: name)
     prefer = preference(demand)
-    fitting = [(-c.scores.get(ACCELSCORE_APS, {}).get(prefer, 0) if prefer else 0, left, c.name)
+    first = alternatives[0][0]
+    fitting = [(-_preferred(c, prefer, first, ledger, key), left, c.name)
                for c in live if (left := room(c, alternatives, ledger, key)) is not None]
     if not fitting:
         return Nomination((), Reason.NO_ROOM)
-    fitting.sort(key=lambda f: (f[0], -f[1], order(f[2])))
+    spread = -1 if demand.pods > 1 else 1  # gangs: the most room first; one pod: the least that holds it
+    fitting.sort(key=lambda f: (f[0], spread * f[1], order(f[2])))
     chosen = fitting[:limit]
     return Nomination(tuple(name for _, _, name in chosen), Reason.FITS, {name: left for _, left, name in chosen})
