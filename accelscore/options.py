@@ -183,6 +183,18 @@ def host_port(raw: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", port
 
 
+def dial_address(raw: str) -> str:
+    """Where to connect: HOST:PORT with a host and a port 1..65535 (HOST may be [v6]); empty = nowhere. grpc
+    would take a bare host and dial port 443, which no scorer serves."""
+    value = raw.strip()
+    if not value:
+        return value
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host.strip("[]") or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ValueError("expected HOST:PORT with a port 1..65535, e.g. accelscore-scorer:9749")
+    return value
+
+
 def one_of(*choices: str) -> Callable[[str], str]:
     def parse(raw: str) -> str:
         if raw not in choices:
