@@ -71,10 +71,6 @@ class Hub:
         wait_for(d.synced)
         return d
 
-    def settle(self, d: Dispatcher, count: int) -> None:
-        """Wait until the dispatcher's caches hold `count` Workloads and every score object written so far."""
-        wait_for(lambda: len(d._wl.items()) == count)
-
     def close(self) -> None:
         for d in self.dispatchers:
             d.stop()
@@ -91,7 +87,12 @@ def hub(tmp_path: Path) -> Iterator[Hub]:
 
 
 def _one_pass(hub: Hub, d: Dispatcher, workloads: int, aps: int) -> None:
-    wait_for(lambda: len(d._wl.items()) == workloads and len(d._aps.items()) == aps)
+    """One pass once the dispatcher's watches hold every Workload and score object with its status."""
+    def seen() -> bool:
+        wls, objs = d._wl.items().values(), d._aps.items().values()
+        return (len(wls) == workloads and len(objs) == aps and all(w.get("status") for w in wls)
+                and all((o.get("status") or {}).get("scores") for o in objs))
+    wait_for(seen)
     d.run_pass()
 
 
