@@ -61,6 +61,11 @@ def kueue_hub_crd_paths() -> list[Path]:
     return sorted(kueue_dir() / f"kueue.x-k8s.io_{plural}.yaml" for plural in KUEUE_HUB_PLURALS)
 
 
+def about_crd_paths() -> list[Path]:
+    """The vendored About API CRD (ClusterProperty; see `about/SOURCE.md`)."""
+    return sorted(Path(str(resources.files(__package__).joinpath("about"))).glob("about.k8s.io_*.yaml"))
+
+
 def _plural(path: Path) -> str:
     return path.stem.removeprefix("kueue.x-k8s.io_")
 
