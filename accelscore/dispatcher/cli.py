@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import socket
-import threading
 
 from accelscore.options import (
     LOG_FORMAT,
@@ -63,17 +61,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelscore.dispatcher.controller import Dispatcher, Settings
     from accelscore.dispatcher.metrics import render
-    from accelscore.httpserve import MetricsServer
-    from accelscore.kube.config import startup_api_client
+    from accelscore.httpserve import MetricsServer, wait_for_stop_signal
+    from accelscore.kube.config import hub_api_client
     from accelscore.logs import setup_logging
 
     values = resolve(args, OPTIONS)
     setup_logging(values["log_level"], values["log_format"], component="dispatcher")
     if values["nominate"] > 20:
         raise StartupError(f"ACCELSCORE_DISPATCH_NOMINATE={values['nominate']}: at most 20 (Kueue's limit)")
-    api = startup_api_client()
-    if api is None:
-        raise StartupError("no hub API (no in-cluster config and no KUBECONFIG): run the dispatcher on the hub")
+    api = hub_api_client("dispatcher")
     elector = None
     if values["leader_elect"]:
         if not values["namespace"]:
@@ -92,16 +88,13 @@ def run(args: argparse.Namespace) -> int:
     server = MetricsServer(host, port, render=lambda: render(dispatcher, leading=leading()),
                            healthy=lambda: (True, "running"),
                            ready=lambda: (dispatcher.synced(), "watches synced" if dispatcher.synced() else "syncing"))
-    done = threading.Event()
     try:
         server.start()
         if elector is not None:
             elector.start()
         dispatcher.start()
         log.info("dispatcher %s: nominating %d cluster(s) per Workload", DISPATCHER_NAME, settings.limit)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: done.set())
-        done.wait()
+        wait_for_stop_signal()
     finally:
         dispatcher.stop()
         if elector is not None:
