@@ -31,7 +31,7 @@ def demand(job: Job, products: Sequence[str] = ()) -> Demand:
         return Demand(Kind.SHARES, job.pods, shape.count)
     pinned: tuple[str, ...] = (shape.product,) if shape.product else ()
     if shape.model and not pinned:
-        pinned = tuple(p for p in products if shape.model.lower() in p.lower()) or (shape.model,)
+        pinned = tuple(p for p in products if shape.model.lower() in p.lower())  # none labelled: unpinned
     return Demand(Kind.WHOLE, job.pods, shape.count, pinned, domain=shape.nvlink_domain,
                   memory_gib=math.ceil(shape.memory_gib))
 
