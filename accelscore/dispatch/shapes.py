@@ -58,7 +58,7 @@ class Unscoreable(ValueError):
 
 PRODUCT_LABELS = tuple(v.product_label for v in VENDORS if v.product_label)
 _DOMAIN_LABELS = tuple(v.domain_label for v in VENDORS if v.domain_label)
-MEMORY_LABEL = "nvidia.com/gpu.memory"  # GPU feature discovery: MiB per GPU
+_MEMORY_LABELS = tuple(v.memory_label for v in VENDORS if v.memory_label)  # MiB per GPU
 
 
 def _quantity(value: object) -> int:
@@ -113,12 +113,12 @@ def _products(spec: JsonObject) -> tuple[str, ...]:
 
 
 def _memory_gib(spec: JsonObject) -> int:
-    """GiB of GPU memory a pod requires (`nvidia.com/gpu.memory` Gt N MiB in every required affinity term)."""
+    """GiB of GPU memory a pod requires (the vendor's memory label `Gt` N MiB in every required affinity term)."""
     terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
               .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
     least: int | None = None
     for term in terms:
-        found = [int(str(v)) for e in term.get("matchExpressions") or () if e.get("key") == MEMORY_LABEL
+        found = [int(str(v)) for e in term.get("matchExpressions") or () if e.get("key") in _MEMORY_LABELS
                  and e.get("operator") == "Gt" for v in (e.get("values") or ())[:1] if str(v).isdigit()]
         if not found:
             return 0
