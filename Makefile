@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint protos bench image image-test image-docker clean venv python test-tools bench-tools
+.PHONY: run test lint protos bench image image-test image-docker clean venv python test-tools bench-tools e2e-build
 
 # Python >= 3.11 with venv support, checked before anything is installed.
 python:
@@ -69,6 +69,11 @@ image-test: image
 ## image-docker: the same image from the Dockerfile, for machines with a Docker daemon (not built by CI)
 image-docker:
 	docker build -t $(IMAGE) .
+
+## e2e-build: the e2e rig's real components from pinned Go modules (Kubernetes, OCM, Kueue, helm, our plugins)
+## into $ACCELSCORE_E2E_CACHE (default ~/.cache/accelscore-e2e); reruns only check (e2e/build.sh, docs/e2e.md)
+e2e-build:
+	bash e2e/build.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
