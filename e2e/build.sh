@@ -26,12 +26,16 @@ export CGO_ENABLED=0   # static binaries: no C toolchain needed, and the pause i
 die() { echo "e2e/build: $*" >&2; exit 1; }
 command -v go >/dev/null || die "go is not on PATH (Go >= 1.26: https://go.dev/dl/)"
 
-# name | Go module dir under e2e/go | package | module whose version it is ("-": ours)
+# name | Go module dir under e2e/go | package | module whose version it is ("-": ours). Built in this order: what
+# the rig's node and apiservers need first.
 ARTIFACTS="
 kube-apiserver          kube     k8s.io/kubernetes/cmd/kube-apiserver              k8s.io/kubernetes
-kube-controller-manager kube     k8s.io/kubernetes/cmd/kube-controller-manager     k8s.io/kubernetes
-kube-scheduler          kube     k8s.io/kubernetes/cmd/kube-scheduler              k8s.io/kubernetes
 kubelet                 kube     k8s.io/kubernetes/cmd/kubelet                     k8s.io/kubernetes
+kube-scheduler          kube     k8s.io/kubernetes/cmd/kube-scheduler              k8s.io/kubernetes
+kube-controller-manager kube     k8s.io/kubernetes/cmd/kube-controller-manager     k8s.io/kubernetes
+e2e-device-plugin       plugins  ./cmd/e2e-device-plugin                           -
+e2e-dra-plugin          plugins  ./cmd/e2e-dra-plugin                              -
+pause                   plugins  ./cmd/pause                                       -
 registration            ocm      open-cluster-management.io/ocm/cmd/registration   open-cluster-management.io/ocm
 placement               ocm      open-cluster-management.io/ocm/cmd/placement      open-cluster-management.io/ocm
 addon                   ocm      open-cluster-management.io/ocm/cmd/addon          open-cluster-management.io/ocm
@@ -39,9 +43,6 @@ work                    ocm      open-cluster-management.io/ocm/cmd/work        
 ocm-addon-webhook       ocm      ./cmd/ocm-addon-webhook                           -
 kueue                   kueue    sigs.k8s.io/kueue/cmd/kueue                       sigs.k8s.io/kueue
 helm                    tools    helm.sh/helm/v3/cmd/helm                          helm.sh/helm/v3
-e2e-device-plugin       plugins  ./cmd/e2e-device-plugin                           -
-e2e-dra-plugin          plugins  ./cmd/e2e-dra-plugin                              -
-pause                   plugins  ./cmd/pause                                       -
 "
 PAUSE_REF=registry.k8s.io/pause:3.10.2
 

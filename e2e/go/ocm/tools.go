@@ -4,8 +4,8 @@
 package tools
 
 import (
-	_ "open-cluster-management.io/ocm/cmd/registration"
-	_ "open-cluster-management.io/ocm/cmd/placement"
 	_ "open-cluster-management.io/ocm/cmd/addon"
+	_ "open-cluster-management.io/ocm/cmd/placement"
+	_ "open-cluster-management.io/ocm/cmd/registration"
 	_ "open-cluster-management.io/ocm/cmd/work"
 )
