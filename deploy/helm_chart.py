@@ -340,7 +340,7 @@ def _plain_key(key: str) -> bool:
     """Does `key` read back as that string when written unquoted (not a number, bool, null or syntax)?"""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./-]*", key):
         return False
-    return yaml.safe_load(f"{key}: 0") == {key: 0}
+    return bool(yaml.safe_load(f"{key}: 0") == {key: 0})
 
 
 def _entry(key: str, value: Any, indent: int) -> list[str]:
@@ -378,12 +378,8 @@ def template(install: Install) -> str:
     """The install's template file: every object, the whole under `if .Values.<key>.enabled`."""
     docs: list[str] = []
     for node in annotate(install):
-        body = _mapping(node.value if isinstance(node, Opt) else node, 0)
-        if isinstance(node, Opt):
-            body = _guarded(node.cond, 0, ["---", *body])
-        else:
-            body = ["---", *body]
-        docs.append("\n".join(body))
+        body = ["---", *_mapping(node.value if isinstance(node, Opt) else node, 0)]
+        docs.append("\n".join(_guarded(node.cond, 0, body) if isinstance(node, Opt) else body))
     head = GENERATED.format(source=install.source) + f"{{{{- if .Values.{install.key}.enabled }}}}\n"
     return head + "\n".join(docs) + "\n{{- end }}\n"
 

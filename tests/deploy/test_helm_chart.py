@@ -57,7 +57,7 @@ def template(helm: str, *sets: str) -> dict[tuple[str, str, str, str], Any]:
     objs = [doc for doc in yaml.safe_load_all(out.stdout) if doc]
     for obj in objs:
         labels = obj["metadata"]["labels"]
-        assert HELM_LABELS <= labels.keys(), f"{obj['kind']}/{obj['metadata']['name']} lacks the Helm labels"
+        assert labels.keys() >= HELM_LABELS, f"{obj['kind']}/{obj['metadata']['name']} lacks the Helm labels"
         for name in HELM_LABELS:
             del labels[name]
     return by_key(objs)
