@@ -16,7 +16,7 @@ import pytest
 from accelscore.errors import ConfigError
 from accelscore.options import add_options, options_of, resolve, root_sections
 from accelscore.scorer import config as scorer_config_module
-from accelscore.scorer.config import SCORER_OPTIONS, ScorerConfig, scorer_config_from
+from accelscore.scorer.config import SCORER_OPTIONS, ScorerConfig
 
 SECTIONS = root_sections(ScorerConfig)
 
