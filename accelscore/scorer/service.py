@@ -25,7 +25,7 @@ from accelscore.scorer.ingest.report_rows import ReportRows
 from accelscore.scorer.ingest.server import DEFAULT_BURST, IngestServer, IngestStats, build_ingest_server
 from accelscore.scorer.ingest.skew import UnknownItemsMetrics
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
-from accelscore.scorer.publish.publisher import HubWriter, Publisher
+from accelscore.scorer.publish.publisher import HubWriter, Publisher, WatchesScores
 from accelscore.scorer.publish.worker import PublishWorker
 from accelscore.scorer.sources.base import Required, Source
 from accelscore.scorer.sources.bulkhead import BulkheadMetrics, Bulkheads
@@ -90,6 +90,8 @@ class ScorerService:
         self.publisher = Publisher(hub=hub, cluster=config.hub.cluster_name, policy=config.publish, clock=clock,
                                    may_write=lambda: self.elector is None or self.elector.is_leader())
         self.worker = PublishWorker(publisher=self.publisher, clock=clock)
+        self._hub = hub
+        self._hub_watch: Any = None  # our own score objects on the hub, once started (`publish.restore`)
         self.worker.set_active(False)  # until this scorer leads and its view is trustworthy (startup.py)
         self._term_started = clock()  # process start, or when this replica last became the leader
         self._gate_open = False
@@ -161,6 +163,8 @@ class ScorerService:
             log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
         self.grpc_server.start()
         self.worker.start()
+        if isinstance(self._hub, WatchesScores):
+            self._hub_watch = self._hub.watch_scores(on_change=self._hub_changed)
         if self.elector is not None:
             self.elector.start()
         for source in self.sources:
@@ -169,6 +173,11 @@ class ScorerService:
             log.warning("no cluster API: every reporting node counts as schedulable and the pending backlog is 0")
         log.info("scorer for cluster %s: ingest on port %d", self.config.hub.cluster_name, self.grpc_port)
         return self
+
+    def _hub_changed(self, _event: str, name: str, obj: dict[str, Any] | None) -> None:
+        """One of our score objects changed on the hub (our own writes included): the publisher judges it."""
+        self.publisher.observed(name, None if obj is None else obj.get("status"))
+        self.worker.poke()
 
     def _sources(self, watch_options: dict[str, Any]) -> list[Source]:
         """The watches (with a cluster API), then the custom-scores file, then Kueue. `watch_options`: WatchCache
@@ -311,6 +320,8 @@ class ScorerService:
         self._wake.set()
         self.worker.set_active(False)
         self.worker.stop()  # no write in flight when the lease goes
+        if self._hub_watch is not None:
+            self._hub_watch.stop()
         if self.elector is not None:
             self.elector.stop(release=release_lease)
         for source in self.sources:
