@@ -27,7 +27,7 @@ from accelscore.local import explain
 from accelscore.options import Option, add_options, host_port, one_of, resolve, text
 from accelscore.scorer.core.model import ScoreSet
 from accelscore.scorer.core.scoring_config import SCORING_OPTIONS, scoring_config_from
-from accelscore.scorer.custom.source import CUSTOM_SCORES_OPTIONS, CustomScoresMetrics, CustomScoresSource, load_text
+from accelscore.scorer.custom.scores_file import CUSTOM_SCORES_OPTIONS, CustomScoresFile, CustomScoresMetrics, load_text
 from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.service import scoring_pass
@@ -108,7 +108,7 @@ class LocalSession:
         self.metrics_address: tuple[str, int] = values["metrics_address"]
         self.cluster: str = values["cluster_name"]
         self.config = scoring_config_from(values)
-        self.custom = CustomScoresSource.from_values(values)
+        self.custom = CustomScoresFile.from_values(values)
         self.collectors = collectors or app.build_collectors(self.host, read_gpu_processes=True)
         self.table = NodeTable(cluster=self.cluster, config=self.config)
         self.view = ScoringView(cluster=self.cluster)
@@ -225,7 +225,7 @@ def render_table(score_sets: Sequence[ScoreSet], cycle: Cycle | None,
     return "\n".join(lines) + "\n"
 
 
-def render_custom(custom: CustomScoresSource) -> str:
+def render_custom(custom: CustomScoresFile) -> str:
     """Rejected user-defined scores (one line each) and why a score is unknown this pass."""
     lines = [f"custom score rejected: {line}" for line in custom.scores.errors]
     if custom.file_error:

@@ -67,11 +67,6 @@ class NvidiaCollector:
             return dataclasses.replace(reading, reason=self._xid_note)
         return reading
 
-    @property
-    def xid_events(self) -> str:
-        """"" while XID events are registered for every GPU (or not tried yet), else what failed."""
-        return self._xid_note
-
     def close(self) -> None:
         """Stop the XID thread, free the event set and shut NVML down (skipped while a call is hung)."""
         if self._closed:
