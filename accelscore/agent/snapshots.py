@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
-
-class Health(enum.Enum):
-    """Per-device health; values match the proto's `Health` suffixes."""
-
-    UNSPECIFIED = "UNSPECIFIED"  # unknown
-    HEALTHY = "HEALTHY"
-    DEGRADED = "DEGRADED"
-    UNHEALTHY = "UNHEALTHY"
-
+from accelscore.devices import Health
 
 # ---------------------------------------------------------------- nvidia
 

@@ -12,8 +12,8 @@ from accelscore.agent.collectors.base import CollectorError, Reading, State, tim
 from accelscore.agent.collectors.nvidia_events import XidWatcher
 from accelscore.agent.collectors.nvidia_read import GpuGone, GpuIdentity, GpuReader, Nvml
 from accelscore.agent.collectors.nvidia_worker import NvmlCallTimeout, NvmlWorker
-from accelscore.agent.snapshots import GpuSnapshot, Health, NvidiaSnapshot
-from accelscore.devices import CollectorName, DeviceKind, vendor_row
+from accelscore.agent.snapshots import GpuSnapshot, NvidiaSnapshot
+from accelscore.devices import CollectorName, DeviceKind, Health, vendor_row
 
 if TYPE_CHECKING:
     from pynvml import c_nvmlEventSet_t as EventSet
