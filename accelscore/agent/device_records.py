@@ -4,32 +4,13 @@ route from any collector to a wire Device (`report.add_accelerator`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from accelscore.agent.snapshots import GpuSnapshot, MigDevice, TpuChipSnapshot
+from accelscore.agent.snapshots import GpuSnapshot, MigDevice, NvidiaTelemetry, TpuChipSnapshot
 from accelscore.devices import READINGS, Accelerator, DeviceKind, Health
 
 TPU_HEALTH_REASON = "present on the PCI bus (no TPU health signal is exposed)"
-
-
-@dataclass(frozen=True, slots=True)
-class NvidiaTelemetry:
-    """NVML's readings besides the Accelerator's, named as the wire Device's fields (None: NVML could not say)."""
-
-    memory_utilization_ratio: float | None = None
-    temperature_celsius: float | None = None
-    power_watts: float | None = None
-    power_limit_watts: float | None = None
-    energy_joules_total: float | None = None
-    ecc_uncorrected_total: int | None = None
-    remapped_rows_pending: bool | None = None
-    remapped_rows_failed: bool | None = None
-    retired_pages_pending: bool | None = None
-    clock_event_reasons: int | None = None
-    mig_enabled: bool | None = None
-    last_xid: int | None = None
-    xid_counts: tuple[tuple[int, int], ...] = ()  # (xid, count), sorted by xid
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +23,8 @@ class TpuTelemetry:
 
 
 Extension = NvidiaTelemetry | TpuTelemetry | None
+# Each extension's fields, as the wire Device names them.
+EXTENSION_FIELDS = {kind: tuple(f.name for f in fields(kind)) for kind in (NvidiaTelemetry, TpuTelemetry)}
 
 
 def gpu_id(gpu: GpuSnapshot) -> str:
@@ -53,10 +36,9 @@ def gpu_id(gpu: GpuSnapshot) -> str:
 
 def gpu_records(gpu: GpuSnapshot) -> list[tuple[Accelerator, Extension]]:
     """One physical GPU, then its MIG instances (which share its health and PCI address)."""
-    telemetry = NvidiaTelemetry(**{name: getattr(gpu, name) for name in NvidiaTelemetry.__slots__})
     records: list[tuple[Accelerator, Extension]] = [(Accelerator(
         kind=DeviceKind.NVIDIA_GPU, id=gpu_id(gpu), index=gpu.index, model=gpu.model, health=gpu.health,
-        health_reason=gpu.health_reason, pci_bus_id=gpu.pci_bus_id, **_readings(gpu)), telemetry)]
+        health_reason=gpu.health_reason, pci_bus_id=gpu.pci_bus_id, **_readings(gpu)), gpu)]  # gpu: its telemetry
     for mig in gpu.mig_devices:
         records.append((Accelerator(
             kind=DeviceKind.NVIDIA_MIG, id=mig.uuid, index=mig.index, model=f"{gpu.model} MIG {mig.profile}".strip(),

@@ -20,7 +20,14 @@ from accelscore.agent import cycle_data
 from accelscore.agent.collectors.base import State
 from accelscore.agent.collectors.device_ids import IdKind, device_key
 from accelscore.agent.collectors.dra import DraSnapshot
-from accelscore.agent.device_records import Extension, NvidiaTelemetry, TpuTelemetry, gpu_records, tpu_record
+from accelscore.agent.device_records import (
+    EXTENSION_FIELDS,
+    Extension,
+    NvidiaTelemetry,
+    TpuTelemetry,
+    gpu_records,
+    tpu_record,
+)
 from accelscore.agent.dra_join import add_dra, unknown_unless_handed_out
 from accelscore.agent.runner import Cycle
 from accelscore.agent.snapshots import (
@@ -163,7 +170,7 @@ def add_accelerator(report: pb.NodeReport, accelerator: Accelerator, extension: 
 
 def _add_extension(device: pb.Device, extension: NvidiaTelemetry | TpuTelemetry) -> None:
     """A vendor extension's fields, each named as the wire Device's; None (unread) left unset."""
-    for name in extension.__slots__:
+    for name in EXTENSION_FIELDS[NvidiaTelemetry if isinstance(extension, NvidiaTelemetry) else TpuTelemetry]:
         value = getattr(extension, name)
         if name == "xid_counts":
             for xid, count in value:
