@@ -25,10 +25,12 @@ test-tools:
 bench-tools:
 	@bash scripts/ensure-tools prometheus-node-exporter
 
-$(STAMP): pyproject.toml | python
+# The runtime dependencies at the image's pins (deploy/constraints.txt, which the image installs too): what is
+# tested is what ships (tests/deploy/test_image.py checks the venv against the pins).
+$(STAMP): pyproject.toml deploy/constraints.txt Makefile | python
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet --constraint deploy/constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 venv: $(STAMP)
