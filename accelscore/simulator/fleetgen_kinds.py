@@ -169,7 +169,7 @@ def homogeneous(rng: random.Random) -> list[dict]:
 
 def vendors(rng: random.Random) -> list[dict]:
     """An AMD MI300X cluster beside NVIDIA H100 clusters (issue 29): its name sorts first, so any tie on a score
-    that counted its GPUs as `nvidia.com/gpu` went its way; jobs asking `amd.com/gpu` can start only there."""
+    that counted its GPUs as the plain GPU resource went its way; jobs asking AMD's resource can start only there."""
     return [
         _cluster("amd-mi300x", {"region": "east", "accelerator": "mi300x"},
                  _whole(rng, "mi300x", MI300X, [8, 8, 8, 8, 4, 0, 8, 2, 8, 8])),

@@ -6,7 +6,7 @@ it serves the job: `accelscore.io/gpus-per-pod: "8"` and `accelscore.io/pods: "1
 sets the job apart: `accelscore.io/gpu-product` for a job pinned to a GPU product, `accelscore.io/mig-profile`
 for MIG instances, `accelscore.io/gpu-shares` for shares of a time-sliced or HAMi GPU,
 `accelscore.io/nvlink-domain: "true"` for a gang inside one NVLink domain, `accelscore.io/gpu-resource` for
-whole GPUs asked under another vendor's resource, `amd.com/gpu`); `oracle` (no Placement: each job
+whole GPUs asked under another vendor's resource, AMD's); `oracle` (no Placement: each job
 goes only where it can start now). A job that names a Placement always goes through it.
 
 A product or MIG-profile Placement is an example written for one product (profile): a job pinned to another

@@ -129,7 +129,7 @@ def _arrivals(count: int, seed: int, mean_interarrival_s: float) -> Iterator[tup
 
 # The issue-29 mix (the fleets of late 2026), by job count: plain whole-GPU jobs, gangs that need k trays of one
 # NVLink domain (4-GPU pods on NVL72 trays; a few 8-GPU pods on 8-GPU domain nodes), jobs pinned to AMD GPUs
-# (`amd.com/gpu`), MIG-instance jobs (which DRA partitionable GPUs also serve) and 8-GPU gangs.
+# (AMD's whole-GPU resource), MIG-instance jobs (which DRA partitionable GPUs also serve) and 8-GPU gangs.
 LATE_2026_KINDS: tuple[tuple[str, float], ...] = (
     ("gpus", 0.50), ("trays", 0.14), ("domain8", 0.03), ("amd", 0.10), ("mig", 0.15), ("gang8", 0.08))
 

@@ -287,7 +287,7 @@ def _product_fit(k: int) -> KeyedSpec:
                      f"Σ over counted nodes ⌊free GPUs of the product / {k}⌋")
 
 
-RESOURCE_KEY = "<resource>"  # a vendor's device-plugin resource (amd.com/gpu) or a DRA DeviceClass (gpu.nvidia.com)
+RESOURCE_KEY = "<resource>"  # a vendor's device-plugin resource, or a DRA DeviceClass (named after its driver)
 
 
 def _resource_keys(t: ClusterTotals) -> list[str]:
