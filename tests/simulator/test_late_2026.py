@@ -19,7 +19,7 @@ from accelscore.scorer.core.scoring_config import default_scoring_config
 from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import fleet as fl
 from accelscore.simulator import matrix
-from accelscore.simulator.replay import ReplayOptions, random_orders
+from accelscore.simulator.replay import Replay, ReplayOptions, random_orders, tie_break_ok
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEETS = ROOT / "fixtures" / "fleets"
@@ -57,3 +57,12 @@ def test_no_job_goes_to_a_dead_cluster_in_any_order(cells: tuple[matrix.Cell, ..
 def test_amd_jobs_and_tray_gangs_go_through_their_examples(cells: tuple[matrix.Cell, ...]) -> None:
     taken = {r["placement"] for c in cells for r in c.rows}
     assert {"gang-amd-8gpu", "nvlink-gang", "nvlink-gang-8gpu"} <= taken
+
+
+def test_random_orders_are_named_by_their_seed_and_checked() -> None:
+    assert random_orders(3) == ("random:1", "random:2", "random:3")
+    assert all(tie_break_ok(o) for o in ("name", "reverse", "dead-first", "random:0", "random:42"))
+    assert not any(tie_break_ok(o) for o in ("random:", "random:x", "random:-1", "shuffle"))
+    with pytest.raises(ValueError, match="random:<seed>"):
+        Replay(fl.load_fleet(FLEETS / "vendors"), (), "auto", config=default_scoring_config(),
+               policy=pp.PublishPolicy(), opts=ReplayOptions(tie_break="random:x"))
