@@ -29,9 +29,9 @@ ORDERS = ("name", *random_orders(5))
 
 
 @functools.cache
-def _cells(fleet: str) -> tuple[matrix.Cell, ...]:
-    return tuple(matrix.run(FLEETS, TRACE, [EXAMPLES], config=default_scoring_config(), policy=pp.PublishPolicy(),
-                            opts=ReplayOptions(), tie_breaks=ORDERS, only=(fleet,)))
+def _cells(fleet: str, trace: Path = TRACE, orders: tuple[str, ...] = ORDERS) -> tuple[matrix.Cell, ...]:
+    return tuple(matrix.run(FLEETS, trace, [EXAMPLES], config=default_scoring_config(), policy=pp.PublishPolicy(),
+                            opts=ReplayOptions(), tie_breaks=orders, only=(fleet,)))
 
 
 @pytest.fixture(scope="module", params=["nvl72", "vendors"])
@@ -66,3 +66,15 @@ def test_random_orders_are_named_by_their_seed_and_checked() -> None:
     with pytest.raises(ValueError, match="random:<seed>"):
         Replay(fl.load_fleet(FLEETS / "vendors"), (), "auto", config=default_scoring_config(),
                policy=pp.PublishPolicy(), opts=ReplayOptions(tie_break="random:x"))
+
+
+def test_8_gpu_gangs_beside_single_8_gpu_pods_stay_within_1_job_of_the_oracle_in_every_order() -> None:
+    # Issue 29, item 4: which gangs spend the whole nodes a later 4 x 8 gang needs used to depend on how
+    # gpuClusterFit8 ties broke. Single 8-GPU pods pack by whole-node count (training-8gpu: gpuClusterPack8) and
+    # gangs take the roomiest cluster (gang-8gpu: gpuClusterFit8); on the homogeneous fleet that holds in the name
+    # order, the reverse and five random ones alike.
+    cells = _cells("homogeneous", ROOT / "fixtures" / "traces" / "gangs-200.yaml", ("reverse", *ORDERS))
+    distances = {(c.tie_break, r["placement"]): r["distance"] for c in cells for r in c.rows
+                 if r["placement"] in ("gang-8gpu", "training-8gpu")}
+    assert len(distances) == 2 * 7 and max(distances.values()) <= 1, distances
+    assert all(c.stale == 0 for c in cells)
