@@ -24,6 +24,7 @@ from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.ingest.report_rows import ReportRows
 from accelscore.scorer.ingest.server import DEFAULT_BURST, IngestServer, IngestStats, build_ingest_server
 from accelscore.scorer.ingest.skew import UnknownItemsMetrics
+from accelscore.scorer.memory_trim import MemoryTrim
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.pass_schedule import MIN_INTERVAL_S, PassSchedule
 from accelscore.scorer.publish.publisher import HubWriter, Publisher
@@ -123,6 +124,7 @@ class ScorerService:
         self.grpc_server: IngestServer | None = None
         self.grpc_port = 0
         self._authenticator: TokenAuthenticator | None = None
+        self.memory_trim = MemoryTrim()
         self.tls_ca_pem = b""  # the CA agents must trust (b"" when plaintext or the certificate comes from files)
 
     # ------------------------------------------------------------------ wiring
@@ -164,6 +166,7 @@ class ScorerService:
         if authenticator is None:
             log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
         self.grpc_server.start()
+        self.memory_trim.start()  # what closed connections freed goes back to the system
         self.worker.start()
         if self.elector is not None:
             self.elector.start()
@@ -339,6 +342,7 @@ class ScorerService:
             source.stop()
         if self._bulkheads is not None:
             self._bulkheads.stop()
+        self.memory_trim.stop()
         if self.grpc_server is not None:
             self.grpc_server.stop(grace=2).wait()
         if self._authenticator is not None:

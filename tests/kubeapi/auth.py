@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import os
 import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 # What the real apiserver assumes when a TokenReview names no audiences.
@@ -128,9 +130,25 @@ def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+ISSUER_KEY_ENV = "KUBEAPI_TEST_ISSUER_KEY"  # a PEM file: processes that must sign alike (a benchmark's) share it
+
+
 @functools.cache
 def _signing_key() -> Any:
-    """One RSA key per test process (generating one costs ~0.1 s; every test server's issuer shares it)."""
+    """One RSA key per test process (generating one costs ~0.1 s; every test server's issuer shares it), or the
+    one in the file $KUBEAPI_TEST_ISSUER_KEY names."""
+    from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
+    shared = os.environ.get(ISSUER_KEY_ENV)
+    if shared:
+        return serialization.load_pem_private_key(Path(shared).read_bytes(), password=None)
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def write_issuer_key(path: Path) -> None:
+    """Write this process's issuer key as PEM (for $KUBEAPI_TEST_ISSUER_KEY)."""
+    from cryptography.hazmat.primitives import serialization
+
+    path.write_bytes(_signing_key().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                  serialization.NoEncryption()))
