@@ -39,7 +39,7 @@ def scorer() -> None:
     service = standalone_scorer().start()
     threading.Thread(target=service.run, name="scoring-loop", daemon=True).start()
     print(json.dumps({"port": service.grpc_port, "ca": service.tls_ca_pem.decode(),
-                      "server_name": f"{service.config.service_name}.default.svc"}), flush=True)
+                      "server_name": f"{service.config.tls.service_name}.default.svc"}), flush=True)
     for _ in sys.stdin:
         t = os.times()
         print(json.dumps({"cpu": t.user + t.system, "wall": time.monotonic(), "passes": service.passes,

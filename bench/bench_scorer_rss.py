@@ -100,7 +100,7 @@ def measure_idle() -> None:
         service.accept(eight_gpu_report(f"gpu-node-{i:05d}"), now)
     service.score_once(now)
     service.start()
-    server_name = f"{service.config.service_name}.default.svc"
+    server_name = f"{service.config.tls.service_name}.default.svc"
     try:
         _idle_round(service.grpc_port, server_name, WARM_CONNECTIONS, IDLE_AFTER_S / 2)  # grpc's TLS set up once
         before = current_rss_mib()
@@ -215,7 +215,7 @@ def _with_agents(service: ScorerService, stream: bool = True) -> tuple[float, in
     with tempfile.TemporaryDirectory() as tmp:
         ca_file = Path(tmp) / "ca.crt"
         ca_file.write_bytes(service.tls_ca_pem)
-        server_name = f"{service.config.service_name}.default.svc"
+        server_name = f"{service.config.tls.service_name}.default.svc"
         child = subprocess.Popen(
             [sys.executable, "-c", f"from bench.bench_scorer_rss import agents; agents({service.grpc_port}, "
                                    f"{str(ca_file)!r}, {server_name!r}, {NODES}, {stream})"],
