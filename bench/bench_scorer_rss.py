@@ -85,7 +85,8 @@ def idle_connections(port: int, server_name: str, count: int) -> None:
     for i in range(count):
         sock = context.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname=server_name)
         if i % 2:
-            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+                         + b"\x00\x00\x00\x04\x01\x00\x00\x00\x00")  # SETTINGS, then the ACK of the server's
         held.append(sock)
     print("open", flush=True)
     sys.stdin.read()

@@ -314,6 +314,7 @@ class ScorerService:
             if self._stop.is_set() or (rest > 0 and self._stop.wait(rest)):
                 return
             self._wake.clear()
+            self.view.looked()
             try:
                 now = self._clock()
                 self._apply_sources()

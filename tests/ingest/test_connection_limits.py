@@ -16,9 +16,13 @@ from accelscore.agent.push import PushResult, ReportSender
 from tests.ingest.sample import eight_gpu_report
 from tests.rig.ingest import IngestServer
 
-# The HTTP/2 client preface and an empty SETTINGS frame: a client that says this much and then nothing.
-H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
-WAIT_S = 60.0  # far past every limit; a connection still open then is kept forever (6d32329 kept them all)
+# The HTTP/2 client preface, an empty SETTINGS frame and the ACK of the server's: a well-behaved client that says
+# this much and then nothing (without the ACK grpc ends it at its own settings timeout, limits or not).
+H2_PREFACE = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+              + b"\x00\x00\x00\x04\x01\x00\x00\x00\x00")
+# Twice the longest limit (handshake 5 s, then idle 10 s): 6d32329 kept every such connection past it (the ones
+# that never finished their handshake until grpc's own 120 s, the idle ones forever).
+WAIT_S = 30.0
 
 
 @pytest.fixture(scope="module")
