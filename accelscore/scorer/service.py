@@ -257,7 +257,7 @@ class ScorerService:
         """The pass itself, over the table as the sources last left it."""
         if self._bulkheads is None:
             self._bulkheads = Bulkheads([(source.name, source.score_set) for source in self.sources],
-                                        max_age_s=self.config.scoring.stale_after_s)
+                                        max_age_s=self.config.scoring.stale_after_s, wake=self._wake.set)
             self.registry.register(ConstantLabels(BulkheadMetrics(self._bulkheads),
                                                   {"cluster": self.config.hub.cluster_name}))
         score_sets = scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=None,
