@@ -14,11 +14,13 @@ connection limits and hands their memory back (`scorer.memory_trim`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import kubernetes.client  # noqa: F401 - the real scorer loads it (watches, TokenReview); count its memory
@@ -114,19 +116,26 @@ def measure_idle() -> None:
 
 def _idle_round(port: int, server_name: str, count: int, wait_s: float) -> tuple[float, float]:
     """(RSS once `count` idle connections are open, RSS `wait_s` later, their client still holding them)."""
-    child = subprocess.Popen([sys.executable, "-c", f"from bench.bench_scorer_rss import idle_connections; "
-                                                    f"idle_connections({port}, {server_name!r}, {count})"],
+    with _held_open(f"idle_connections({port}, {server_name!r}, {count})"):
+        opened = current_rss_mib()
+        time.sleep(wait_s)
+        return opened, current_rss_mib()
+
+
+@contextlib.contextmanager
+def _held_open(call: str) -> Iterator[None]:
+    """A client child running `call` of this module, from when it prints "open" until its stdin is closed."""
+    child = subprocess.Popen([sys.executable, "-c", f"from bench.bench_scorer_rss import {call.split('(')[0]}; "
+                                                    f"{call}"],
                              cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert child.stdin is not None and child.stdout is not None
     try:
         if child.stdout.readline().strip() != "open":
-            raise RuntimeError("the idle connections were not opened")
-        opened = current_rss_mib()
-        time.sleep(wait_s)
-        return opened, current_rss_mib()
+            raise RuntimeError(f"{call} did not open its connections")
+        yield
     finally:
         child.stdin.close()
-        child.wait(60)
+        child.wait(120)
 
 
 def token_cache_mib() -> float:
@@ -217,18 +226,8 @@ def _with_agents(service: ScorerService, stream: bool = True) -> tuple[float, in
         ca_file = Path(tmp) / "ca.crt"
         ca_file.write_bytes(service.tls_ca_pem)
         server_name = f"{service.config.tls.service_name}.default.svc"
-        child = subprocess.Popen(
-            [sys.executable, "-c", f"from bench.bench_scorer_rss import agents; agents({service.grpc_port}, "
-                                   f"{str(ca_file)!r}, {server_name!r}, {NODES}, {stream})"],
-            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert child.stdin is not None and child.stdout is not None
-        try:
-            if child.stdout.readline().strip() != "open":
-                raise RuntimeError("the agents did not connect")
+        with _held_open(f"agents({service.grpc_port}, {str(ca_file)!r}, {server_name!r}, {NODES}, {stream})"):
             service.score_once(time.time())
             time.sleep(1.0)
             rss = current_rss_mib()
-        finally:
-            child.stdin.close()
-            child.wait(120)
     return rss, service.ingest_stats.snapshot()["accepted"] - taken_before
