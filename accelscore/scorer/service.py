@@ -24,7 +24,9 @@ from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.ingest.report_rows import ReportRows
 from accelscore.scorer.ingest.server import DEFAULT_BURST, IngestServer, IngestStats, build_ingest_server
 from accelscore.scorer.ingest.skew import UnknownItemsMetrics
+from accelscore.scorer.memory_trim import MemoryTrim
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
+from accelscore.scorer.pass_schedule import MIN_INTERVAL_S, PassSchedule
 from accelscore.scorer.publish.publisher import HubWriter, Publisher, WatchesScores
 from accelscore.scorer.publish.worker import PublishWorker
 from accelscore.scorer.sources.base import Required, Source
@@ -100,6 +102,7 @@ class ScorerService:
         self.elector: LeaderElector | None = (None if elector_factory is None
                                               else elector_factory(on_change=self._leadership_changed))
         self.passes = 0
+        self.schedule: PassSchedule | None = None  # the loop's, once `run` starts
         self.registry = CollectorRegistry(auto_describe=False)
         cluster_label = {"cluster": config.hub.cluster_name}  # every series, not only the per-cluster ones
         self.registry.register(ConstantLabels(ScorerMetrics(view=self.view, config=config.scoring,
@@ -123,6 +126,7 @@ class ScorerService:
         self.grpc_server: IngestServer | None = None
         self.grpc_port = 0
         self._authenticator: TokenAuthenticator | None = None
+        self.memory_trim = MemoryTrim()
         self.tls_ca_pem = b""  # the CA agents must trust (b"" when plaintext or the certificate comes from files)
 
     # ------------------------------------------------------------------ wiring
@@ -130,9 +134,11 @@ class ScorerService:
     def accept(self, report: report_pb2.NodeReport, received_at: float, *,
                read: ReportRows | None = None) -> None:
         """Ingest hands over an authenticated, validated report (`read`: what ingest read of it already); scoring
-        wakes at once."""
+        wakes when it changed the table (a report that only refreshes its node owes no pass: `pass_schedule`)."""
+        version = self.table.version
         self.table.accept(report, received_at, read=read)
-        self._wake.set()
+        if self.table.version != version:
+            self._wake.set()
 
     def start(self) -> ScorerService:
         authenticator = None
@@ -162,6 +168,7 @@ class ScorerService:
         if authenticator is None:
             log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
         self.grpc_server.start()
+        self.memory_trim.start()  # what closed connections freed goes back to the system
         self.worker.start()
         if isinstance(self._hub, WatchesScores):
             self._hub_watch = self._hub.watch_scores(on_change=self._hub_changed)
@@ -228,9 +235,13 @@ class ScorerService:
         replica leads and its view is trustworthy."""
         now = self._clock() if now is None else now
         self._apply_sources()
+        self._score(now)
+
+    def _score(self, now: float) -> tuple[ScoreSet, ...]:
+        """The pass itself, over the table as the sources last left it."""
         if self._bulkheads is None:
             self._bulkheads = Bulkheads([(source.name, source.score_set) for source in self.sources],
-                                        max_age_s=self.config.scoring.stale_after_s)
+                                        max_age_s=self.config.scoring.stale_after_s, wake=self._wake.set)
             self.registry.register(ConstantLabels(BulkheadMetrics(self._bulkheads),
                                                   {"cluster": self.config.hub.cluster_name}))
         score_sets = scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=None,
@@ -238,6 +249,7 @@ class ScorerService:
         self.passes += 1
         if self._may_publish(score_sets, now):
             self.worker.offer(score_sets)
+        return score_sets
 
     def _may_publish(self, score_sets: tuple[ScoreSet, ...], now: float) -> bool:
         """Leader (or no election), and the startup rule passed in this term (then latched until the term ends)."""
@@ -275,13 +287,27 @@ class ScorerService:
             self.publisher.resync()
         self._wake.set()
 
-    def run(self, *, rescore_every_s: float = 1.0) -> None:
-        """Score on every change (and every second, since freshness decays with time); the worker publishes."""
+    def run(self, *, rescore_every_s: float = MIN_INTERVAL_S) -> None:
+        """Score when something changed, at most once per `rescore_every_s` (`pass_schedule`); the worker
+        publishes."""
+        schedule = self.schedule = PassSchedule(stale_after_s=self.config.scoring.stale_after_s,
+                                                min_interval_s=rescore_every_s)
         while not self._stop.is_set():
-            self._wake.wait(rescore_every_s)
+            woken = self._wake.wait(schedule.sleep_s(self._clock()))
+            rest = schedule.rest_s()
+            if self._stop.is_set() or (rest > 0 and self._stop.wait(rest)):
+                return
             self._wake.clear()
+            self.view.looked()
             try:
-                self.score_once()
+                now = self._clock()
+                self._apply_sources()
+                gate_at = None if self._gate_open else self._term_started + self.config.ha.startup_grace_s
+                if not schedule.owed(woken=woken, gate_at=gate_at, table=self.table, now=now):
+                    continue
+                schedule.started(version=self.table.version)
+                score_sets = self._score(now)
+                schedule.finished(table=self.table, now=now, extras=len(score_sets) > 2 or self.custom.path is not None)
             except Exception:
                 log.exception("scoring pass failed")
 
@@ -312,6 +338,7 @@ class ScorerService:
             source.stop()
         if self._bulkheads is not None:
             self._bulkheads.stop()
+        self.memory_trim.stop()
         if self.grpc_server is not None:
             self.grpc_server.stop(grace=2).wait()
         if self._authenticator is not None:
