@@ -9,6 +9,7 @@ import base64
 import datetime as dt
 import json
 import time
+from functools import partial
 from typing import Any
 
 import yaml
@@ -55,7 +56,7 @@ def writers(c: Checker, cluster: str, name: str) -> list[str]:
 def published(c: Checker) -> None:
     for name in APS:
         obj = c.wait(f"hub: APS {MANAGED_CLUSTER}/{name} with scores", "scores present",
-                     lambda name=name: aps(c.hub, MANAGED_CLUSTER, name),  # type: ignore[misc]
+                     partial(aps, c.hub, MANAGED_CLUSTER, name),
                      lambda o: bool(scores_of(o)), 180, every_s=2)
         values = scores_of(obj)
         low, high = RANGES[name]
@@ -154,7 +155,7 @@ def example_placements(c: Checker) -> None:
     try:
         for doc in placements:
             name = doc["metadata"]["name"]
-            seen = c.wait(f"hub: Placement {name} decided", "decisions", lambda name=name: decided(c.hub, name),
+            seen = c.wait(f"hub: Placement {name} decided", "decisions", partial(decided, c.hub, name),
                           lambda d: d is not None, 60)
             ranking = emulation.rank(emulation.from_object(doc), cluster_infos(c.hub), hub_view(c.hub),
                                      now=time.time())

@@ -269,5 +269,5 @@ def cleanup(cfg: Config, *, quiet: bool = False) -> None:
     if left:
         raise procs.RigError(f"could not unmount {left}")
     # containerd's and the kubelet's state go with each run (images are imported again by the next)
-    for sub in ("kubelet", "containerd/root", "containerd/state", "pod-logs"):
-        shutil.rmtree(cfg.node_dir / sub, ignore_errors=True)
+    for part in ("kubelet", "containerd/root", "containerd/state", "pod-logs"):
+        shutil.rmtree(cfg.node_dir / part, ignore_errors=True)

@@ -109,9 +109,9 @@ def stop(cfg: Config, name: str, grace_s: float = 10.0) -> bool:
                 time.sleep(0.1)
             if not alive(cfg, name):
                 break
-    # the group may hold children that outlived their leader (a wrapper's exec'd program, helpers)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+        # the group may hold children that outlived their leader (helpers it started)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
     pidfile.unlink(missing_ok=True)
     return ran
 
