@@ -67,7 +67,7 @@ image-test: image
 	$(BIN)/pytest -m image tests/image
 
 ## e2e: real Kubernetes, OCM hub and node on loopback; the checks of issue 27; torn down after (e2e/README.md).
-## One check alone: make e2e CHECKS=hub (install devices hub faults multikueue uninstall)
+## One check alone: make e2e CHECKS=hub (install devices hub faults uninstall)
 CHECKS ?=
 e2e: e2e-build image
 	$(BIN)/python -m e2e run $(CHECKS)

@@ -7,7 +7,7 @@ import importlib
 from e2e.checks.log import Checker
 from e2e.rig.config import Config
 
-CHECKS = ("install", "devices", "hub", "faults", "multikueue", "uninstall")
+CHECKS = ("install", "devices", "hub", "faults", "uninstall")
 
 
 def run_checks(cfg: Config, names: list[str]) -> int:

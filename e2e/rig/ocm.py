@@ -4,6 +4,7 @@ cluster, joined through the real bootstrap token → CSR → accept flow (what `
 from __future__ import annotations
 
 import base64
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ HUB_NS = "open-cluster-management-hub"
 AGENT_NS = "open-cluster-management-agent"
 ADDON_NS = "open-cluster-management-agent-addon"
 WEBHOOK_BIN = "addon-webhook"  # an optional loopback-only main serving OCM's addon CRD conversion
+TEMPLATE_VALUES = {"AddonAPIServiceCABundle": '""', "ClusterManagerNamespace": HUB_NS}
 
 BOOTSTRAP = """
 apiVersion: v1
@@ -51,7 +53,16 @@ def _crd_docs(directory: Path) -> list[dict[str, Any]]:
         raise procs.RigError(f"no CRDs in {directory}: run `make e2e-build` first")
     docs = []
     for path in sorted(directory.glob("*.yaml")):
-        docs += [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "CustomResourceDefinition"]
+        text = path.read_text()
+        if "kind: CustomResourceDefinition" not in text:
+            continue
+        # OCM's operator fills these in its manifests (the conversion webhook's Service, replaced below)
+        for placeholder, value in TEMPLATE_VALUES.items():
+            text = re.sub(r"\{\{ *\." + placeholder + r" *\}\}", value, text)
+        if "{{" in text:
+            unknown = text[text.index("{{"):][:60]
+            raise procs.RigError(f"{path}: a template placeholder the rig does not know: {unknown}")
+        docs += [d for d in yaml.safe_load_all(text) if d and d.get("kind") == "CustomResourceDefinition"]
     return docs
 
 
@@ -134,6 +145,7 @@ def join(cfg: Config, hub: ControlPlane, managed: ControlPlane, cluster: str) ->
     procs.wait_until(f"the hub credential of {cluster} in {hub_dir}", credential, 120, every_s=1, check=agent)
     procs.start(cfg, "work-agent", [
         cfg.binary("work"), "agent", "--spoke-cluster-name", cluster, "--hub-kubeconfig", hub_dir / "kubeconfig",
+        "--workload-source-config", hub_dir / "kubeconfig",
         "--kubeconfig", managed.kubeconfig, "--namespace", AGENT_NS,
         "--listen", f"127.0.0.1:{cfg.port('work-agent')}", "--disable-leader-election"])
     procs.wait_until(f"ManagedCluster {cluster} Available",
