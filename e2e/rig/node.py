@@ -5,6 +5,7 @@ containerd, and unmounts what the kubelet and containerd mounted under the state
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -49,6 +50,7 @@ def _containerd(cfg: Config) -> None:
     if not (CNI_BIN / "loopback").exists():
         raise procs.RigError(f"missing {CNI_BIN}/loopback: Debian's containernetworking-plugins")
     d = cfg.containerd_dir
+    d.mkdir(parents=True, exist_ok=True)
     cni = cfg.node_dir / "cni"
     cni.mkdir(parents=True, exist_ok=True)
     # no pod network may leave loopback here: one loopback-only conflist makes the runtime NetworkReady
@@ -73,6 +75,8 @@ state = "{d}/state"
   disable_apparmor = true
   # root here lacks CAP_SYS_RESOURCE: a negative oom_score_adj fails every sandbox (REFERENCE §10)
   restrict_oom_score_adj = true
+  # network namespaces of non-hostNetwork Pods under the rig's state directory, where teardown unmounts them
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -240,6 +244,30 @@ def mounts_under(path: Path) -> list[str]:
     return sorted(points, key=len, reverse=True)
 
 
+def _remove_pod_cgroups() -> None:
+    """The kubelet's `kubepods` cgroups in each v1 hierarchy, deepest first (an empty cgroup is removed by rmdir)."""
+    import os
+
+    for top in Path("/sys/fs/cgroup").glob("*/kubepods"):
+        for dirpath, _, _ in sorted(os.walk(top), key=lambda w: -len(w[0])):
+            with contextlib.suppress(OSError):
+                os.rmdir(dirpath)
+
+
+def _remove_device_plugin_dir() -> None:
+    """The kubelet's fixed device-plugin directory: its sockets and checkpoint are stale once the rig's kubelet is
+    gone (no other kubelet runs here: `start` refuses one), and the directories go when empty."""
+    if _device_plugin_served_elsewhere():
+        return
+    if DEVICE_PLUGIN_DIR.is_dir():
+        for entry in DEVICE_PLUGIN_DIR.iterdir():
+            if not entry.is_dir():
+                entry.unlink(missing_ok=True)
+    for directory in (DEVICE_PLUGIN_DIR, DEVICE_PLUGIN_DIR.parent):
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
 def cleanup(cfg: Config, *, quiet: bool = False) -> None:
     """After the processes: leftover shims of this containerd, then every mount under the state directory."""
     import os
@@ -268,6 +296,8 @@ def cleanup(cfg: Config, *, quiet: bool = False) -> None:
     left = mounts_under(cfg.state)
     if left:
         raise procs.RigError(f"could not unmount {left}")
+    _remove_pod_cgroups()
+    _remove_device_plugin_dir()
     # containerd's and the kubelet's state go with each run (images are imported again by the next)
     for part in ("kubelet", "containerd/root", "containerd/state", "pod-logs"):
         shutil.rmtree(cfg.node_dir / part, ignore_errors=True)
