@@ -139,7 +139,9 @@ def example_placements(c: Checker) -> None:
         {"status": {"conditions": [{"type": "ManagedClusterConditionAvailable", "status": "True", "reason": "E2E",
                                     "message": "set by the e2e harness", "lastTransitionTime": now[:19] + "Z"}]}}))
     real = scores_of(aps(c.hub, MANAGED_CLUSTER, "accelscore"))
-    other = {name: min(100, value + 7) for name, value in real.items()}  # a little better than the real cluster
+    # a little better than the real cluster on every other score, a little worse on the rest: the examples split
+    other = {name: min(100, value + 7) if i % 2 == 0 else max(0, value - 7)
+             for i, (name, value) in enumerate(sorted(real.items()))}
     until = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     c.hub.apply([{"apiVersion": "cluster.open-cluster-management.io/v1alpha1", "kind": "AddOnPlacementScore",
                   "metadata": {"name": "accelscore", "namespace": AGENTLESS_CLUSTER}}])
@@ -149,7 +151,7 @@ def example_placements(c: Checker) -> None:
     c.hub.run("apply", "-f", str(EXAMPLES / "clustersetbinding.yaml"))
     files = [p for p in sorted(EXAMPLES.glob("*.yaml")) if p.name not in ("kustomization.yaml",
                                                                            "clustersetbinding.yaml")]
-    placements = [yaml.safe_load(p.read_text()) for p in files]
+    placements = [d for p in files for d in yaml.safe_load_all(p.read_text()) if d and d.get("kind") == "Placement"]
     for doc in placements:
         c.hub.apply([doc])
     try:

@@ -158,7 +158,8 @@ def add_agentless(hub: ControlPlane, cluster: str) -> None:
     scores the addon identity of the real one must not write."""
     h = hub.kubectl
     h.apply([{"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
-              "metadata": {"name": cluster}, "spec": {"hubAcceptsClient": True}}])
+              # a long lease: the hub check renews it once and the cluster stays Available for 5 x 10 minutes
+              "metadata": {"name": cluster}, "spec": {"hubAcceptsClient": True, "leaseDurationSeconds": 600}}])
     procs.wait_until(f"namespace {cluster} on the hub", lambda: h.get("namespace", cluster), 60)
 
 
