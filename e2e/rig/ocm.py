@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from e2e.rig import procs
+from e2e.rig import pki, procs
 from e2e.rig.config import Config
 from e2e.rig.control_plane import ControlPlane
 from e2e.rig.kube import Kubectl, condition, write_kubeconfig
@@ -18,7 +18,7 @@ from e2e.rig.kube import Kubectl, condition, write_kubeconfig
 HUB_NS = "open-cluster-management-hub"
 AGENT_NS = "open-cluster-management-agent"
 ADDON_NS = "open-cluster-management-agent-addon"
-WEBHOOK_BIN = "addon-webhook"  # an optional loopback-only main serving OCM's addon CRD conversion
+WEBHOOK_BIN = "ocm-addon-webhook"  # our loopback-only main serving OCM's addon CRD conversion (make e2e-build)
 TEMPLATE_VALUES = {"AddonAPIServiceCABundle": '""', "ClusterManagerNamespace": HUB_NS}
 
 BOOTSTRAP = """
@@ -85,13 +85,19 @@ def apply_crds(kubectl: Kubectl, directory: Path, *, webhook_url: str | None = N
         kubectl.run("wait", "--for", "condition=Established", "--timeout=60s", f"crd/{doc['metadata']['name']}")
 
 
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def start_hub(cfg: Config, hub: ControlPlane) -> None:
     """OCM's CRDs and hub controllers on the running hub apiserver (as admin, leader election off)."""
     k = hub.kubectl
     webhook_url = None
     if (cfg.bin / WEBHOOK_BIN).exists():
-        from e2e.rig import pki
-
         serving = pki.leaf(hub.pki_dir, "addon-webhook", "accelscore-e2e-addon-webhook", hub.ca, server=True)
         certdir = hub.pki_dir / "addon-webhook-certs"
         certdir.mkdir(exist_ok=True)
@@ -101,6 +107,8 @@ def start_hub(cfg: Config, hub: ControlPlane) -> None:
         procs.start(cfg, "addon-webhook", [cfg.bin / WEBHOOK_BIN, "--host", "127.0.0.1", "--port", str(port),
                                            "--certdir", certdir, "--kubeconfig", hub.kubeconfig])
         webhook_url = f"https://127.0.0.1:{port}/convert"
+        procs.wait_until("the addon conversion webhook listening", lambda: _listening(port), 60,
+                         check=[(cfg, "addon-webhook")])
     apply_crds(k, cfg.crds / "ocm-hub", webhook_url=webhook_url, ca_bundle=hub.ca.cert.read_bytes())
     k.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": HUB_NS}}])
     for name, sub in (("registration", "controller"), ("placement", "controller"), ("addon-manager", "manager")):
