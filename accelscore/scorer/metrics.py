@@ -149,7 +149,13 @@ class ScorerMetrics(Collector):
                 published.add_metric([cluster, aps, name], v)
         for aps, flag in sorted(stats.get("withdrawn", {}).items()):
             withdrawn.add_metric([cluster, aps], 1.0 if flag else 0.0)
-        yield from (published, withdrawn)
+        overwrites = CounterMetricFamily("accelscore_hub_overwrites", "statuses of our score objects another writer "
+                                         "put on the hub, by what the scorer did: restored, or held (restores spent)",
+                                         labels=["cluster", "aps", "result"])
+        for aps, results in sorted(stats.get("overwrites", {}).items()):
+            for result, n in sorted(results.items()):
+                overwrites.add_metric([cluster, aps, result], n)
+        yield from (published, withdrawn, overwrites)
 
 
 def _reference(spec: score_table.ScoreSpec | score_table.KeyedSpec, config: ScoringConfig) -> float:

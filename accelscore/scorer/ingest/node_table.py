@@ -10,6 +10,7 @@ from accelscore.devices.dra import NodeDraView
 from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary, Taint
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.ingest.dra_shares import fold_shares
+from accelscore.scorer.ingest.node_groups import UNKNOWN, NodeGroups, node_groups, regroup
 from accelscore.scorer.ingest.plausible import NodeBounds, cap_free, implausible, node_bounds
 from accelscore.scorer.ingest.report_rows import ReportRows
 from accelscore.scorer.ingest.summarize import summarize
@@ -22,8 +23,9 @@ from accelscore.v1 import report_pb2
 class NodeFacts:
     """What the Node watch keeps per node: whether pods may be placed there and its accelerator amounts.
 
-    `labels`/`taints` are the Node's, for node filters and Kueue flavors. `capacity`/`allocatable` hold
-    the resources that bound a report (`plausible.bounded_resource`: accelerators, cpu, memory) of the
+    `labels`/`taints` are the Node's, for node filters and Kueue flavors; `groups` (derived from the labels) the
+    NVLink domain and GPU product its GPUs count in (`node_groups`: never the report's). `capacity`/`allocatable`
+    hold the resources that bound a report (`plausible.bounded_resource`: accelerators, cpu, memory) of the
     Node's status; None = not known (no watch data), so reports are not bounded by them.
     """
 
@@ -33,6 +35,10 @@ class NodeFacts:
     allocatable: Mapping[str, float] | None = field(default=None, compare=False)
     labels: Mapping[str, str] = field(default_factory=dict, compare=False)
     taints: tuple[Taint, ...] = ()
+    groups: NodeGroups = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "groups", node_groups(self.labels))
 
 
 class ReportRefused(Exception):
@@ -103,6 +109,8 @@ class NodeTable:
         when either side changes, so a pod or claim that just ended counts without waiting for the next report."""
         summary = self._reported[name]
         facts = None if self._nodes is None else self._nodes.get(name)
+        if self._nodes is not None:  # without a Node watch (local mode) the report is all there is
+            summary = regroup(summary, UNKNOWN if facts is None else facts.groups)
         dra_unknown = self._dra is None and name in self._uses_dra  # no bound yet for its DRA devices
         view = None if self._dra is None else self._dra.get(name)
         if facts is not None and facts.allocatable is not None and self._requested is not None and not dra_unknown:
@@ -124,7 +132,8 @@ class NodeTable:
                 del self._bounds[gone]
             for name in self._reported:
                 old = before.get(name)
-                if old is None or old.allocatable != self._nodes[name].allocatable:
+                new = self._nodes[name]
+                if old is None or old.allocatable != new.allocatable or old.groups != new.groups:
                     self._recount(name)
             self.version += 1
 
