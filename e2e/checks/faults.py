@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 from e2e.checks.hub import valid_until
@@ -97,7 +98,8 @@ def scorer_stopped(c: Checker) -> None:
 
     # the hub guard: the shipped Deployment cannot run on the hub (it has no node), so the same program runs here
     # with the Deployment's settings and its ServiceAccount's token
-    procs.start(c.cfg, "hub-guard", [sys.executable, "-m", "accelscore", "hub-guard"], env={
+    guard = Path(sys.executable).parent / "accelscore"
+    procs.start(c.cfg, "hub-guard", [guard, "hub-guard"], env={
         "KUBECONFIG": guard_kubeconfig(c), "ACCELSCORE_GUARD_GRACE": "2",
         "ACCELSCORE_METRICS_ADDRESS": f"127.0.0.1:{c.cfg.port('hub-guard-metrics')}"})
     c.hub.run("delete", "addonplacementscore", "accelscore", "-n", AGENTLESS_CLUSTER, "--ignore-not-found")
