@@ -55,7 +55,7 @@ def install_addon(c: Checker) -> bool:
                       if p["metadata"]["name"].startswith("accelscore"))
     c.equal("install: admission policies created (each compiled by the apiserver)", sorted(POLICIES), policies)
     c.wait("install: ManagedClusterAddOns Available", dict.fromkeys(ADDONS, "True"), lambda: addon_available(c.hub),
-           lambda seen: all(v == "True" for v in seen.values()), 300)
+           lambda seen: all(v == "True" for v in seen.values()), 420)
     c.wait("install: agent DaemonSet Pods Running and Ready on the node", f"1 Pod Running on {NODE_NAME}",
            lambda: running_on_node(c.managed, ADDON_NS, AGENT), all_ready, 120)
     c.wait("install: scorer Pod Running and Ready on the node", f"1 Pod Running on {NODE_NAME}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
 
 from e2e.rig import node, ocm, procs
@@ -72,12 +73,25 @@ def up(cfg: Config, *, with_node: bool = True) -> None:
 
 
 def down(cfg: Config, *, quiet: bool = False) -> None:
-    """Stop every recorded process (newest first), then the node's containers, shims and mounts."""
-    node.stop_containers(cfg)
+    """Stop the node's containers, every recorded process (newest first), then leftover shims and mounts. Every step
+    runs even when an earlier one failed; the first failure is raised at the end."""
+    errors: list[Exception] = []
+    try:
+        node.stop_containers(cfg)
+    except (procs.RigError, OSError, subprocess.SubprocessError) as err:
+        errors.append(err)
     for name in procs.recorded(cfg):
-        if procs.stop(cfg, name) and not quiet:
-            log(f"stopped {name}")
-    node.cleanup(cfg, quiet=quiet)
+        try:
+            if procs.stop(cfg, name) and not quiet:
+                log(f"stopped {name}")
+        except OSError as err:
+            errors.append(err)
+    try:
+        node.cleanup(cfg, quiet=quiet)
+    except (procs.RigError, OSError, subprocess.SubprocessError) as err:
+        errors.append(err)
+    if errors:
+        raise procs.RigError(f"teardown incomplete: {'; '.join(map(str, errors))}")
 
 
 def log(message: str) -> None:
