@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="bring the rig up and leave it running (kubeconfigs in the state directory)")
     up.add_argument("--no-node", action="store_true", help="hub + managed cluster (joined) only: no kubelet")
+    up.add_argument("--apiservers-only", action="store_true",
+                    help="the two apiservers (OCM's CRDs on the hub) and controller-managers: no OCM, no node")
     sub.add_parser("down", help="stop everything the rig started; unmount what it mounted")
     for name, text in (("check", "run checks against the running rig"),
                        ("run", "up, the checks, down (always): what `make e2e` runs")):
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "up":
             try:
-                lifecycle.up(cfg, with_node=not args.no_node)
+                lifecycle.up(cfg, with_node=not args.no_node, apiservers_only=args.apiservers_only)
             except BaseException:
                 lifecycle.down(cfg)
                 raise

@@ -49,20 +49,26 @@ def check_ports(cfg: Config) -> None:
         raise procs.RigError(f"ports in use: {', '.join(taken)}; set ACCELSCORE_E2E_PORT_BASE to move the rig")
 
 
-def up(cfg: Config, *, with_node: bool = True) -> None:
+def up(cfg: Config, *, with_node: bool = True, apiservers_only: bool = False) -> None:
     """Hub, managed cluster joined to it, and (unless `with_node` is False) its real node. Leftovers of an earlier
-    run are cleaned first."""
+    run are cleaned first. `apiservers_only`: the two apiservers (the hub with OCM's CRDs) and their
+    controller-managers, no OCM controllers, no join, no node (for API tests)."""
     down(cfg, quiet=True)
     check_ports(cfg)
     t0 = time.monotonic()
     h, m = hub(cfg), managed(cfg)
     h.start()
     h.start_kcm(HUB_CONTROLLERS, signing_ca=h.ca)
-    ocm.start_hub(cfg, h)
+    if apiservers_only:
+        ocm.apply_crds(h.kubectl, cfg.crds / "ocm-hub")
+    else:
+        ocm.start_hub(cfg, h)
     log(f"hub ready: {h.server} ({time.monotonic() - t0:.0f} s), kubeconfig {h.kubeconfig}")
     m.start()
     m.start_kcm(MANAGED_CONTROLLERS)
     log(f"managed cluster ready: {m.server} ({time.monotonic() - t0:.0f} s), kubeconfig {m.kubeconfig}")
+    if apiservers_only:
+        return
     ocm.join(cfg, h, m, MANAGED_CLUSTER)
     ocm.add_agentless(h, AGENTLESS_CLUSTER)
     log(f"ManagedCluster {MANAGED_CLUSTER} joined and Available, {AGENTLESS_CLUSTER} accepted (no agent) "
