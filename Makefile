@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint protos bench image image-test image-docker clean venv python test-tools bench-tools e2e-build
+.PHONY: run test lint protos bench image image-test image-docker clean venv python test-tools bench-tools e2e-build e2e e2e-up e2e-down
 
 # Python >= 3.11 with venv support, checked before anything is installed.
 python:
@@ -67,6 +67,20 @@ image: python $(STAMP)
 ## image-test: build the image, then run its entrypoint as the manifests run it (tests/image; not in make test)
 image-test: image
 	$(BIN)/pytest -m image tests/image
+
+## e2e: real Kubernetes, OCM hub and node on loopback; the checks of issue 27; torn down after (e2e/README.md).
+## One check alone: make e2e CHECKS=hub (install devices hub faults uninstall)
+CHECKS ?=
+e2e: e2e-build image
+	$(BIN)/python -m e2e run $(CHECKS)
+
+## e2e-up / e2e-down: the rig without the checks (NODE=0: hub and managed apiservers only, no kubelet)
+NODE ?= 1
+e2e-up: e2e-build $(STAMP)
+	$(BIN)/python -m e2e up $(if $(filter 0,$(NODE)),--no-node,)
+
+e2e-down: $(STAMP)
+	$(BIN)/python -m e2e down
 
 ## image-docker: the same image from the Dockerfile, for machines with a Docker daemon (not built by CI)
 image-docker:
