@@ -3,6 +3,7 @@ collectors over their fakes and real peers (here)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -106,3 +107,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 groups.add(f"{baseid} session fixtures")
         if groups:
             item.add_marker(pytest.mark.xdist_group(min(groups)))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A test marked `realapi` needs real clusters: `make test` deselects them (pyproject.toml's addopts), and
+    selecting one without $KUBECONFIG and $HUB_KUBECONFIG is an error, never a skip or a fall back to the test
+    server (`make e2e` runs them: e2e/realapi-tests, docs/testing.md)."""
+    missing = [name for name in ("KUBECONFIG", "HUB_KUBECONFIG") if not os.environ.get(name)]
+    chosen = [item.nodeid for item in session.items if item.get_closest_marker("realapi")]
+    if chosen and missing:
+        raise pytest.UsageError(f"{len(chosen)} selected tests are marked realapi (e.g. {chosen[0]}) but "
+                                f"${' and $'.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: they run "
+                                "against real clusters (e2e/realapi-tests); `make test` deselects them")

@@ -54,11 +54,6 @@ class TokenTable:
         with self._lock:
             self._tokens[token] = info
 
-    def remove(self, token: str) -> None:
-        """Forget a token (a revoked or deleted service account)."""
-        with self._lock:
-            self._tokens.pop(token, None)
-
     def review(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Answer a TokenReview: authenticated only for a known, unexpired token with a shared audience."""
         spec = dict(body.get("spec") or {})

@@ -95,22 +95,6 @@ class ApiError(Exception):
         return cls(422, f'{kind_group} "{name}" is invalid: {joined}', details=details)
 
 
-class DecodeError(ApiError):
-    """The body does not decode into the kind's Go type (a string where a bool goes): 400 `<Kind> in version "v1"
-    cannot be handled as a <Kind>` on create and update, as a v1.36.2 apiserver answered. A PATCH whose result
-    does not decode is answered 422 instead, with one cause on the field `patch` (`invalid_patch`)."""
-
-    def __init__(self, kind: str, version: str, detail: str) -> None:
-        super().__init__(400, f'{kind} in version "{version}" cannot be handled as a {kind}: {detail}')
-        self.detail = detail
-
-    def invalid_patch(self) -> ApiError:
-        """What the apiserver answers when a patch's result does not decode (seen on v1.36.2)."""
-        message = f"Invalid value: {self.detail}"
-        return ApiError(422, f' "" is invalid: patch: {message}',
-                        details={"causes": [{"reason": "FieldValueInvalid", "message": message, "field": "patch"}]})
-
-
 def _named(resource: str, group: str, name: str) -> tuple[str, dict[str, str]]:
     """`<resource>.<group>` as the apiserver names a kind in messages, and the Status details naming the object."""
     details = {"name": name, "kind": resource}
