@@ -57,7 +57,8 @@ def _check_locally(obj: support.Obj) -> None:
     meta, where = obj["metadata"], f"{obj['kind']}/{obj['metadata']['name']}"
     assert len(meta["name"]) <= 253 and _SUBDOMAIN.fullmatch(meta["name"]), where
     assert all(_qualified(k) for k in [*(meta.get("labels") or {}), *(meta.get("annotations") or {})]), where
-    assert all(v == "" or (len(v) <= 63 and _NAME_PART.fullmatch(v)) for v in (meta.get("labels") or {}).values()), where
+    values = (meta.get("labels") or {}).values()
+    assert all(v == "" or (len(v) <= 63 and _NAME_PART.fullmatch(v)) for v in values), where
 
 
 def _create_all(handle: ApiHandle, objs: list[support.Obj], namespace: str,
