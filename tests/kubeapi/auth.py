@@ -32,25 +32,13 @@ class TokenTable:
         self._lock = threading.Lock()
         self._tokens: dict[str, TokenInfo] = {}
 
-    def add(
-        self,
-        token: str,
-        *,
-        username: str,
-        audiences: Sequence[str] = ("accelscore",),
-        expires_at: float | None = None,
-        extra: Mapping[str, Sequence[str]] | None = None,
-        groups: Sequence[str] = (),
-    ) -> None:
+    def add(self, token: str, *, username: str, audiences: Sequence[str] = ("accelscore",),
+            expires_at: float | None = None, extra: Mapping[str, Sequence[str]] | None = None,
+            groups: Sequence[str] = ()) -> None:
         """Register (or replace) a token."""
-        info = TokenInfo(
-            username=username,
-            audiences=tuple(audiences),
-            expires_at=expires_at,
-            extra={k: list(v) for k, v in (extra or {}).items()},
-            groups=tuple(groups),
-            uid=str(uuid.uuid4()),
-        )
+        info = TokenInfo(username=username, audiences=tuple(audiences), expires_at=expires_at,
+                         extra={k: list(v) for k, v in (extra or {}).items()}, groups=tuple(groups),
+                         uid=str(uuid.uuid4()))
         with self._lock:
             self._tokens[token] = info
 

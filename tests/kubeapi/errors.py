@@ -4,41 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-REASONS: dict[int, str] = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    405: "MethodNotAllowed",
-    406: "NotAcceptable",
-    409: "Conflict",
-    410: "Gone",
-    415: "UnsupportedMediaType",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
-}
+REASONS: dict[int, str] = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
+                            405: "MethodNotAllowed", 409: "Conflict", 410: "Gone", 415: "UnsupportedMediaType",
+                            422: "Invalid", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
+                            504: "Timeout"}
 
 
-def status_body(
-    code: int,
-    message: str,
-    *,
-    reason: str = "",
-    details: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def status_body(code: int, message: str, *, reason: str = "", details: dict[str, Any] | None = None) -> dict[str, Any]:
     """A `Status` object with status Failure."""
-    body: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason or REASONS.get(code, "Unknown"),
-        "code": code,
-    }
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                            "message": message, "reason": reason or REASONS.get(code, "Unknown"), "code": code}
     if details is not None:
         body["details"] = details
     return body

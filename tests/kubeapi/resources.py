@@ -24,17 +24,11 @@ class ResourceType:
     # What create does with .status: "drop" (CRs with /status), "keep" (nodes), or a default dict.
     create_status: str | dict[str, Any] = "drop"
     custom: bool = False
-    short_names: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
         """Storage identity: (group, plural); all served versions share one store."""
         return (self.group, self.plural)
-
-    @property
-    def qualified(self) -> str:
-        """`plural.group` as it appears in error messages."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
 
     def api_version(self, version: str) -> str:
         """apiVersion string for `version`."""
@@ -42,10 +36,10 @@ class ResourceType:
 
 
 BUILTINS: tuple[ResourceType, ...] = (
-    ResourceType("", ("v1",), "nodes", "Node", False, True, create_status="keep", short_names=("no",)),
-    ResourceType("", ("v1",), "pods", "Pod", True, True, create_status={"phase": "Pending"}, short_names=("po",)),
+    ResourceType("", ("v1",), "nodes", "Node", False, True, create_status="keep"),
+    ResourceType("", ("v1",), "pods", "Pod", True, True, create_status={"phase": "Pending"}),
     ResourceType("", ("v1",), "namespaces", "Namespace", False, True, create_status={"phase": "Active"}),
-    ResourceType("", ("v1",), "configmaps", "ConfigMap", True, False, short_names=("cm",)),
+    ResourceType("", ("v1",), "configmaps", "ConfigMap", True, False),
     ResourceType("", ("v1",), "secrets", "Secret", True, False),
     # Leader election's store: no status; an update with a stale resourceVersion gets 409, like any kind.
     ResourceType("coordination.k8s.io", ("v1",), "leases", "Lease", True, False),
@@ -97,35 +91,19 @@ def load_crds(paths: Iterable[Path]) -> list[ResourceType]:
                     namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                     has_status=any("status" in (v.get("subresources") or {}) for v in served),
                     custom=True,
-                    short_names=tuple(spec["names"].get("shortNames") or ()),
                 )
             )
     return out
 
 
-def _api_resources(types: Sequence[ResourceType], version: str) -> list[dict[str, Any]]:
-    verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
+def _api_resources(types: Sequence[ResourceType]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for rt in types:
-        singular = rt.kind.lower()
-        out.append(
-            {
-                "name": rt.plural,
-                "singularName": singular,
-                "namespaced": rt.namespaced,
-                "kind": rt.kind,
-                "verbs": verbs,
-                "shortNames": list(rt.short_names),
-            }
-        )
+        out.append({"name": rt.plural, "singularName": rt.kind.lower(), "namespaced": rt.namespaced, "kind": rt.kind,
+                    "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]})
         if rt.has_status:
-            out.append(
-                {"name": f"{rt.plural}/status", "singularName": "", "namespaced": rt.namespaced, "kind": rt.kind,
-                 "verbs": ["get", "patch", "update"]}
-            )
-    if version == "v1" and any(rt.group == TOKEN_REVIEW_GROUP for rt in types):
-        out.append({"name": "tokenreviews", "singularName": "tokenreview", "namespaced": False,
-                    "kind": "TokenReview", "verbs": ["create"]})
+            out.append({"name": f"{rt.plural}/status", "singularName": "", "namespaced": rt.namespaced,
+                        "kind": rt.kind, "verbs": ["get", "patch", "update"]})
     return out
 
 
@@ -134,7 +112,7 @@ def resource_list(group: str, version: str, types: Sequence[ResourceType]) -> di
     chosen = [rt for rt in types if rt.group == group and version in rt.versions]
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
-            "resources": _api_resources(chosen, version)}
+            "resources": _api_resources(chosen)}
 
 
 def groups(types: Sequence[ResourceType]) -> dict[str, list[str]]:

@@ -13,20 +13,9 @@ Predicate = Callable[[Mapping[str, Any]], bool]
 
 # Field labels each kind supports (the real apiserver rejects any other with 400).
 FIELD_LABELS: dict[str, frozenset[str]] = {
-    "Pod": frozenset(
-        {
-            "metadata.name",
-            "metadata.namespace",
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        }
-    ),
+    "Pod": frozenset({"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
+                      "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
+                      "status.podIP", "status.nominatedNodeName"}),
     "Node": frozenset({"metadata.name", "spec.unschedulable"}),
     "Namespace": frozenset({"metadata.name", "status.phase"}),
     "ResourceSlice": frozenset({"metadata.name", "spec.nodeName", "spec.driver"}),

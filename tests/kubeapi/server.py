@@ -49,9 +49,8 @@ class KubeApiServer:
             store.create(ns_type, "v1", "", {"metadata": {"name": ns}})
         self._httpd = _HTTPServer(("127.0.0.1", 0), KubeHandler)
         self._httpd.state = self._state
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, args=(0.05,), name="kubeapi-test", daemon=True
-        )
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="kubeapi-test",
+                                        daemon=True)
         self._thread.start()
         self._stopped = False
         # Tokens TokenReview authenticates (service-account style): add_token(token, username=..., audiences=...,

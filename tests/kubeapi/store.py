@@ -86,12 +86,8 @@ class Store:
         """POST: fill server-owned metadata, apply the kind's status-on-create rule, store."""
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
-        if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         if not meta.get("name"):
-            cause = {"reason": "FieldValueRequired", "field": "metadata.name",
-                     "message": "Required value: name or generateName is required"}
-            raise ApiError.invalid(rt.kind, "", rt.kind, rt.group, [cause])
+            raise ApiError.bad_request("metadata.name: the test server needs one (generateName is a real apiserver's)")
         with self.cond:
             if rt.namespaced:
                 if meta.get("namespace") and meta["namespace"] != ns:
@@ -218,25 +214,14 @@ class Store:
 
     # ------------------------------------------------------------ watch
 
-    def watch(
-        self,
-        rt: ResourceType,
-        ns: str | None,
-        pred: Predicate,
-        *,
-        since: str | None,
-        timeout_s: float,
-        bookmarks: bool,
-        bookmark_interval: Callable[[], float],
-    ) -> Iterator[tuple[str, Obj]]:
+    def watch(self, rt: ResourceType, ns: str | None, pred: Predicate, *, since: str | None, timeout_s: float,
+              bookmarks: bool, bookmark_interval: Callable[[], float]) -> Iterator[tuple[str, Obj]]:
         """Start a watch: validate now (errors before any byte is sent), then stream lazily."""
         initial: list[Obj] = []
         with self.cond:
             if since in (None, "", "0"):
                 # No resourceVersion: synthetic ADDED for the current state, then changes.
-                initial = [copy.deepcopy(o) for (ons, _), o in sorted(self._bucket(rt).items())
-                           if (ns is None or ons == ns) and pred(o)]
-                pos = self.rv
+                initial, pos = self.list(rt, ns, pred)[0], self.rv
             else:
                 try:
                     pos = int(since)
@@ -244,17 +229,8 @@ class Store:
                     raise ApiError.bad_request(f'invalid resource version "{since}"') from None
         return self._follow(rt, ns, pred, initial, pos, time.monotonic() + timeout_s, bookmarks, bookmark_interval)
 
-    def _follow(
-        self,
-        rt: ResourceType,
-        ns: str | None,
-        pred: Predicate,
-        initial: list[Obj],
-        pos: int,
-        deadline: float,
-        bookmarks: bool,
-        bookmark_interval: Callable[[], float],
-    ) -> Iterator[tuple[str, Obj]]:
+    def _follow(self, rt: ResourceType, ns: str | None, pred: Predicate, initial: list[Obj], pos: int, deadline: float,
+                bookmarks: bool, bookmark_interval: Callable[[], float]) -> Iterator[tuple[str, Obj]]:
         """Yield (type, object) events after `pos`: selector moves, bookmarks, 410 when history is gone."""
         for obj in initial:
             yield "ADDED", obj
