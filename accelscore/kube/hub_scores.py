@@ -184,6 +184,29 @@ class HubClient:
         return WriteOutcome(conflicts=conflicts, reloads=self.unauthorized_reloads - reloads_before,
                             created=created, error=error)
 
+    def watch_scores(self, *, on_change: OnChange[str, dict[str, Any]], **options: Unpack[WatchOptions]
+                     ) -> WatchCache[str, dict[str, Any]]:
+        """Our namespace's accelscore score objects (by the managed-by label) as raw JSON keyed by name, on a client
+        of the watch's own (the publisher's is busy writing), rebuilt when the kubeconfig changes on disk (checked
+        at each list and watch round; a failed round backs off and retries, never raises)."""
+        held: dict[str, Any] = {}
+
+        def list_scores(**kwargs: Any) -> Any:
+            fingerprint: str | None
+            try:
+                fingerprint = kubeconfig_fingerprint(self.kubeconfig)
+            except OSError:
+                fingerprint = held.get("fingerprint")  # mid-rotation: keep what we have
+            if "api" not in held or fingerprint != held.get("fingerprint"):
+                client = kube_config.from_kubeconfig(self.kubeconfig)
+                if "client" in held:
+                    held["client"].close()
+                held.update(client=client, api=k8s.CustomObjectsApi(client), fingerprint=fingerprint)
+            return held["api"].list_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, **kwargs)
+
+        return WatchCache(list_func=list_scores, key=_name, raw=True, label_selector=LABEL_SELECTOR,
+                          on_change=on_change, name=f"own-scores-{self.namespace}", **options)
+
     def close(self) -> None:
         """Release the connection pool."""
         if self._api_client is not None:
@@ -284,6 +307,10 @@ class ScoreObjects:
         body["metadata"]["resourceVersion"] = meta["resourceVersion"]
         return _object(kube_errors.call(self._api.replace_namespaced_custom_object_status, GROUP, VERSION,
                                         meta["namespace"], PLURAL, meta["name"], body, _request_timeout=self._timeout))
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
 
 
 def _object(answer: object) -> dict[str, Any]:

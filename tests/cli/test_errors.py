@@ -69,6 +69,12 @@ def test_a_port_in_use_is_named(command: list[str], isolated_env: dict[str, str]
     assert_one_line(args, isolated_env, f"cannot listen on 127.0.0.1:{busy_port}")
 
 
+@pytest.mark.parametrize("address", ["127.0.0.1", "scorer:", "scorer:https", ":9749", "scorer:0", "scorer:70000"])
+def test_a_scorer_address_without_a_port_stops_the_agent_at_start(address: str, isolated_env: dict[str, str]) -> None:
+    assert_one_line(["agent", "--scorer-address", address], isolated_env,
+                    f"invalid --scorer-address (ACCELSCORE_SCORER_ADDRESS)={address!r}", "expected HOST:PORT")
+
+
 def test_an_unreadable_token_file_is_named(isolated_env: dict[str, str], tmp_path: Path) -> None:
     assert_one_line(["agent", "--scorer-address", "127.0.0.1:1", "--token-file", str(tmp_path)], isolated_env,
                     f"cannot read token file {tmp_path}")
@@ -137,6 +143,18 @@ def test_a_missing_tls_certificate_file_is_named(isolated_env: dict[str, str], t
 def test_local_names_a_custom_scores_file_that_is_not_there(isolated_env: dict[str, str], tmp_path: Path) -> None:
     missing = tmp_path / "missing.yaml"
     assert_one_line(["local", "--once", "--custom-scores", str(missing)], isolated_env, str(missing), "no such file")
+
+
+@pytest.mark.parametrize(("content", "wanted"), [
+    ("scores:\n  - {name: broken, expression: 'cluster.gpuFree +', reference: 8}\n", "scores[0] (broken)"),
+    ("scores: []\n", "it defines no score"),
+    ("scores: [unclosed\n", "custom-scores"),
+], ids=["every-definition-rejected", "none-defined", "not-yaml"])
+def test_local_stops_when_the_custom_scores_file_yields_no_definition(
+        content: str, wanted: str, isolated_env: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "scores.yaml"
+    path.write_text(content, encoding="utf-8")
+    assert_one_line(["local", "--once", "--custom-scores", str(path)], isolated_env, str(path), wanted)
 
 
 def test_a_hub_kubeconfig_that_does_not_load_stops_the_scorer(isolated_env: dict[str, str],

@@ -224,11 +224,13 @@ def test_agent_gets_its_node_token_and_device_access(sets: dict[str, list[suppor
 
 
 def test_hub_role_grants_only_the_verbs_the_hub_client_uses() -> None:
-    """accelscore/kube/hub_scores.py: get and create the object, update its /status; nothing else."""
+    """accelscore/kube/hub_scores.py: get and create the object, list/watch its namespace's (its own objects'
+    overwrites are restored), update its /status; nothing else."""
     hub = support.kustomize(support.ADDON)
     [role] = [o for o in hub if o["kind"] == "ClusterRole"]
     grants = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
     assert grants == {("addonplacementscores", "get"), ("addonplacementscores", "create"),
+                      ("addonplacementscores", "list"), ("addonplacementscores", "watch"),
                       ("addonplacementscores/status", "update")}
     source = (support.REPO / "accelscore" / "kube" / "hub_scores.py").read_text()
     used = {call for call in ("get_namespaced_custom_object(", "create_namespaced_custom_object(",
@@ -236,4 +238,4 @@ def test_hub_role_grants_only_the_verbs_the_hub_client_uses() -> None:
                               "list_namespaced_custom_object", "delete_namespaced_custom_object",
                               "replace_namespaced_custom_object(") if call in source}
     assert used == {"get_namespaced_custom_object(", "create_namespaced_custom_object(",
-                    "replace_namespaced_custom_object_status("}
+                    "replace_namespaced_custom_object_status(", "list_namespaced_custom_object"}

@@ -56,6 +56,8 @@ class KubeApiServer:
         # Tokens TokenReview authenticates (service-account style): add_token(token, username=..., audiences=...,
         # extra=...).
         self.add_token = self._state.tokens.add
+        # The service-account issuer: issuer.sign(claims) is a token whose signature the JWKS it serves verifies.
+        self.issuer = self._state.issuer
 
     def install_crds(self, crd_files: Sequence[Path]) -> None:
         """Serve more CRDs from now on, as a cluster does once they are applied (discovery lists them)."""

@@ -3,11 +3,14 @@ no redirect to another host is followed."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
+
+import pytest
 
 from accelscore.scorer.custom.promql import PromqlPoller, PromQuery, PromValue, query_instant
 from tests.promql.fake_http import LoopbackServer, reply
@@ -100,3 +103,30 @@ def _redirect(handler: BaseHTTPRequestHandler, status: int, location: str) -> No
     handler.send_header("Location", location)
     handler.send_header("Content-Length", "0")
     handler.end_headers()
+
+
+def test_a_reply_nested_deeper_than_the_parser_is_one_classified_bad_reply(caplog: pytest.LogCaptureFixture) -> None:
+    """H6 (issue 28): 200,000 `[` raised a RecursionError: an ERROR traceback per poll, counted as an internal
+    error. It is a bad reply like any other unreadable one: its class counted, one debug line, no traceback."""
+    deep = b"[" * 200_000
+    server = LoopbackServer(lambda h: reply(h, 200, deep))
+    q = _query(server.url)
+    poller = PromqlPoller([q])
+    try:
+        with caplog.at_level(logging.DEBUG, logger="accelscore"):
+            value = poller.poll_once(q)
+    finally:
+        server.stop()
+    assert value == PromValue(None, None, "reply nested too deep")
+    assert poller.stats()["queries_total"]["bad_reply"] == 1 and poller.stats()["queries_total"]["error"] == 0
+    mine = [r for r in caplog.records if r.name.startswith("accelscore")]
+    assert len(mine) == 1 and mine[0].levelno == logging.DEBUG and mine[0].exc_info is None
+
+
+def test_an_error_reply_nested_too_deep_is_an_http_error_without_its_text() -> None:
+    server = LoopbackServer(lambda h: reply(h, 500, b'{"error":' + b"[" * 200_000))
+    try:
+        value = query_instant(_query(server.url), now=time.time())
+    finally:
+        server.stop()
+    assert value == PromValue(None, None, "http 500")

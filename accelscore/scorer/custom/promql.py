@@ -260,7 +260,7 @@ def _error_text(body: bytes) -> str:
     try:
         doc = json.loads(body)
         return f": {doc.get('errorType', 'error')}: {doc.get('error', '')}"
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return ""
 
 
@@ -300,6 +300,8 @@ def _decode(body: bytes, q: PromQuery, *, now: float) -> tuple[PromValue, str]:
         doc = json.loads(body)
     except ValueError:
         return PromValue(None, None, "reply is not JSON"), "bad_reply"
+    except RecursionError:  # valid or not, nesting deeper than the parser's stack is no reply we can use
+        return PromValue(None, None, "reply nested too deep"), "bad_reply"
     try:
         if doc.get("status") != "success":
             return PromValue(None, None, _short(f"prometheus error{_error_text(body)}")), "bad_reply"

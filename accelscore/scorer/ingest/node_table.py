@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from accelscore.devices.dra import NodeDraView
 from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary, Taint
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.ingest.dra_shares import fold_shares
+from accelscore.scorer.ingest.node_groups import UNKNOWN, NodeGroups, node_groups, regroup
 from accelscore.scorer.ingest.plausible import NodeBounds, cap_free, implausible, node_bounds
 from accelscore.scorer.ingest.report_rows import ReportRows
 from accelscore.scorer.ingest.summarize import summarize
@@ -22,8 +23,9 @@ from accelscore.v1 import report_pb2
 class NodeFacts:
     """What the Node watch keeps per node: whether pods may be placed there and its accelerator amounts.
 
-    `labels`/`taints` are the Node's, for node filters and Kueue flavors. `capacity`/`allocatable` hold
-    the resources that bound a report (`plausible.bounded_resource`: accelerators, cpu, memory) of the
+    `labels`/`taints` are the Node's, for node filters and Kueue flavors; `groups` (derived from the labels) the
+    NVLink domain and GPU product its GPUs count in (`node_groups`: never the report's). `capacity`/`allocatable`
+    hold the resources that bound a report (`plausible.bounded_resource`: accelerators, cpu, memory) of the
     Node's status; None = not known (no watch data), so reports are not bounded by them.
     """
 
@@ -33,6 +35,21 @@ class NodeFacts:
     allocatable: Mapping[str, float] | None = field(default=None, compare=False)
     labels: Mapping[str, str] = field(default_factory=dict, compare=False)
     taints: tuple[Taint, ...] = ()
+    groups: NodeGroups = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "groups", node_groups(self.labels))
+
+
+# What a report changes for scoring: every compared field of its summary but its two times (a report that
+# differs only in them is a refresh: the node stays fresh, no scoring pass is owed).
+_CHANGE_FIELDS = tuple(f.name for f in fields(NodeSummary)
+                       if f.compare and f.name not in ("report_time", "received_at"))
+
+
+def same_figures(a: NodeSummary, b: NodeSummary) -> bool:
+    """Whether two summaries of one node differ at most in their report and receive times."""
+    return all(getattr(a, name) == getattr(b, name) for name in _CHANGE_FIELDS)
 
 
 class ReportRefused(Exception):
@@ -61,7 +78,14 @@ class NodeTable:
         # The scorer's DRA view per node ({} = no DRA in this cluster; None = DRA served, watches not synced yet).
         self._dra: Mapping[str, NodeDraView] | None = {}
         self._uses_dra: set[str] = set()  # nodes whose newest report has DRA devices
-        self.version = 0  # bumps on every change, so the scoring loop can skip idle passes
+        # The last snapshot's entries by name (with the summary and facts each was built from) and sorted names:
+        # under a lock of their own, so reports are never held up by a snapshot.
+        self._snapshot_lock = threading.Lock()
+        self._built: dict[str, tuple[NodeSummary | None, NodeFacts | None, NodeEntry]] = {}
+        self._names: tuple[str, ...] = ()
+        self._name_set: set[str] = set()
+        self.version = 0  # bumps on every change of what scoring counts, so the scoring loop skips idle passes
+        self.refreshes = 0  # accepted reports that changed nothing but the node's freshness (no version bump)
 
     def accept(self, report: report_pb2.NodeReport, received_at: float, *,
                read: ReportRows | None = None) -> NodeSummary:
@@ -88,6 +112,10 @@ class NodeTable:
         uses_dra = counts.uses_dra if counts is not None else any(
             d.source == report_pb2.DEVICE_SOURCE_DRA for d in report.devices)
         with self._lock:
+            before = self._reported.get(name)
+            if before is not None and (name in self._uses_dra) == uses_dra and same_figures(before, summary):
+                self._refresh(name, before, summary)
+                return summary
             if uses_dra:
                 self._uses_dra.add(name)
             else:
@@ -97,12 +125,24 @@ class NodeTable:
             self.version += 1
         return summary
 
+    def _refresh(self, name: str, before: NodeSummary, summary: NodeSummary) -> None:
+        """(Under the lock.) A report with the same figures: only its times move, and `version` stays, so the
+        scoring loop owes no pass. Free when nothing capped the node (the new summary is what scoring counts)."""
+        self._reported[name] = summary
+        if self._summaries.get(name) is before:
+            self._summaries[name] = summary
+        else:
+            self._recount(name)
+        self.refreshes += 1
+
     def _recount(self, name: str) -> None:
         """(Under the lock.) What scoring counts for `name`: its reported summary, free capped at the Node's
         allocatable - requested when both are known, its shareable DRA devices' shares from the DRA view. Called
         when either side changes, so a pod or claim that just ended counts without waiting for the next report."""
         summary = self._reported[name]
         facts = None if self._nodes is None else self._nodes.get(name)
+        if self._nodes is not None:  # without a Node watch (local mode) the report is all there is
+            summary = regroup(summary, UNKNOWN if facts is None else facts.groups)
         dra_unknown = self._dra is None and name in self._uses_dra  # no bound yet for its DRA devices
         view = None if self._dra is None else self._dra.get(name)
         if facts is not None and facts.allocatable is not None and self._requested is not None and not dra_unknown:
@@ -124,7 +164,8 @@ class NodeTable:
                 del self._bounds[gone]
             for name in self._reported:
                 old = before.get(name)
-                if old is None or old.allocatable != self._nodes[name].allocatable:
+                new = self._nodes[name]
+                if old is None or old.allocatable != new.allocatable or old.groups != new.groups:
                     self._recount(name)
             self.version += 1
 
@@ -177,17 +218,44 @@ class NodeTable:
                 self.version += 1
 
     def snapshot(self) -> ClusterSnapshot:
+        """The table as scoring reads it. Entries whose summary and Node facts are the objects of the previous
+        snapshot are that snapshot's own (a pass with 10 % of 5,000 nodes changed builds 500 entries, not 5,000),
+        and the sorted names are kept until the set of names changes."""
         with self._lock:
             summaries = dict(self._summaries)
             nodes = self._nodes
             pending_gpus, pending_tpus = self._pending
-        if nodes is None:
-            entries = tuple(NodeEntry(name, True, s) for name, s in sorted(summaries.items()))
-        else:
-            entries = tuple(NodeEntry(name, facts.schedulable, summaries.get(name), facts.labels, facts.taints)
-                            for name, facts in sorted(nodes.items()))
-        return ClusterSnapshot(self._cluster, entries, pending_gpu_requests=pending_gpus,
-                               pending_tpu_requests=pending_tpus)
+        keys = summaries.keys() if nodes is None else nodes.keys()
+        with self._snapshot_lock:
+            if len(keys) != len(self._names) or keys != self._name_set:
+                self._names, self._name_set = tuple(sorted(keys)), set(keys)
+            previous, built = self._built, {}
+            for name in self._names:
+                summary = summaries.get(name)
+                facts = None if nodes is None else nodes[name]
+                entry = previous.get(name)
+                if entry is None or entry[0] is not summary or entry[1] is not facts:
+                    node = (NodeEntry(name, True, summary) if facts is None
+                            else NodeEntry(name, facts.schedulable, summary, facts.labels, facts.taints))
+                    entry = (summary, facts, node)
+                built[name] = entry
+            self._built = built
+        return ClusterSnapshot(self._cluster, tuple(entry[2] for entry in built.values()),
+                               pending_gpu_requests=pending_gpus, pending_tpu_requests=pending_tpus)
+
+    def stale_edges(self, *, since: float, now: float, stale_after_s: float) -> tuple[bool, float | None]:
+        """(Whether a node's newest report went stale in (since, now], when the next one will): the scoring loop's
+        clock-driven passes, one O(nodes) scan, run only when such a moment is due."""
+        crossed, upcoming = False, None
+        with self._lock:
+            times = [s.received_at for s in self._summaries.values()]
+        for received_at in times:
+            edge = received_at + stale_after_s  # stale once the clock is past it (node_state.census)
+            if edge >= now:
+                upcoming = edge if upcoming is None or edge < upcoming else upcoming
+            elif edge >= since:
+                crossed = True
+        return crossed, upcoming
 
     def ages(self, now: float) -> dict[str, float]:
         """Seconds since each node's newest accepted report."""

@@ -5,6 +5,8 @@ one cluster go out together in one cycle, at most one cycle per minimum interval
 at most once per interval and the cluster's writes never spread over more than one cycle per interval
 (DESIGN §3.1). Hub errors are counted, explained once in the log, retried with backoff; nothing raises.
 With no hub the publisher only records what it would have written (local mode, /metrics-only mode).
+What the hub's watch of our own objects saw (`observed`) is judged at the next tick: a status we did not write
+is restored at once, past the minimum interval, within the bound of `restore` (issue 28).
 """
 
 from __future__ import annotations
@@ -16,15 +18,17 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from accelscore.crds.placement_score import ScoreObject, ScoreStatus
 from accelscore.kube import errors as kube_errors
 from accelscore.kube import hub_scores as hub_api
+from accelscore.kube.watch import OnChange
 from accelscore.scorer.core.model import ScoreSet
 from accelscore.scorer.publish.policy import (
     WRITES,
     Action,
+    Condition,
     Decision,
     PublishedState,
     PublishPolicy,
@@ -33,13 +37,16 @@ from accelscore.scorer.publish.policy import (
     state_from_status,
     status_body,
 )
+from accelscore.scorer.publish.restore import RestoreBudget, is_ours
 
-__all__ = ["KINDS", "RESULTS", "HubWriter", "PublishPolicy", "PublishStats", "Publisher"]
+__all__ = ["KINDS", "OVERWRITES", "RESULTS", "HubWriter", "PublishPolicy", "PublishStats", "Publisher",
+           "WatchesScores"]
 
 log = logging.getLogger(__name__)
 
 RESULTS = ("ok", "conflict", "forbidden", "not_found", "unauthorized", "invalid", "error")
 KINDS = tuple(a.value for a in (Action.WRITE_SCORES, Action.REFRESH_VALID_UNTIL, Action.WITHDRAW))
+OVERWRITES = ("restored", "held")  # what became of a status on the hub that we did not write
 _RESULT_OF: tuple[tuple[type[Exception], str], ...] = (
     (kube_errors.Conflict, "conflict"),
     (kube_errors.Forbidden, "forbidden"),
@@ -60,6 +67,13 @@ class HubWriter(Protocol):
     def write_status(self, name: str, status: ScoreStatus) -> hub_api.WriteOutcome: ...
 
 
+@runtime_checkable
+class WatchesScores(Protocol):
+    """A hub that can watch our own score objects (the real `HubClient`); `stop()` ends the watch."""
+
+    def watch_scores(self, *, on_change: OnChange[str, dict[str, Any]]) -> Any: ...
+
+
 class PublishStats(TypedDict):
     """`Publisher.stats()`: what /metrics and explanations read of the publisher."""
 
@@ -71,6 +85,7 @@ class PublishStats(TypedDict):
     withdrawn: dict[str, bool]
     last_write: dict[str, float]  # APS -> when last written (unix seconds)
     pending: dict[str, str]  # APS -> why its change waits (at the last tick)
+    overwrites: dict[str, dict[str, int]]  # APS -> OVERWRITES result -> statuses seen on the hub we did not write
     last_error: str | None
 
 
@@ -98,6 +113,12 @@ class Publisher:
         self._logged: set[str] = set()
         self._last_error: str | None = None
         self._pending: dict[str, str] = {}
+        self._observed: dict[str, dict[str, Any] | None] = {}  # the hub watch's news, judged at the next tick
+        self._observed_lock = threading.Lock()  # not self._lock: the watch thread never waits behind a hub write
+        # APSes another writer overwrote, with the condition we had written: written at once, past the interval.
+        self._restoring: dict[str, Condition | None] = {}
+        self._budget = RestoreBudget()
+        self._overwrites: Counter[tuple[str, str]] = Counter()
         self._last_stats: PublishStats = self._stats()
 
     def offer(self, score_sets: Sequence[ScoreSet], now: float | None = None) -> int:
@@ -111,16 +132,22 @@ class Publisher:
         """Do every write due at `now` (pending changes, refreshes, retries); returns successful writes."""
         now = self._clock() if now is None else now
         with self._lock:
+            self._judge_observed(now)
             ready = now >= self._retry_at and self._seed(now)
             decisions = self._decisions(now)
             due = [(aps, d) for aps, d in decisions.items() if d.action in WRITES]
             written: set[str] = set()
-            if ready and due and now >= self._last_cycle + self._policy.min_interval_s:
-                self._last_cycle = now
+            if now >= self._last_cycle + self._policy.min_interval_s:
+                if ready and due:
+                    self._last_cycle = now
+            else:  # inside the interval only restores go out
+                due = [(aps, d) for aps, d in due if aps in self._restoring]
+            if ready and due:
                 for aps, decision in due:
                     if not self._may_write() or not self._write(aps, decision, now):
                         break  # the rest waits for the retry: the hub is failing for all of them alike
                     written.add(aps)
+                    self._restoring.pop(aps, None)
             self._pending = {aps: d.reason for aps, d in decisions.items()
                              if (d.action is Action.WAIT or d.action in WRITES) and aps not in written}
             return len(written)
@@ -133,12 +160,20 @@ class Publisher:
             gate = self._last_cycle + self._policy.min_interval_s
             if any(d.action in WRITES for d in decisions):
                 due = max(now, gate)
+                if self._restoring:
+                    due = now
             else:
                 times = [d.at for d in decisions if d.at is not None]
                 if not times:
                     return None
                 due = max(min(times), gate)
             return max(due, self._retry_at)
+
+    def observed(self, aps: str, status: dict[str, Any] | None) -> None:
+        """The hub now holds `status` for `aps` (None: no status, or deleted), as our watch saw it; judged at the
+        next tick. Never waits behind a hub write (the watch thread calls it)."""
+        with self._observed_lock:
+            self._observed[aps] = status
 
     def resync(self) -> None:
         """Forget what we believe the hub holds (and the newest scores): the next tick reads it back first.
@@ -149,6 +184,9 @@ class Publisher:
             self._status.clear()
             self._seeded.clear()
             self._pending.clear()
+            self._restoring.clear()
+        with self._observed_lock:
+            self._observed.clear()
 
     def stats(self) -> PublishStats:
         """Counters and last published values, for the scorer's /metrics and explanations. Never waits behind a
@@ -172,6 +210,8 @@ class Publisher:
             "withdrawn": {aps: st.withdrawn for aps, st in self._state.items()},
             "last_write": {aps: st.written_at for aps, st in self._state.items()},
             "pending": dict(self._pending),  # changes held by the min interval at the last tick
+            "overwrites": {aps: {r: self._overwrites[(aps, r)] for r in OVERWRITES}
+                           for aps in sorted({a for a, _ in self._overwrites})},
             "last_error": self._last_error,
         }
 
@@ -188,6 +228,34 @@ class Publisher:
     def _decisions(self, now: float) -> dict[str, Decision]:
         return {aps: decide(self._state.get(aps), new, now=now, policy=self._policy)
                 for aps, new in self._latest.items()}
+
+    def _judge_observed(self, now: float) -> None:
+        """(Under the lock.) A status on the hub that is not the one we wrote last is another writer's: forget what
+        we believed the hub holds, so the next write (due at once) puts ours back, while the budget allows."""
+        with self._observed_lock:
+            observed, self._observed = self._observed, {}
+        for aps, status in observed.items():
+            written = self._status.get(aps)
+            if written is None or aps not in self._state or is_ours(written, status) or self._still_ours(aps, written):
+                continue  # nothing of ours there yet (our first write is due anyway), or ours
+            if not self._budget.take(aps, now):
+                self._overwrites[(aps, "held")] += 1
+                log.warning("%s/%s was overwritten on the hub again; restores are spent for now, it is rewritten on "
+                            "its next change or refresh (is another writer fighting us?)", self._cluster, aps)
+                continue
+            self._overwrites[(aps, "restored")] += 1
+            log.warning("%s/%s was overwritten on the hub by another writer: restoring it", self._cluster, aps)
+            self._restoring[aps] = self._state.pop(aps).condition
+
+    def _still_ours(self, aps: str, written: ScoreStatus) -> bool:
+        """Whether the hub, read now, holds what we wrote: a watch event can trail our own newer write (or show an
+        object we just created, before its status), so a suspect status is read back before it is restored."""
+        if self._hub is None:
+            return False
+        try:
+            return is_ours(written, self._hub.read_status(aps))
+        except Exception:  # noqa: BLE001 - unreadable now: judged again on the next event or refresh, never raised
+            return True
 
     def _seed(self, now: float) -> bool:
         """Read back what the hub holds for APSes not seen yet, so a restart does not rewrite unchanged scores."""
@@ -209,7 +277,8 @@ class Publisher:
         kind = (decision.pending or decision.action).value
         new = self._latest[aps]
         previous = self._state.get(aps)
-        condition = fresh_condition(new, self._policy, previous.condition if previous else None, now)
+        condition = fresh_condition(new, self._policy, previous.condition if previous else self._restoring.get(aps),
+                                    now)
         status = status_body(decision.scores, condition, self._policy.valid_until(now))
         if self._hub is not None:
             try:

@@ -54,6 +54,10 @@ class PublishWorker:
             self._slot = tuple(score_sets)
         self._wake.set()
 
+    def poke(self) -> None:
+        """Tick the publisher now (the hub watch saw one of our objects change)."""
+        self._wake.set()
+
     def set_active(self, active: bool) -> None:
         """Publish (True) or hold everything (False: the slot is emptied, no refreshes or retries)."""
         with self._lock:
