@@ -11,8 +11,9 @@ import argparse
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, TypeVar
 
 from accelscore.errors import ConfigError as ConfigError  # re-exported: callers import it from here
 from accelscore.errors import StartupError as StartupError
@@ -33,6 +34,50 @@ class Option:
     @property
     def key(self) -> str:
         return self.dest or self.flag.lstrip("-").replace("-", "_")
+
+
+_OPTION = "option"  # the metadata key under which a section's field keeps its Option
+_SECTION = "section"  # the metadata key under which a root config's field keeps its section class
+Section = TypeVar("Section")
+
+
+def setting(flag: str, env: str, parse: Callable[[str], Any], default: str | None, help: str, *,
+            is_switch: bool = False) -> Any:
+    """A settings section's field, written once: its flag, env twin, parser, default (as text) and help, which
+    is the field's doc."""
+    return option_field(Option(flag, env, parse, default, help, is_switch=is_switch))
+
+
+def option_field(option: Option) -> Any:
+    """A section's field for an option declared elsewhere (one shared by several commands, e.g. LOG_LEVEL); its
+    default is the parsed default, so a section built from no values is the one the defaults give."""
+    return field(default=None if option.default is None else option.parse(option.default),
+                 metadata={_OPTION: option})
+
+
+def options_of(section: type) -> tuple[Option, ...]:
+    """A section's option table: one `Option` per field declared with `setting`, in field order."""
+    found = tuple(f.metadata[_OPTION] for f in fields(section) if _OPTION in f.metadata)
+    if not found:
+        raise TypeError(f"{section.__name__} declares no field with setting()")
+    return found
+
+
+def section_from(section: type[Section], values: Mapping[str, Any]) -> Section:
+    """The section from resolved values (`resolve` over its `options_of`): each field from its own option."""
+    kwargs = {f.name: values[f.metadata[_OPTION].key] for f in fields(section)  # type: ignore[arg-type]
+              if _OPTION in f.metadata}
+    return section(**kwargs)
+
+
+def section_field(section: type) -> Any:
+    """A root config's field holding a whole section built from its option table (default: every default)."""
+    return field(default_factory=section, metadata={_SECTION: section})
+
+
+def root_sections(root: type) -> dict[str, type]:
+    """A root config's sections by field name, in field order (fields declared with `section_field`)."""
+    return {f.name: f.metadata[_SECTION] for f in fields(root) if _SECTION in f.metadata}
 
 
 def add_options(parser: argparse.ArgumentParser, options: Sequence[Option]) -> None:
@@ -138,6 +183,18 @@ def host_port(raw: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", port
 
 
+def dial_address(raw: str) -> str:
+    """Where to connect: HOST:PORT with a host and a port 1..65535 (HOST may be [v6]); empty = nowhere. grpc
+    would take a bare host and dial port 443, which no scorer serves."""
+    value = raw.strip()
+    if not value:
+        return value
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host.strip("[]") or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ValueError("expected HOST:PORT with a port 1..65535, e.g. accelscore-scorer:9749")
+    return value
+
+
 def one_of(*choices: str) -> Callable[[str], str]:
     def parse(raw: str) -> str:
         if raw not in choices:
@@ -148,6 +205,11 @@ def one_of(*choices: str) -> Callable[[str], str]:
 
 def text(raw: str) -> str:
     return raw
+
+
+def optional_path(raw: str) -> Path | None:
+    """A file path; empty = none."""
+    return Path(raw) if raw else None
 
 
 def one_of_any_case(*choices: str) -> Callable[[str], str]:

@@ -147,7 +147,7 @@ def _with_agents(service: ScorerService, stream: bool = True) -> tuple[float, in
     with tempfile.TemporaryDirectory() as tmp:
         ca_file = Path(tmp) / "ca.crt"
         ca_file.write_bytes(service.tls_ca_pem)
-        server_name = f"{service.config.service_name}.default.svc"
+        server_name = f"{service.config.tls.service_name}.default.svc"
         child = subprocess.Popen(
             [sys.executable, "-c", f"from bench.bench_scorer_rss import agents; agents({service.grpc_port}, "
                                    f"{str(ca_file)!r}, {server_name!r}, {NODES}, {stream})"],

@@ -32,17 +32,18 @@ def run(args: argparse.Namespace) -> int:
     from accelscore.scorer.service import ScorerService
 
     config = scorer_config_from(resolve(args, SCORER_OPTIONS))
-    setup_logging(config.log_level, config.log_format, component="scorer", cluster=config.cluster_name)
+    setup_logging(config.process.log_level, config.process.log_format, component="scorer",
+                  cluster=config.hub.cluster_name)
     cluster_api = _cluster_api(config)
     service = ScorerService(config=config, cluster_api=cluster_api, hub=_hub(config),
                             elector_factory=_elector_factory(config, cluster_api))
-    host, port = config.metrics_address
+    host, port = config.process.metrics_address
     # Both ports are bound before anything is logged: a busy one is the one line a failed start prints.
     server = MetricsServer(host, port, render=service.render, healthy=service.healthy, ready=service.ready)
     try:
         service.start()
         server.start()
-        if config.hub_kubeconfig is None:
+        if config.hub.kubeconfig is None:
             log.warning("no HUB_KUBECONFIG: scores are served on /metrics only, not published")
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: service.stop())
@@ -59,7 +60,7 @@ def _cluster_api(config: ScorerConfig) -> ApiClient | None:
     from accelscore.kube.config import startup_api_client
 
     api = startup_api_client()
-    if api is None and not config.disable_auth:
+    if api is None and not config.ingest.disable_auth:
         raise StartupError("no cluster API (no in-cluster config and no KUBECONFIG): the scorer verifies agent "
                            "tokens with TokenReviews; run it in a cluster or set KUBECONFIG (--disable-auth "
                            "only for local tests)")
@@ -69,28 +70,28 @@ def _cluster_api(config: ScorerConfig) -> ApiClient | None:
 def _elector_factory(config: ScorerConfig,
                      cluster_api: ApiClient | None) -> Callable[[Callable[[bool], None]], LeaderElector] | None:
     """With --leader-elect: a LeaderElector on the Lease in the scorer's namespace; else None (always publish)."""
-    if not config.leader_elect:
+    if not config.ha.leader_elect:
         return None
     if cluster_api is None:
         raise StartupError("--leader-elect needs the cluster's API (in-cluster config or KUBECONFIG) for its Lease")
     from accelscore.kube.lease import LeaseClient
     from accelscore.scorer.ha.elector import LeaderElector
 
-    store = LeaseClient(cluster_api, namespace=config.lease_namespace, name=config.lease_name)
-    return lambda on_change: LeaderElector(store=store, identity=config.leader_identity, on_change=on_change)
+    store = LeaseClient(cluster_api, namespace=config.process.namespace, name=config.ha.lease_name)
+    return lambda on_change: LeaderElector(store=store, identity=config.ha.leader_identity, on_change=on_change)
 
 
 def _hub(config: ScorerConfig) -> HubClient | None:
     """The hub client; a HUB_KUBECONFIG that does not load stops the start (exit 2), and whether the hub answers
     is checked at once in the background and logged, not first when an agent's report is published."""
-    if config.hub_kubeconfig is None:
+    if config.hub.kubeconfig is None:
         return None
     import threading
 
     from accelscore.kube import errors as kube_errors
     from accelscore.kube.hub_scores import HubClient
 
-    hub = HubClient(kubeconfig=config.hub_kubeconfig, namespace=config.cluster_name)
+    hub = HubClient(kubeconfig=config.hub.kubeconfig, namespace=config.hub.cluster_name)
     try:
         hub.load()
     except kube_errors.KubeError as err:

@@ -85,10 +85,10 @@ class ScorerService:
                  watch_options: dict[str, Any] | None = None) -> None:
         self.config = config
         self._clock = clock
-        self.table = NodeTable(cluster=config.cluster_name, config=config.scoring)
-        self.view = ScoringView(cluster=config.cluster_name)
+        self.table = NodeTable(cluster=config.hub.cluster_name, config=config.scoring)
+        self.view = ScoringView(cluster=config.hub.cluster_name)
         self.ingest_stats = IngestStats()
-        self.publisher = Publisher(hub=hub, cluster=config.cluster_name, policy=config.publish, clock=clock,
+        self.publisher = Publisher(hub=hub, cluster=config.hub.cluster_name, policy=config.publish, clock=clock,
                                    may_write=lambda: self.elector is None or self.elector.is_leader())
         self.worker = PublishWorker(publisher=self.publisher, clock=clock)
         self._hub = hub
@@ -102,15 +102,15 @@ class ScorerService:
                                               else elector_factory(on_change=self._leadership_changed))
         self.passes = 0
         self.registry = CollectorRegistry(auto_describe=False)
-        cluster_label = {"cluster": config.cluster_name}  # every series, not only the per-cluster ones
+        cluster_label = {"cluster": config.hub.cluster_name}  # every series, not only the per-cluster ones
         self.registry.register(ConstantLabels(ScorerMetrics(view=self.view, config=config.scoring,
                                                             ingest_stats=self.ingest_stats.snapshot,
                                                             publish_stats=self.publisher.stats,
                                                             capped_stats=self.table.capped_counts), cluster_label))
         self.registry.register(ConstantLabels(UnknownItemsMetrics(self.ingest_stats.unknown), cluster_label))
-        self.custom = CustomScoresSource(config.custom_scores or None, budget=config.custom_scores_budget)
+        self.custom = CustomScoresSource(config.custom.file or None, budget=config.custom.budget)
         self.registry.register(ConstantLabels(CustomScoresMetrics(self.custom), cluster_label))
-        self.registry.register(HaMetrics(cluster=config.cluster_name, read=self.ha_state))
+        self.registry.register(HaMetrics(cluster=config.hub.cluster_name, read=self.ha_state))
         self._cluster_api = cluster_api
         self._wake = threading.Event()
         # Every input besides reports, in the order their sets publish (docs/architecture.md, "Adding a scorer
@@ -137,27 +137,27 @@ class ScorerService:
 
     def start(self) -> ScorerService:
         authenticator = None
-        if not self.config.disable_auth:
+        if not self.config.ingest.disable_auth:
             from accelscore.scorer.ingest.auth import TokenAuthenticator
 
             if self._cluster_api is None:
                 raise RuntimeError("authentication needs the cluster's API (in-cluster config or KUBECONFIG); "
                                    "pass --disable-auth only for local tests")
-            authenticator = TokenAuthenticator(api_client=self._cluster_api, audience=self.config.token_audience,
-                                               agent_username=self.config.agent_service_account,
-                                               max_waiting_calls=self.config.ingest_max_in_flight)
+            authenticator = TokenAuthenticator(api_client=self._cluster_api, audience=self.config.ingest.token_audience,
+                                               agent_username=self.config.ingest.agent_service_account,
+                                               max_waiting_calls=self.config.ingest.max_in_flight)
         self._authenticator = authenticator
         from accelscore.scorer.tls.choice import choose_tls
         from accelscore.scorer.tls.credentials import server_credentials
 
         tls = choose_tls(self.config, self._cluster_api)
         self.tls_ca_pem = tls.source.ca_pem if tls.source is not None else b""
-        host, port = self.config.listen_address
+        host, port = self.config.ingest.listen_address
         self.grpc_server, self.grpc_port = build_ingest_server(
             address=f"{host}:{port}", accept=self.accept, authenticator=authenticator,
-            max_report_bytes=self.config.max_report_bytes, counters=self.ingest_stats, clock=self._clock,
-            max_clock_skew_s=self.config.max_clock_skew_s,
-            rate_limiter=RateLimiter(rate_per_s=self.config.ingest_rate_per_node, burst=DEFAULT_BURST),
+            max_report_bytes=self.config.ingest.max_report_bytes, counters=self.ingest_stats, clock=self._clock,
+            max_clock_skew_s=self.config.ingest.max_clock_skew_s,
+            rate_limiter=RateLimiter(rate_per_s=self.config.ingest.rate_per_node, burst=DEFAULT_BURST),
             credentials=server_credentials(tls.source) if tls.source is not None else None)
         tls.log()
         if authenticator is None:
@@ -172,7 +172,7 @@ class ScorerService:
             source.start()
         if self._cluster_api is None:
             log.warning("no cluster API: every reporting node counts as schedulable and the pending backlog is 0")
-        log.info("scorer for cluster %s: ingest on port %d", self.config.cluster_name, self.grpc_port)
+        log.info("scorer for cluster %s: ingest on port %d", self.config.hub.cluster_name, self.grpc_port)
         return self
 
     def _hub_changed(self, _event: str, name: str, obj: dict[str, Any] | None) -> None:
@@ -249,7 +249,7 @@ class ScorerService:
             self._bulkheads = Bulkheads([(source.name, source.score_set) for source in self.sources],
                                         max_age_s=self.config.scoring.stale_after_s)
             self.registry.register(ConstantLabels(BulkheadMetrics(self._bulkheads),
-                                                  {"cluster": self.config.cluster_name}))
+                                                  {"cluster": self.config.hub.cluster_name}))
         score_sets = scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=None,
                                   now=now, extra=self._bulkheads.producers())
         self.passes += 1
@@ -270,7 +270,7 @@ class ScorerService:
             read = read_nodes(self.table.snapshot().nodes, now=now, stale_after_s=self.config.scoring.stale_after_s)
             verdict = view_trustworthy(watch=self.view_state(), fresh=read, total=first.total_nodes,
                                        since_start_s=now - self._term_started,
-                                       grace_s=self.config.startup_grace_s)
+                                       grace_s=self.config.ha.startup_grace_s)
             if not verdict.publish:
                 return False
             self._gate_open = True

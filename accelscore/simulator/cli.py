@@ -14,7 +14,7 @@ import argparse
 import dataclasses
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
@@ -38,6 +38,7 @@ from accelscore.scorer.publish.policy import PUBLISH_OPTIONS, publish_policy_fro
 from accelscore.simulator import matrix, report, routing
 from accelscore.simulator.fleet import Fleet, FleetError, load_fleet, load_placements
 from accelscore.simulator.oneshot import run_oneshot
+from accelscore.simulator.placement import Ranking
 from accelscore.simulator.plot import MISSING
 from accelscore.simulator.replay import TIE_BREAKS, Replay, ReplayOptions
 from accelscore.simulator.trace import load_trace
@@ -193,8 +194,7 @@ def run(args: argparse.Namespace) -> int:
         if not fleet.placements:
             print(f"warning: {NO_PLACEMENTS}; printing scores only", file=sys.stderr)
         result = run_oneshot(fleet, config, policy, _custom_scores(values["custom_scores"]))
-        for note in fleet.warnings + tuple(w for r in result.rankings for w in r.warnings):
-            print(f"warning: {note}", file=sys.stderr)
+        _warn_once(fleet.warnings, result.rankings)
         if args.output == "table":
             sys.stdout.write(report.oneshot_table(result))
         else:
@@ -202,6 +202,18 @@ def run(args: argparse.Namespace) -> int:
         return 0
     except FleetError as err:
         raise ConfigError(str(err)) from None
+
+
+def _warn_once(notes: Sequence[str], rankings: Sequence[Ranking]) -> None:
+    """Each warning one stderr line: one the emulation gives several Placements names them all."""
+    for note in dict.fromkeys(notes):
+        print(f"warning: {note}", file=sys.stderr)
+    placements: dict[str, list[str]] = {}
+    for ranking in rankings:
+        for warning in ranking.warnings:
+            placements.setdefault(warning, []).append(ranking.placement)
+    for warning, names in placements.items():
+        print(f"warning: {warning} (Placement{'s' if len(names) > 1 else ''} {', '.join(names)})", file=sys.stderr)
 
 
 def _matrix(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishPolicy) -> int:

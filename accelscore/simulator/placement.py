@@ -143,7 +143,14 @@ class Ranking:
     ranked: tuple[Ranked, ...]
     selected: tuple[str, ...]
     filtered_out: tuple[str, ...]
-    warnings: tuple[str, ...]
+    warnings: tuple[str, ...]  # what the emulation left out, each without the Placement's name
+
+    @property
+    def tie_at_cut(self) -> bool:
+        """The tie order (the cluster name, as OCM does) chose: the last cluster selected totals what the first one
+        left out does."""
+        n = len(self.selected)
+        return 0 < n < len(self.ranked) and self.ranked[n - 1].total == self.ranked[n].total
 
 
 def _requirements(raw: Iterable[Mapping[str, Any]] | None) -> tuple[Requirement, ...]:
@@ -295,7 +302,7 @@ def rank(placement: Placement, clusters: Sequence[ClusterInfo], hub: HubView, *,
             not placement.predicates or any(selector_matches(p, cluster, hub) for p in placement.predicates))
         (feasible if ok else dropped).append(cluster.name)
     if placement.cluster_sets:
-        warnings.append(f"{placement.name}: clusterSets is not emulated; every fleet cluster is in the set")
+        warnings.append("clusterSets is not emulated; every fleet cluster is in the set")
     steady = set(previous)
     totals = {c: 0 for c in feasible}
     parts: dict[str, dict[str, tuple[int, int]]] = {c: {} for c in feasible}
@@ -309,7 +316,7 @@ def rank(placement: Placement, clusters: Sequence[ClusterInfo], hub: HubView, *,
         elif coord.built_in == STEADY:
             scores = {c: MAX_CLUSTER_SCORE if c in steady else 0 for c in feasible}
         elif coord.built_in in _NOT_EMULATED_BUILTINS:
-            warnings.append(f"{placement.name}: built-in prioritizer {coord.built_in} is not emulated; it scores 0")
+            warnings.append(f"built-in prioritizer {coord.built_in} is not emulated; it scores 0")
             scores = dict.fromkeys(feasible, 0)
         else:
             raise PlacementError(f"{placement.name}: incorrect builtin prioritizer: {coord.built_in}")

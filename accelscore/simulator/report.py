@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ def oneshot_data(result: OneShot) -> dict[str, Any]:
             "ranked": [{"cluster": x.cluster, "total": x.total,
                         "parts": {k: {"weight": w, "score": s} for k, (w, s) in x.parts.items()}} for x in r.ranked],
             "filteredOut": list(r.filtered_out),
+            "tieBrokenByName": r.tie_at_cut,
             "warnings": list(r.warnings),
         } for r in result.rankings],
     }
@@ -87,13 +89,15 @@ def oneshot_table(result: OneShot) -> str:
     fresh = [f"{c.sets[0].fresh_nodes}/{c.sets[0].total_nodes}" + _state(c, result.now) for c in result.clusters]
     lines += [*_grid(["", *names], [["fresh / schedulable nodes", *fresh]])[1:], ""]
     for r in result.rankings:
-        lines.append(f"Placement {r.placement}: selected {', '.join(r.selected) or '(none)'}")
-        rows = [[i + 1, x.cluster, x.total, " + ".join(f"{w}x{s} {k}" for k, (w, s) in x.parts.items())]
-                for i, x in enumerate(r.ranked)]
+        tie = " (a tie: the cluster name decided, as OCM's order does)" if r.tie_at_cut else ""
+        lines.append(f"Placement {r.placement}: selected {', '.join(r.selected) or '(none)'}{tie}")
+        totals = Counter(x.total for x in r.ranked)
+        rows = [[f"{i + 1}{'=' if totals[x.total] > 1 else ''}", x.cluster, x.total,
+                 " + ".join(f"{w}x{s} {k}" for k, (w, s) in x.parts.items())] for i, x in enumerate(r.ranked)]
         lines += ["  " + ln for ln in _grid(["#", "cluster", "total", "weight x score prioritizer"], rows)]
         if r.filtered_out:
             lines.append(f"  filtered out by predicates: {', '.join(r.filtered_out)}")
-        lines += [f"  warning: {w}" for w in r.warnings] + [""]
+        lines.append("")  # the emulation's warnings go to stderr once, not once per Placement
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -69,6 +69,12 @@ def test_a_port_in_use_is_named(command: list[str], isolated_env: dict[str, str]
     assert_one_line(args, isolated_env, f"cannot listen on 127.0.0.1:{busy_port}")
 
 
+@pytest.mark.parametrize("address", ["127.0.0.1", "scorer:", "scorer:https", ":9749", "scorer:0", "scorer:70000"])
+def test_a_scorer_address_without_a_port_stops_the_agent_at_start(address: str, isolated_env: dict[str, str]) -> None:
+    assert_one_line(["agent", "--scorer-address", address], isolated_env,
+                    f"invalid --scorer-address (ACCELSCORE_SCORER_ADDRESS)={address!r}", "expected HOST:PORT")
+
+
 def test_an_unreadable_token_file_is_named(isolated_env: dict[str, str], tmp_path: Path) -> None:
     assert_one_line(["agent", "--scorer-address", "127.0.0.1:1", "--token-file", str(tmp_path)], isolated_env,
                     f"cannot read token file {tmp_path}")

@@ -98,7 +98,7 @@ def test_budget_exhaustion_is_counted(tmp_path: Path) -> None:
     path = tmp_path / "scores.yaml"
     path.write_text(GOOD_AND_BAD)
     service = _service(path, ACCELSCORE_CUSTOM_SCORES_BUDGET="2")
-    assert service.config.custom_scores_budget == 2 and service.custom.budget == 2
+    assert service.config.custom.budget == 2 and service.custom.budget == 2
     service.score_once()  # the filter needs 2 (one per product), the expression a third
     assert _sets(service)[CUSTOM_APS] == {"h100Free": 0, "allFit8": -100}
     metrics = service.render().decode()

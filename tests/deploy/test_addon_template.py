@@ -180,7 +180,7 @@ def test_rendered_scorer_configuration_is_accepted_by_the_scorer(hub: list[suppo
     environ = _environ(container, {"metadata.namespace": namespace, "metadata.name": "accelscore-scorer-0"})
     values = _load(SCORER_OPTIONS, container["args"][1:], environ)
     config = scorer_config_from(values)
-    assert config.cluster_name == "gpu-east"
+    assert config.hub.cluster_name == "gpu-east"
     assert values["agent_service_account"] == f"system:serviceaccount:{namespace}:accelscore-agent"
     agent = support.one(rendered, "DaemonSet", "accelscore-agent")
     assert agent["spec"]["template"]["spec"]["serviceAccountName"] == "accelscore-agent"

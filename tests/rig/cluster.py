@@ -131,13 +131,14 @@ class Rig:
                      watch_options: dict[str, Any] | None = None) -> ScorerService:
         """A scorer on the cluster API, publishing to the hub, started; with an identity it elects a leader.
         Its loop runs on a thread every `rescore_every_s` (None: the test drives `score_once`)."""
-        config = scorer_config(
-            cluster_name=self.cluster, hub_kubeconfig=self.hub.kubeconfig if self.hub is not None else None,
-            listen_address=("127.0.0.1", listen_port), agent_service_account=AGENT_SA,
-            disable_auth=not self.auth, insecure_plaintext=not self.auth,
-            namespace=SCORER_NAMESPACE if self.auth else "", scoring=self.scoring,
-            publish=dataclasses.replace(self.policy, stale_after_s=self.scoring.stale_after_s),
-            startup_grace_s=grace_s)
+        environ = {"CLUSTER_NAME": self.cluster, "ACCELSCORE_AGENT_SERVICE_ACCOUNT": AGENT_SA,
+                   "ACCELSCORE_LISTEN_ADDRESS": f"127.0.0.1:{listen_port}", "ACCELSCORE_STARTUP_GRACE": f"{grace_s}",
+                   "ACCELSCORE_DISABLE_AUTH": str(not self.auth), "ACCELSCORE_INSECURE_PLAINTEXT": str(not self.auth),
+                   "POD_NAMESPACE": SCORER_NAMESPACE if self.auth else ""}
+        if self.hub is not None:
+            environ["HUB_KUBECONFIG"] = str(self.hub.kubeconfig)
+        config = scorer_config(environ=environ, scoring=self.scoring,
+                               publish=dataclasses.replace(self.policy, stale_after_s=self.scoring.stale_after_s))
         factory: Callable[..., Any] | None = None
         if identity is not None:
             store = LeaseClient(self.client(), namespace=LEASE_NAMESPACE, name="accelscore-scorer")

@@ -27,11 +27,11 @@ def resolved(options: Sequence[Option], args: Sequence[str] = (), environ: Mappi
     return resolve(parser.parse_args(list(args)), options, environ=dict(environ or {}))
 
 
-def scorer_config(*args: str, environ: Mapping[str, str] | None = None, **fields: Any) -> ScorerConfig:
-    """The scorer's settings from flags `args` and `environ` over loopback ports, then `fields` replaced (for
-    what has no flag or is built already: a `ScoringConfig`, a `PublishPolicy`)."""
+def scorer_config(*args: str, environ: Mapping[str, str] | None = None, **sections: Any) -> ScorerConfig:
+    """The scorer's settings from flags `args` and `environ` over loopback ports, then whole `sections` replaced
+    (for what is built already: a `ScoringConfig`, a `PublishPolicy`)."""
     config = scorer_config_from(resolved(SCORER_OPTIONS, args, {**LOOPBACK, **(environ or {})}))
-    return dataclasses.replace(config, **fields)
+    return dataclasses.replace(config, **sections)
 
 
 def standalone_scorer(*args: str, **environ: str) -> ScorerService:

@@ -22,8 +22,8 @@ def _config(argv: list[str], environ: dict[str, str]) -> ScorerConfig:
 
 def test_leader_election_takes_namespace_and_identity_from_the_downward_api() -> None:
     config = _config(["--leader-elect", "--startup-grace", "25"], {"POD_NAMESPACE": "ns", "POD_NAME": "scorer-x"})
-    assert (config.leader_elect, config.lease_namespace, config.leader_identity, config.lease_name,
-            config.startup_grace_s) == (True, "ns", "scorer-x", "accelscore-scorer", 25.0)
+    assert (config.ha.leader_elect, config.process.namespace, config.ha.leader_identity, config.ha.lease_name,
+            config.ha.startup_grace_s) == (True, "ns", "scorer-x", "accelscore-scorer", 25.0)
 
 
 def test_leader_election_without_a_namespace_is_one_line() -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from accelscore.options import Option, positive_int, text
+from accelscore.options import options_of, positive_int, setting, text
 from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
 from accelscore.scorer.core.totals import ClusterTotals
 from accelscore.scorer.custom import bounded_yaml
@@ -34,12 +34,19 @@ log = logging.getLogger(__name__)
 
 CHECK_EVERY_S = 2.0
 
-CUSTOM_SCORES_OPTIONS = (
-    Option("--custom-scores", "ACCELSCORE_CUSTOM_SCORES", text, "",
-           "YAML file of user-defined scores (docs/custom-scores.md), re-read when it changes; empty = none"),
-    Option("--custom-scores-budget", "ACCELSCORE_CUSTOM_SCORES_BUDGET", positive_int, str(DEFAULT_BUDGET),
-           "CEL evaluations per scoring pass for user-defined scores; scores beyond it are unknown for that pass"),
-)
+@dataclasses.dataclass(frozen=True)
+class CustomScoresSettings:
+    """The scorer's user-defined scores (docs/custom-scores.md); `local` and `simulate` take the same options."""
+
+    file: str = setting("--custom-scores", "ACCELSCORE_CUSTOM_SCORES", text, "",
+                        "YAML file of user-defined scores (docs/custom-scores.md), re-read when it changes; "
+                        "empty = none")
+    budget: int = setting("--custom-scores-budget", "ACCELSCORE_CUSTOM_SCORES_BUDGET", positive_int,
+                          str(DEFAULT_BUDGET), "CEL evaluations per scoring pass for user-defined scores; scores "
+                          "beyond it are unknown for that pass")
+
+
+CUSTOM_SCORES_OPTIONS = options_of(CustomScoresSettings)
 
 
 MAX_FILE_BYTES = 256 * 1024  # a hundred definitions with PromQL fit in a tenth of this

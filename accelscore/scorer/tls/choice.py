@@ -33,40 +33,41 @@ class TlsChoice:
 
 def choose_tls(config: ScorerConfig, cluster_api: ApiClient | None) -> TlsChoice:
     """Plaintext only with --insecure-plaintext (a WARNING); else files, else the Secret, else ephemeral."""
-    if config.insecure_plaintext:
+    if config.tls.insecure_plaintext:
         return TlsChoice(None, logging.WARNING, "ingest is PLAINTEXT (--insecure-plaintext): agent tokens and "
                          "reports cross the network readable and replayable; never run a cluster like this")
-    if config.tls_cert_file is not None and config.tls_key_file is not None:
+    if config.tls.cert_file is not None and config.tls.key_file is not None:
         publish = None
-        if config.tls_ca_file is not None and cluster_api is not None:
+        if config.tls.ca_file is not None and cluster_api is not None:
             publish = _ca_publisher(config, cluster_api)
         try:
-            files = FileTls(cert_file=config.tls_cert_file, key_file=config.tls_key_file,
-                            ca_file=config.tls_ca_file, publish=publish)
+            files = FileTls(cert_file=config.tls.cert_file, key_file=config.tls.key_file,
+                            ca_file=config.tls.ca_file, publish=publish)
         except KubeError as err:
-            raise StartupError(f"cannot publish the CA bundle to ConfigMap {config.namespace}/"
-                               f"{config.tls_ca_configmap}: {err}") from err
-        return TlsChoice(files, logging.INFO, f"ingest TLS: serving {config.tls_cert_file} (re-read when it changes)")
+            raise StartupError(f"cannot publish the CA bundle to ConfigMap {config.process.namespace}/"
+                               f"{config.tls.ca_configmap}: {err}") from err
+        return TlsChoice(files, logging.INFO, f"ingest TLS: serving {config.tls.cert_file} (re-read when it changes)")
     if cluster_api is None:
-        return TlsChoice(EphemeralTls(dns_names=service_dns_names(config.service_name, config.namespace or "default")),
+        names = service_dns_names(config.tls.service_name, config.process.namespace or "default")
+        return TlsChoice(EphemeralTls(dns_names=names),
                          logging.WARNING, "ingest TLS: no cluster API, so an in-memory CA that no agent can trust "
                          "(local runs only)")
     store = _objects(config, cluster_api)
     try:
-        source = SecretTls(store=store, dns_names=service_dns_names(config.service_name, config.namespace))
+        source = SecretTls(store=store, dns_names=service_dns_names(config.tls.service_name, config.process.namespace))
     except KubeError as err:
-        raise StartupError(f"cannot set up ingest TLS with Secret {config.namespace}/{config.tls_secret} and "
-                           f"ConfigMap {config.tls_ca_configmap}: {err}") from err
-    return TlsChoice(source, logging.INFO, f"ingest TLS: certificate from Secret {config.namespace}/"
-                     f"{config.tls_secret}, CA published in ConfigMap {config.tls_ca_configmap}")
+        raise StartupError(f"cannot set up ingest TLS with Secret {config.process.namespace}/{config.tls.secret} and "
+                           f"ConfigMap {config.tls.ca_configmap}: {err}") from err
+    return TlsChoice(source, logging.INFO, f"ingest TLS: certificate from Secret {config.process.namespace}/"
+                     f"{config.tls.secret}, CA published in ConfigMap {config.tls.ca_configmap}")
 
 
 def _objects(config: ScorerConfig, cluster_api: ApiClient) -> TlsObjects:
-    if not config.namespace:
+    if not config.process.namespace:
         raise StartupError("POD_NAMESPACE is empty: the scorer keeps its TLS Secret and CA ConfigMap in its own "
                            "namespace (set it from the downward API)")
-    return TlsObjects(cluster_api, namespace=config.namespace, secret=config.tls_secret,
-                      configmap=config.tls_ca_configmap)
+    return TlsObjects(cluster_api, namespace=config.process.namespace, secret=config.tls.secret,
+                      configmap=config.tls.ca_configmap)
 
 
 def _ca_publisher(config: ScorerConfig, cluster_api: ApiClient) -> Callable[[bytes], None]:
