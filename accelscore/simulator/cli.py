@@ -32,7 +32,7 @@ from accelscore.options import (
 )
 from accelscore.scorer.core.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
 from accelscore.scorer.custom.scores import CustomScores
-from accelscore.scorer.custom.source import CUSTOM_SCORES_OPTIONS, load_text
+from accelscore.scorer.custom.scores_file import CUSTOM_SCORES_OPTIONS, load_text
 from accelscore.scorer.publish import policy as pp
 from accelscore.scorer.publish.policy import PUBLISH_OPTIONS, publish_policy_from
 from accelscore.simulator import matrix, report, routing

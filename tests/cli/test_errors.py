@@ -145,6 +145,18 @@ def test_local_names_a_custom_scores_file_that_is_not_there(isolated_env: dict[s
     assert_one_line(["local", "--once", "--custom-scores", str(missing)], isolated_env, str(missing), "no such file")
 
 
+@pytest.mark.parametrize(("content", "wanted"), [
+    ("scores:\n  - {name: broken, expression: 'cluster.gpuFree +', reference: 8}\n", "scores[0] (broken)"),
+    ("scores: []\n", "it defines no score"),
+    ("scores: [unclosed\n", "custom-scores"),
+], ids=["every-definition-rejected", "none-defined", "not-yaml"])
+def test_local_stops_when_the_custom_scores_file_yields_no_definition(
+        content: str, wanted: str, isolated_env: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "scores.yaml"
+    path.write_text(content, encoding="utf-8")
+    assert_one_line(["local", "--once", "--custom-scores", str(path)], isolated_env, str(path), wanted)
+
+
 def test_a_hub_kubeconfig_that_does_not_load_stops_the_scorer(isolated_env: dict[str, str],
                                                               bad_kubeconfig: str) -> None:
     """At start, not first when an agent's report is to be published (20 s later, seen on a real hub)."""

@@ -145,6 +145,9 @@ class KubeHandler(BaseHTTPRequestHandler):
         if doc is not None:
             self._send_json(200, doc)
             return
+        if method == "GET" and path == "/openid/v1/jwks":
+            self._send_json(200, self.state.issuer.jwks())
+            return
         if method == "POST" and path == f"/apis/{resources.TOKEN_REVIEW_GROUP}/v1/tokenreviews":
             self._send_json(201, self.state.tokens.review(body or {}))
             return

@@ -80,6 +80,8 @@ class KubeApiServer:
         # extra=...), remove_token(token).
         self.add_token = self._state.tokens.add
         self.remove_token = self._state.tokens.remove
+        # The service-account issuer: issuer.sign(claims) is a token whose signature the JWKS it serves verifies.
+        self.issuer = self._state.issuer
 
     def install_crds(self, crd_files: Sequence[Path]) -> None:
         """Serve more CRDs from now on, as a cluster does once they are applied (discovery lists them)."""

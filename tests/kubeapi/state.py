@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from tests.kubeapi.auth import TokenTable
+from tests.kubeapi.auth import Issuer, TokenTable
 from tests.kubeapi.rbac import Authorizer
 from tests.kubeapi.resources import ResourceType
 from tests.kubeapi.store import Store
@@ -52,6 +52,7 @@ class ServerState:
     store: Store
     types: list[ResourceType]
     tokens: TokenTable = field(default_factory=TokenTable)
+    issuer: Issuer = field(default_factory=Issuer)  # signs service-account tokens; its JWKS at /openid/v1/jwks
     api_tokens: set[str] = field(default_factory=set)
     faults: list[Fault] = field(default_factory=list)
     watch_faults: list[WatchFault] = field(default_factory=list)

@@ -26,7 +26,7 @@ from tests.monitoring.support import RULE_FILE, alert_rules, rules_spec
 MINUTES = 45  # samples per series, one a minute
 # Counters that grow while all is well (a constant one is what some alerts look for).
 GROWING = (
-    ("accelscore_scoring_passes_total", {}),
+    ("accelscore_scoring_loop_checks_total", {}),
     ("accelscore_reports_total", {"result": "accepted"}),
     ("accelscore_report_pushes_total", {"result": "ok"}),
     ("accelscore_hub_writes_total", {"kind": "refresh", "result": "ok"}),
@@ -58,7 +58,7 @@ CASES = [
     Case("stale-on-hub", {_o("accelscore_hub_writes_total", kind="refresh", result="ok"): "0+1x10 10x35"},
          [("40m", "AccelscoreScoresStale", [{"cluster": CLUSTER}])],
          quiet=[("20m", "AccelscoreScoresStale")]),
-    Case("scoring-stalled", {_o("accelscore_scoring_passes_total"): "0+60x10 600x35"},
+    Case("scoring-stalled", {_o("accelscore_scoring_loop_checks_total"): "0+60x10 600x35"},
          [("30m", "AccelscoreScoringStalled", [{"cluster": CLUSTER}])],
          quiet=[("14m", "AccelscoreScoringStalled")]),
     Case("nodes-stale", {_o("accelscore_cluster_nodes", state="stale"): "0x5 2x40"},

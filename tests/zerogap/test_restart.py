@@ -8,6 +8,7 @@ import time
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
 from tests.rig.cluster import Rig
 from tests.rig.hub import withdrawn
+from tests.rig.scorer import source_watch
 from tests.rig.wait import wait_for
 
 APS = (ACCELSCORE_APS, RESOURCE_USAGE_APS)
@@ -49,12 +50,12 @@ def test_a_cold_start_publishes_only_after_the_node_watch_synced(rig: Rig) -> No
     scorer = rig.start_scorer()
     rig.report([scorer])
     while time.monotonic() - started < 2.5:
-        assert not scorer._node_watch.synced.is_set()
+        assert not source_watch(scorer, "nodes").synced.is_set()
         assert rig.hub_writes() == [], "published before the Node watch synced"
         rig.report([scorer])
         time.sleep(0.2)
     wait_for(lambda: _free(rig))
-    assert scorer._node_watch.synced.is_set()
+    assert source_watch(scorer, "nodes").synced.is_set()
     status = rig.hub_status(ACCELSCORE_APS)
     nodes = len(rig.node_names)
     assert status["conditions"][0]["message"].startswith(f"{nodes}/{nodes} schedulable nodes")

@@ -70,7 +70,7 @@ def _return_memory() -> None:
         pass
 
 
-class CustomScoresSource:
+class CustomScoresFile:
     """The current definitions from one file, the last pass's outcome, and the counters /metrics shows."""
 
     def __init__(self, path: str | Path | None, *, budget: int = DEFAULT_BUDGET, check_every_s: float = CHECK_EVERY_S,
@@ -97,7 +97,7 @@ class CustomScoresSource:
         self.last: CustomResult | None = None
 
     @classmethod
-    def from_values(cls, values: Mapping[str, object]) -> CustomScoresSource | None:
+    def from_values(cls, values: Mapping[str, object]) -> CustomScoresFile | None:
         path = values.get("custom_scores")
         if not path:
             return None
@@ -244,7 +244,7 @@ class CustomScoresSource:
 class CustomScoresMetrics(Collector):
     """`accelscore_custom_score_*`: definitions by state, unknown scores with their reason, CEL evaluations."""
 
-    def __init__(self, source: CustomScoresSource) -> None:
+    def __init__(self, source: CustomScoresFile) -> None:
         self._source = source
 
     def collect(self) -> Iterator[Metric]:

@@ -1,6 +1,6 @@
 """Kueue objects → `kueue_headroom` inputs, and the scorer's optional `accelscore-kueue` set.
 
-`KueueSource.start` discovers Kueue once. Without it: one INFO line, no watch, no set, nothing else.
+`KueueView.start` discovers Kueue once. Without it: one INFO line, no watch, no set, nothing else.
 With it: read-only watches of ClusterQueues, ResourceFlavors and (when served) Cohorts, each object reduced
 to the frozen dataclasses of `accelscore.scorer.kueue.headroom` as it arrives.
 """
@@ -125,7 +125,7 @@ OnAnyChange = Callable[[str, object, object], None]
 
 
 class DraFree(Protocol):
-    """What Kueue on DRA reads of the scorer's DRA source (`scorer.sources.dra_watch.DraSource`)."""
+    """What Kueue on DRA reads of the scorer's DRA source (`scorer.sources.dra_watch.DraView`)."""
 
     @property
     def synced(self) -> bool: ...
@@ -133,7 +133,7 @@ class DraFree(Protocol):
     def free_by_node(self) -> kueue_dra.Free: ...
 
 
-class KueueSource:
+class KueueView:
     """The Kueue watches of one scorer (or none): `state()` is None until Kueue is found and synced."""
 
     def __init__(self, queues: WatchCache[str, ClusterQueueInfo] | None = None,
@@ -163,7 +163,7 @@ class KueueSource:
 
     @classmethod
     def start(cls, api_client: ApiClient, *, on_change: OnAnyChange | None = None,
-              log_absent: bool = True) -> KueueSource:
+              log_absent: bool = True) -> KueueView:
         """Discover Kueue; watch its kinds when served. Absent or undiscoverable: one log line (none with
         `log_absent=False`: the scorer's quiet re-discovery)."""
         try:
