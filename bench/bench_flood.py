@@ -12,7 +12,7 @@ tokens nobody reviewed yet) push their first report. Meanwhile one flood runs fo
 
 Reported per flood: the warm agents' p99 push latency (budget < 1 s), how many of their pushes were
 accepted, the new agents' slowest admission against one TokenReview latency + 1 s, and the server's peak
-RSS against the scorer Deployment's memory limit (deploy/daemonset/scorer.yaml: 256Mi). Loopback only.
+RSS against the scorer Deployment's memory limit (deploy/daemonset/scorer.yaml: 512Mi). Loopback only.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ FLOODERS = 100
 DURATION_S = 8.0
 NEW_AFTER_S = 2.0
 PERIOD_S = 1.0
-MEMORY_LIMIT_MIB = 256.0
+MEMORY_LIMIT_MIB = 512.0
 BODY_BYTES = (1 << 20) - 64  # just under the 1 MiB report limit: grpc itself does not refuse it
 FLOODS = {"random-tokens": 0.5, "shared-tokens": 3.0, "slow-bodies": 0.5}  # flood -> TokenReview latency (s)
 _PATH = "/accelscore.v1.ReportService/PushReport"

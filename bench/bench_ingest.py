@@ -1,4 +1,4 @@
-"""Scorer ingest throughput (DESIGN §5: >= 10,000 8-GPU reports/s on one core with auth cached).
+"""Scorer ingest cost (DESIGN §5, revised 2026-11-27: server CPU per report <= 3 x grpc's floor in the same run).
 
 The ingest server runs in its own process pinned to one CPU, as the scorer runs it: TLS off (loopback),
 authentication on with every agent's TokenReview cached (kubelet-shaped tokens, answered by the
@@ -15,15 +15,15 @@ pinned to the other CPU pushes realistic 8-GPU reports (tests/ingest/sample.py) 
 - `stream-loop`: the real server and handler (token, rate, turn batch, answer) with the report's own work (parse,
   checks, summary, order, node table) left out: what ingest costs around a report.
 
-The budget row is the one-core ceiling from the server's own CPU time per accepted report (1e6 / µs),
-which holds whether or not the client keeps the server busy; accepted/s end to end is shown beside it.
+The budget row is the server's own CPU time per accepted report over the stream against grpc's floor
+(`stream-noop`) measured in the same run, which holds whether or not the client keeps the server busy; the
+one-core ceiling (1e6 / µs) and accepted/s end to end are shown beside it.
 In-process rows split a report's cost into parse, validate and accept (summarize + node table).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import sys
@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Row, load_note, python_child, varint
+from bench.common import Row, load_note, python_child, share_issuer_key, varint
 
 ROOT = Path(__file__).resolve().parent.parent
 NODES = 200
@@ -40,7 +40,7 @@ PACED_INTERVAL_S = 0.25
 WINDOW = 64
 WARMUP_S = 1.5
 MEASURE_S = 4.0
-BUDGET = 10_000.0
+BUDGET_RATIO = 3.0  # DESIGN §5: server CPU per report <= 3 x grpc's own floor, measured in the same run
 AGENT_SA = "system:serviceaccount:open-cluster-management-agent-addon:accelscore-agent"
 _SERVICE = "/accelscore.v1.ReportService/"
 
@@ -54,12 +54,16 @@ TOKEN_EXP = (int(time.time()) // 3600 + 2) * 3600  # one value for every process
 
 
 def agent_token(node: str) -> str:
-    """A token shaped like the kubelet's projected one (the test server decides what it means)."""
-    def part(obj: object) -> str:
-        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+    """A token shaped like the kubelet's projected one, signed by the test API server's issuer (the key every
+    process of the run shares: `share_issuer_key`), so the scorer's lanes treat it as an agent's."""
+    from tests.kubeapi.auth import Issuer
+
     claims = {"aud": ["accelscore"], "sub": AGENT_SA, "exp": TOKEN_EXP,
               "kubernetes.io": {"node": {"name": node}, "pod": {"name": f"agent-{node}"}}}
-    return f"{part({'alg': 'RS256'})}.{part(claims)}.{part(node)}"
+    return Issuer().sign(claims)
+
+
+share_issuer_key()  # at import: this module's processes and the children they start sign with one key
 
 
 def serve(kubeconfig: str, mode: str) -> None:
@@ -271,8 +275,24 @@ def in_process() -> dict[str, float]:
             "read": best(lambda: read_report(report)),
             "validate rest": best(lambda: validate_report(report, now=now, read=read)),
             "accept": best(lambda: table.accept(report, now, read=read)),
+            "accept changed": _accept_changed(table, n),
             "validate": best(lambda: validate_report(report, now=now)),
             "summarize": best(lambda: summarize(report, table._config, received_at=now))}
+
+
+def _accept_changed(table: object, n: int) -> float:
+    """µs of CPU per `NodeTable.accept` of a report whose figures differ from the node's last one (one GPU more or
+    less busy each time), against the row above, whose repeated report only refreshes its node."""
+    from accelscore.scorer.ingest.whole_gpus import read_report
+    from tests.ingest.sample import eight_gpu_report
+
+    reports = [eight_gpu_report("gpu-node-1", busy=4 + i % 2) for i in range(2)]
+    reads = [read_report(r) for r in reports]
+    now = time.time()
+    start = time.thread_time()
+    for i in range(n):
+        table.accept(reports[i % 2], now, read=reads[i % 2])  # type: ignore[attr-defined]
+    return (time.thread_time() - start) / n * 1e6
 
 
 def _take_fresh(n: int) -> float:
@@ -323,9 +343,12 @@ def run() -> list[Row]:
         raise RuntimeError(f"reports refused in the end-to-end run: {refused}")
     setup = (f"{NODES} agents, 8-GPU reports, auth cached, real node table; server and client pinned to one CPU "
              f"each; {load} at the start")
+    floor_us = results["stream-noop"][1]
     return [
+        Row("ingest server CPU per report / grpc's floor, same run (stream)", cpu_us / floor_us, "x",
+            f"DESIGN §5 (revised 2026-11-27); {cpu_us:.0f} us / {floor_us:.0f} us; {setup}", budget=BUDGET_RATIO),
         Row("ingest one-core ceiling (PushReports stream)", 1e6 / cpu_us, "reports/s",
-            f"1e6 / server CPU per report; {setup}", budget=BUDGET, at_least=True),
+            "1e6 / server CPU per report (the old budget, 10,000/s, is out of grpc's reach in Python: issue 28)"),
         Row("ingest server CPU per report (stream)", cpu_us, "us", f"{rate:.0f} accepted/s end to end"),
         Row("ingest server CPU per report, agents pushing on a schedule", results["paced"][1], "us",
             f"{PACED_NODES} agents each pushing every {PACED_INTERVAL_S} s on its own stream (the realistic load, "
@@ -348,8 +371,10 @@ def run() -> list[Row]:
             steps["read"], "us", "CPU time, best of 5; the hot path (whole GPUs of one model)"),
         Row("  in process: validate_report, devices checked already", steps["validate rest"], "us",
             "CPU time, best of 5; header, collectors and resources (from the rows), node, host"),
-        Row("  in process: NodeTable.accept with the rows (summary + plausibility + table)", steps["accept"], "us",
-            "CPU time, best of 5"),
+        Row("  in process: NodeTable.accept with the rows, report unchanged (a refresh)", steps["accept"], "us",
+            "CPU time, best of 5; summary + plausibility + compare: the node stays fresh, no version bump, no pass"),
+        Row("  in process: NodeTable.accept with the rows, report changed", steps["accept changed"], "us",
+            "CPU time; summary + plausibility + compare + table: a version bump, a pass owed"),
         Row("  in process, general path: validate_report", steps["validate"], "us",
             "CPU time, best of 5; any other shape (MIG, shares, DRA, TPU, several models)"),
         Row("  in process, general path: summarize", steps["summarize"], "us", "CPU time, best of 5"),

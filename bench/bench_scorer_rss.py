@@ -1,21 +1,26 @@
-"""Scorer RSS at 5,000 nodes (DESIGN §5: <= 150 MB), with every node's agent connected as deployed.
+"""Scorer RSS (DESIGN §5: own state <= 150 MB at 5,000 nodes, <= 100 KiB per connected agent, nothing for a
+connection that never authenticates), with every node's agent connected as deployed.
 
 The real service object, everything it imports loaded, ingest on TLS (the scorer's own in-memory CA, as
 without a cluster API). 5,000 agents in a client process — each on its own TLS connection, as on a cluster
 (one pod per node) — open their PushReports stream, push their 8-GPU report and keep the stream open, as an
 agent does between pushes; then a scoring pass. The budget row is the scorer's RSS at that point. Authentication
 is off (no Kubernetes API here): the TokenReview cache's share is measured on its own row beside it. The
-rows before the agents connect show what the node table and scoring hold without connections.
+rows before the agents connect show what the node table and scoring hold without connections. Then 5,000
+connections that finish TLS and never call are held open by their client for 30 s: the scorer closes them at its
+connection limits and hands their memory back (`scorer.memory_trim`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import kubernetes.client  # noqa: F401 - the real scorer loads it (watches, TokenReview); count its memory
@@ -26,6 +31,10 @@ from tests.ingest.sample import eight_gpu_report
 from tests.rig.scorer import standalone_scorer
 
 NODES = 5000
+AGENT_KIB = 100.0  # DESIGN §5: per connected agent
+IDLE_AFTER_S = 30.0
+WARM_CONNECTIONS = 500  # a first round, so that the row counts what connections leave, not grpc's TLS set-up
+IDLE_BUDGET_MIB = 8.0  # "nothing": what the allocator keeps of 5,000 closed connections (~0.1 of them)
 ROOT = Path(__file__).resolve().parent.parent
 _PUSH = "/accelscore.v1.ReportService/PushReports"
 
@@ -63,6 +72,70 @@ def agents(port: int, ca_file: str, server_name: str, count: int, stream: bool =
             await channel.close()
 
     asyncio.run(main())
+
+
+def idle_connections(port: int, server_name: str, count: int) -> None:
+    """Child: `count` connections that never authenticate: each finishes TLS (half of them also open HTTP/2) and
+    then sends nothing; prints "open" once all are, and holds them until stdin closes."""
+    import socket
+    import ssl
+
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])
+    held = []
+    for i in range(count):
+        sock = context.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname=server_name)
+        if i % 2:
+            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+                         + b"\x00\x00\x00\x04\x01\x00\x00\x00\x00")  # SETTINGS, then the ACK of the server's
+        held.append(sock)
+    print("open", flush=True)
+    sys.stdin.read()
+
+
+def measure_idle() -> None:
+    """Child: the scorer's RSS with 5,000 nodes, then `IDLE_AFTER_S` after 5,000 unauthenticated connections were
+    opened (and held open by their client)."""
+    service = standalone_scorer()
+    now = time.time()
+    for i in range(NODES):
+        service.accept(eight_gpu_report(f"gpu-node-{i:05d}"), now)
+    service.score_once(now)
+    service.start()
+    server_name = f"{service.config.tls.service_name}.default.svc"
+    try:
+        _idle_round(service.grpc_port, server_name, WARM_CONNECTIONS, IDLE_AFTER_S / 2)  # grpc's TLS set up once
+        before = current_rss_mib()
+        opened, after = _idle_round(service.grpc_port, server_name, NODES, IDLE_AFTER_S)
+        fds = len(list(Path("/proc/self/fd").iterdir()))
+    finally:
+        service.stop()
+    print(json.dumps({"before": before, "opened": opened, "after": after, "fds": fds}), flush=True)
+
+
+def _idle_round(port: int, server_name: str, count: int, wait_s: float) -> tuple[float, float]:
+    """(RSS once `count` idle connections are open, RSS `wait_s` later, their client still holding them)."""
+    with _held_open(f"idle_connections({port}, {server_name!r}, {count})"):
+        opened = current_rss_mib()
+        time.sleep(wait_s)
+        return opened, current_rss_mib()
+
+
+@contextlib.contextmanager
+def _held_open(call: str) -> Iterator[None]:
+    """A client child running `call` of this module, from when it prints "open" until its stdin is closed."""
+    child = subprocess.Popen([sys.executable, "-c", f"from bench.bench_scorer_rss import {call.split('(')[0]}; "
+                                                    f"{call}"],
+                             cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        if child.stdout.readline().strip() != "open":
+            raise RuntimeError(f"{call} did not open its connections")
+        yield
+    finally:
+        child.stdin.close()
+        child.wait(120)
 
 
 def token_cache_mib() -> float:
@@ -110,27 +183,32 @@ def measure(stream: bool) -> None:
                       "pass_ms": pass_ms, "rendered": rendered}), flush=True)
 
 
-def _measured(stream: bool) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", f"from bench.bench_scorer_rss import measure; measure({stream})"],
+def _measured(call: str) -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", f"from bench.bench_scorer_rss import {call.split('(')[0]}; {call}"],
                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def run() -> list[Row]:
-    streams, unary = _measured(True), _measured(False)
+    streams, unary = _measured("measure(True)"), _measured("measure(False)")
+    idle = _measured("measure_idle()")
     tokens = token_cache_mib()
     connected, unconnected = streams["connected"], streams["unconnected"]
     per_agent_kib = (connected - unconnected) * 1024 / NODES
     per_unary_kib = (unary["connected"] - unary["unconnected"]) * 1024 / NODES
     return [
-        Row("scorer RSS, 5,000 nodes, 5,000 agents connected (TLS)", connected, "MiB",
-            f"DESIGN §5: 150 MB = 143 MiB; every agent on its own TLS connection with its PushReports stream open, "
-            f"{streams['accepted']} reports taken, a scoring pass after; auth off: + {tokens:.1f} MiB of cached "
-            f"TokenReviews (below)", budget=DESIGN_SCORER_RSS_MIB),
-        Row("scorer RSS, 5,000 nodes, no agent connected", unconnected, "MiB",
-            "the service object, everything imported; reports handed in without the network"),
+        Row("scorer RSS, own state: 5,000 nodes, no agent connected", unconnected, "MiB",
+            "DESIGN §5: 150 MB = 143 MiB; the service object, everything imported, 5,000 reports handed in without "
+            "the network, a scoring pass", budget=DESIGN_SCORER_RSS_MIB),
         Row("scorer RSS per connected agent (TLS connection + open stream)", per_agent_kib, "KiB",
-            f"5,000 agents: {connected - unconnected:.0f} MiB"),
+            f"DESIGN §5: <= 100 KiB; 5,000 agents: {connected - unconnected:.0f} MiB, {connected:.0f} MiB in all; "
+            f"{streams['accepted']} reports taken over the network; auth off: + {tokens:.1f} MiB of cached "
+            f"TokenReviews (below)", budget=AGENT_KIB),
+        Row(f"scorer RSS growth {IDLE_AFTER_S:.0f} s after 5,000 unauthenticated TLS connections", idle["after"] -
+            idle["before"], "MiB", f"DESIGN §5: nothing after a few seconds; each finished TLS (half also HTTP/2) and "
+            f"then sent nothing, their client still holding them; {idle['opened'] - idle['before']:.0f} MiB while "
+            f"open, {idle['fds']:.0f} fds left after (connection limits + memory trim); after a first round of "
+            f"{WARM_CONNECTIONS}", budget=IDLE_BUDGET_MIB),
         Row("scorer RSS per agent with a TLS connection and no stream", per_unary_kib, "KiB",
             f"5,000 agents pushing unary and keeping the connection (older agents; what an agent that closed its "
             f"stream between pushes would hold): {unary['connected']:.0f} MiB in all"),
@@ -148,18 +226,8 @@ def _with_agents(service: ScorerService, stream: bool = True) -> tuple[float, in
         ca_file = Path(tmp) / "ca.crt"
         ca_file.write_bytes(service.tls_ca_pem)
         server_name = f"{service.config.tls.service_name}.default.svc"
-        child = subprocess.Popen(
-            [sys.executable, "-c", f"from bench.bench_scorer_rss import agents; agents({service.grpc_port}, "
-                                   f"{str(ca_file)!r}, {server_name!r}, {NODES}, {stream})"],
-            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert child.stdin is not None and child.stdout is not None
-        try:
-            if child.stdout.readline().strip() != "open":
-                raise RuntimeError("the agents did not connect")
+        with _held_open(f"agents({service.grpc_port}, {str(ca_file)!r}, {server_name!r}, {NODES}, {stream})"):
             service.score_once(time.time())
             time.sleep(1.0)
             rss = current_rss_mib()
-        finally:
-            child.stdin.close()
-            child.wait(120)
     return rss, service.ingest_stats.snapshot()["accepted"] - taken_before

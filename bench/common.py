@@ -7,6 +7,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,3 +87,15 @@ def python_child(code: str) -> subprocess.Popen[str]:
     process)."""
     return subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def share_issuer_key() -> None:
+    """Make every process of this benchmark sign agent tokens with one issuer key (the test API server's, which
+    its JWKS serves): the first caller writes it to a file and names it in the environment children inherit."""
+    from tests.kubeapi.auth import ISSUER_KEY_ENV, write_issuer_key
+
+    if ISSUER_KEY_ENV in os.environ:
+        return
+    path = Path(tempfile.mkdtemp(prefix="bench-issuer-")) / "key.pem"
+    write_issuer_key(path)
+    os.environ[ISSUER_KEY_ENV] = str(path)

@@ -29,6 +29,7 @@ class ScoringView:
     computed_at: float = 0.0
     pass_seconds: float = 0.0
     passes: int = 0
+    checks: int = 0  # times the scoring loop looked whether a pass was owed (pass or not): its liveness
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def update(self, *, score_sets: Sequence[ScoreSet], snapshot: ClusterSnapshot, now: float,
@@ -37,6 +38,11 @@ class ScoringView:
             self.score_sets, self.snapshot, self.computed_at = tuple(score_sets), snapshot, now
             self.pass_seconds = pass_seconds
             self.passes += 1
+
+    def looked(self) -> None:
+        """The scoring loop looked whether a pass is owed (at least once a second, while it runs)."""
+        with self._lock:
+            self.checks += 1
 
     def read(self) -> tuple[Sequence[ScoreSet], ClusterSnapshot | None, float, float, int]:
         with self._lock:
@@ -67,7 +73,11 @@ class ScorerMetrics(Collector):
         timing.add_metric([cluster], pass_seconds)
         count = CounterMetricFamily("accelscore_scoring_passes", "scoring passes run", labels=["cluster"])
         count.add_metric([cluster], passes)
-        yield from (timing, count)
+        checks = CounterMetricFamily("accelscore_scoring_loop_checks",
+                                     "times the scoring loop looked whether a pass was owed (at least once a second "
+                                     "while it runs; a pass only when something changed)", labels=["cluster"])
+        checks.add_metric([cluster], self._view.checks)
+        yield from (timing, count, checks)
         if self._ingest_stats is not None:
             yield from self._ingest(self._ingest_stats())
         if self._capped_stats is not None:

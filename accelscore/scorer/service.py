@@ -13,10 +13,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from accelscore.promlabels import ConstantLabels
 from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, ScoreSet
+from accelscore.scorer.core.node_state import read_nodes
 from accelscore.scorer.core.scoring import score_set
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.core.totals import ClusterTotals, cluster_totals
-from accelscore.scorer.custom.source import CustomScoresMetrics, CustomScoresSource
+from accelscore.scorer.custom.scores_file import CustomScoresFile, CustomScoresMetrics
 from accelscore.scorer.ha.metrics import HaMetrics, HaState
 from accelscore.scorer.ha.startup import ViewState, view_trustworthy
 from accelscore.scorer.ingest.admission import RateLimiter
@@ -24,7 +25,9 @@ from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.ingest.report_rows import ReportRows
 from accelscore.scorer.ingest.server import DEFAULT_BURST, IngestServer, IngestStats, build_ingest_server
 from accelscore.scorer.ingest.skew import UnknownItemsMetrics
+from accelscore.scorer.memory_trim import MemoryTrim
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
+from accelscore.scorer.pass_schedule import MIN_INTERVAL_S, PassSchedule
 from accelscore.scorer.publish.publisher import HubWriter, Publisher, WatchesScores
 from accelscore.scorer.publish.worker import PublishWorker
 from accelscore.scorer.sources.base import Required, Source
@@ -36,8 +39,8 @@ if TYPE_CHECKING:  # imported where a cluster API is given (they load the Kubern
     from accelscore.kube.config import ApiClient
     from accelscore.scorer.ha.elector import LeaderElector
     from accelscore.scorer.ingest.auth import TokenAuthenticator
-    from accelscore.scorer.sources.dra import DraInput
-    from accelscore.scorer.sources.dra_watch import DraSource
+    from accelscore.scorer.sources.dra import DraSource
+    from accelscore.scorer.sources.dra_watch import DraView
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,7 @@ ExtraScoreSet = Callable[[ClusterSnapshot, ClusterTotals, float], ScoreSet | Non
 
 
 def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, publisher: Publisher | None,
-                 now: float, custom: CustomScoresSource | None = None,
+                 now: float, custom: CustomScoresFile | None = None,
                  extra: Sequence[ExtraScoreSet] = ()) -> tuple[ScoreSet, ...]:
     """Snapshot → pure scores → /metrics view → publisher (the scorer's and local mode's one pass). The scorer
     passes no publisher: it hands the sets to its publishing worker itself, once its view is trustworthy.
@@ -100,6 +103,7 @@ class ScorerService:
         self.elector: LeaderElector | None = (None if elector_factory is None
                                               else elector_factory(on_change=self._leadership_changed))
         self.passes = 0
+        self.schedule: PassSchedule | None = None  # the loop's, once `run` starts
         self.registry = CollectorRegistry(auto_describe=False)
         cluster_label = {"cluster": config.hub.cluster_name}  # every series, not only the per-cluster ones
         self.registry.register(ConstantLabels(ScorerMetrics(view=self.view, config=config.scoring,
@@ -107,14 +111,14 @@ class ScorerService:
                                                             publish_stats=self.publisher.stats,
                                                             capped_stats=self.table.capped_counts), cluster_label))
         self.registry.register(ConstantLabels(UnknownItemsMetrics(self.ingest_stats.unknown), cluster_label))
-        self.custom = CustomScoresSource(config.custom.file or None, budget=config.custom.budget)
+        self.custom = CustomScoresFile(config.custom.file or None, budget=config.custom.budget)
         self.registry.register(ConstantLabels(CustomScoresMetrics(self.custom), cluster_label))
         self.registry.register(HaMetrics(cluster=config.hub.cluster_name, read=self.ha_state))
         self._cluster_api = cluster_api
         self._wake = threading.Event()
         # Every input besides reports, in the order their sets publish (docs/architecture.md, "Adding a scorer
         # input"); `_applied` is what each one's last `apply` said the table holds (the startup gate reads it).
-        self._dra: DraInput | None = None  # set by _sources with a cluster API
+        self._dra: DraSource | None = None  # set by _sources with a cluster API
         self.sources: list[Source] = self._sources(dict(watch_options or {}))
         self._applied: dict[str, bool] = {}
         # The sources' own sets run behind bulkheads (made at the first pass, from the sources then).
@@ -123,6 +127,7 @@ class ScorerService:
         self.grpc_server: IngestServer | None = None
         self.grpc_port = 0
         self._authenticator: TokenAuthenticator | None = None
+        self.memory_trim = MemoryTrim()
         self.tls_ca_pem = b""  # the CA agents must trust (b"" when plaintext or the certificate comes from files)
 
     # ------------------------------------------------------------------ wiring
@@ -130,9 +135,11 @@ class ScorerService:
     def accept(self, report: report_pb2.NodeReport, received_at: float, *,
                read: ReportRows | None = None) -> None:
         """Ingest hands over an authenticated, validated report (`read`: what ingest read of it already); scoring
-        wakes at once."""
+        wakes when it changed the table (a report that only refreshes its node owes no pass: `pass_schedule`)."""
+        version = self.table.version
         self.table.accept(report, received_at, read=read)
-        self._wake.set()
+        if self.table.version != version:
+            self._wake.set()
 
     def start(self) -> ScorerService:
         authenticator = None
@@ -162,6 +169,7 @@ class ScorerService:
         if authenticator is None:
             log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
         self.grpc_server.start()
+        self.memory_trim.start()  # what closed connections freed goes back to the system
         self.worker.start()
         if isinstance(self._hub, WatchesScores):
             self._hub_watch = self._hub.watch_scores(on_change=self._hub_changed)
@@ -186,40 +194,24 @@ class ScorerService:
         if self._cluster_api is None:
             return [custom]
         from accelscore.scorer.sources.bound_pods import BoundPodsSource
-        from accelscore.scorer.sources.dra import DraInput
-        from accelscore.scorer.sources.kueue import KueueInput
+        from accelscore.scorer.sources.dra import DraSource
+        from accelscore.scorer.sources.kueue import KueueSource
         from accelscore.scorer.sources.nodes import NodeSource
         from accelscore.scorer.sources.pending_pods import PendingPodsSource
 
         api, wake = self._cluster_api, self._wake.set
-        dra = self._dra = DraInput(api, wake=wake, watch_options=watch_options)
+        dra = self._dra = DraSource(api, wake=wake, watch_options=watch_options)
         return [NodeSource(api, wake=wake, watch_options=watch_options),
-                PendingPodsSource(api, wake=wake, watch_options=watch_options, dra=dra.dra_source),
+                PendingPodsSource(api, wake=wake, watch_options=watch_options, dra=dra.view),
                 BoundPodsSource(api, wake=wake, watch_options=watch_options),
                 dra,
                 custom,
-                KueueInput(api, wake=wake, stale_after_s=self.config.scoring.stale_after_s, dra=dra.dra_source)]
-
-    def _source_watch(self, name: str) -> Any:
-        """The WatchCache behind a watch source (None before start or without one): for tests and debugging."""
-        return next((getattr(s, "watch", None) for s in self.sources if s.name == name), None)
+                KueueSource(api, wake=wake, stale_after_s=self.config.scoring.stale_after_s, dra=dra.view)]
 
     @property
-    def _node_watch(self) -> Any:
-        return self._source_watch("nodes")
-
-    @property
-    def _pending_watch(self) -> Any:
-        return self._source_watch("pending-pods")
-
-    @property
-    def _bound_watch(self) -> Any:
-        return self._source_watch("bound-pods")
-
-    @property
-    def dra(self) -> DraSource | None:
-        """The scorer's DRA source once the cluster is found to serve DRA."""
-        return None if self._dra is None else self._dra.dra_source()
+    def dra(self) -> DraView | None:
+        """The scorer's DRA view once the cluster is found to serve DRA."""
+        return None if self._dra is None else self._dra.view()
 
     def _apply_sources(self) -> None:
         """Fold every source into the node table once per pass (not once per event: O(nodes) per pass)."""
@@ -244,9 +236,13 @@ class ScorerService:
         replica leads and its view is trustworthy."""
         now = self._clock() if now is None else now
         self._apply_sources()
+        self._score(now)
+
+    def _score(self, now: float) -> tuple[ScoreSet, ...]:
+        """The pass itself, over the table as the sources last left it."""
         if self._bulkheads is None:
             self._bulkheads = Bulkheads([(source.name, source.score_set) for source in self.sources],
-                                        max_age_s=self.config.scoring.stale_after_s)
+                                        max_age_s=self.config.scoring.stale_after_s, wake=self._wake.set)
             self.registry.register(ConstantLabels(BulkheadMetrics(self._bulkheads),
                                                   {"cluster": self.config.hub.cluster_name}))
         score_sets = scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=None,
@@ -254,6 +250,7 @@ class ScorerService:
         self.passes += 1
         if self._may_publish(score_sets, now):
             self.worker.offer(score_sets)
+        return score_sets
 
     def _may_publish(self, score_sets: tuple[ScoreSet, ...], now: float) -> bool:
         """Leader (or no election), and the startup rule passed in this term (then latched until the term ends)."""
@@ -265,7 +262,9 @@ class ScorerService:
             if self._gate_open:
                 return True
             first = score_sets[0]
-            verdict = view_trustworthy(watch=self.view_state(), fresh=first.fresh_nodes, total=first.total_nodes,
+            # Nodes whose collectors have read them: a report sent before an agent's watches synced is no news yet.
+            read = read_nodes(self.table.snapshot().nodes, now=now, stale_after_s=self.config.scoring.stale_after_s)
+            verdict = view_trustworthy(watch=self.view_state(), fresh=read, total=first.total_nodes,
                                        since_start_s=now - self._term_started,
                                        grace_s=self.config.ha.startup_grace_s)
             if not verdict.publish:
@@ -291,13 +290,27 @@ class ScorerService:
             self.publisher.resync()
         self._wake.set()
 
-    def run(self, *, rescore_every_s: float = 1.0) -> None:
-        """Score on every change (and every second, since freshness decays with time); the worker publishes."""
+    def run(self, *, rescore_every_s: float = MIN_INTERVAL_S) -> None:
+        """Score when something changed, at most once per `rescore_every_s` (`pass_schedule`); the worker
+        publishes."""
+        schedule = self.schedule = PassSchedule(stale_after_s=self.config.scoring.stale_after_s,
+                                                min_interval_s=rescore_every_s)
         while not self._stop.is_set():
-            self._wake.wait(rescore_every_s)
+            woken = self._wake.wait(schedule.sleep_s(self._clock()))
+            rest = schedule.rest_s()
+            if self._stop.is_set() or (rest > 0 and self._stop.wait(rest)):
+                return
             self._wake.clear()
+            self.view.looked()
             try:
-                self.score_once()
+                now = self._clock()
+                self._apply_sources()
+                gate_at = None if self._gate_open else self._term_started + self.config.ha.startup_grace_s
+                if not schedule.owed(woken=woken, gate_at=gate_at, table=self.table, now=now):
+                    continue
+                schedule.started(version=self.table.version)
+                score_sets = self._score(now)
+                schedule.finished(table=self.table, now=now, extras=len(score_sets) > 2 or self.custom.path is not None)
             except Exception:
                 log.exception("scoring pass failed")
 
@@ -328,6 +341,7 @@ class ScorerService:
             source.stop()
         if self._bulkheads is not None:
             self._bulkheads.stop()
+        self.memory_trim.stop()
         if self.grpc_server is not None:
             self.grpc_server.stop(grace=2).wait()
         if self._authenticator is not None:

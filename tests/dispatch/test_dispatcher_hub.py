@@ -26,6 +26,7 @@ from tests.kubeapi.server import KubeApiServer
 from tests.rig.wait import wait_for
 
 CLUSTERS = ["alpha", "bravo", "charlie"]
+pytestmark = pytest.mark.timeout(600)  # a test server with Kueue's 1.4 MB Workload CRD, on a loaded machine
 
 
 class Hub:

@@ -32,11 +32,16 @@ def cluster(make_rig: Callable[..., Rig]) -> Rig:
 
 
 def _stays_unknown(cluster: Rig) -> None:
-    """Each of the next five scoring passes still counts the node unknown, never its last report's 8 free GPUs."""
+    """The next five times the scoring loop looks (a pass, or a wake-up that owed none: `pass_schedule`), the view
+    still counts the node unknown, never its last report's 8 free GPUs."""
     scorer = cluster.scorer
+
+    def looked() -> int:
+        return scorer.passes + (scorer.schedule.skipped if scorer.schedule is not None else 0)
+
     for _ in range(5):
-        seen = scorer.passes
-        wait_for(lambda s=seen: scorer.passes > s)
+        seen = looked()
+        wait_for(lambda s=seen: looked() > s)
         assert raw(scorer)["gpuClusterFree"] == 0.0 and fresh_total(scorer) == (0, 1)
 
 

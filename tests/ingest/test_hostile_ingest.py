@@ -6,8 +6,6 @@ answered by the Kubernetes API test server) and shows it bounded.
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import threading
 import time
@@ -20,7 +18,6 @@ from accelscore.v1 import report_pb2 as pb
 from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.fixtures import ApiHandle
 from tests.rig.ingest import (
-    AGENT_SA,
     PUSH_REPORT,
     TOKEN_REVIEWS,
     Accepted,
@@ -28,6 +25,7 @@ from tests.rig.ingest import (
     authenticator,
     code_of,
     server_of,
+    signed_agent_token,
 )
 
 
@@ -82,22 +80,11 @@ def test_calls_refused_at_grpcs_concurrency_limit_leave_every_in_flight_slot_fre
     assert new_codes == [grpc.StatusCode.OK] * 3, (new_codes, stats.snapshot())
 
 
-def _jwt_token(node: str, *, exp: float | None = None) -> str:
-    """A token shaped like a kubelet-projected one for the agent on `node` (the test server decides, not this)."""
-    claims = {"aud": ["accelscore"], "sub": AGENT_SA, "exp": int(exp or time.time() + 3600),
-              "kubernetes.io": {"namespace": "open-cluster-management-agent-addon",
-                                "node": {"name": node, "uid": "n-1"}, "pod": {"name": f"agent-{node}", "uid": "p-1"}}}
-
-    def part(obj: object) -> str:
-        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
-    return f"{part({'alg': 'RS256', 'kid': 'k'})}.{part(claims)}.{part(os.urandom(8).hex())}"
-
-
 class _Server:
     """A started ingest server with a plaintext channel; pushes return the status code."""
 
     def __init__(self, handle: ApiHandle, **options: object) -> None:
-        auth_options = {k: options.pop(k) for k in list(options) if k.startswith("max_")
+        auth_options = {k: options.pop(k) for k in list(options) if k.startswith(("max_", "cache_"))
                         and k not in ("max_concurrent_rpcs",)}
         self.accepted, self.stats = Accepted(), IngestStats()
         self.grpc_server, port = build_ingest_server(
@@ -167,7 +154,7 @@ def test_callers_sharing_an_unknown_token_wait_without_holding_a_warm_agents_pus
 def test_a_new_agent_is_reviewed_and_accepted_at_once_while_random_tokens_flood_the_reviews(
         kube_test_server: ApiHandle) -> None:
     server = server_of(kube_test_server)
-    newcomer = agent_token(server, _jwt_token("node-new"), "node-new")
+    newcomer = agent_token(server, signed_agent_token(server, "node-new"), "node-new")
     srv = _Server(kube_test_server, max_reviews_in_flight=4)
     stop = threading.Event()
     flood_codes: list[grpc.StatusCode] = []

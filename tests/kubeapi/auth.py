@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import functools
+import json
+import os
 import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 # What the real apiserver assumes when a TokenReview names no audiences.
@@ -32,32 +37,15 @@ class TokenTable:
         self._lock = threading.Lock()
         self._tokens: dict[str, TokenInfo] = {}
 
-    def add(
-        self,
-        token: str,
-        *,
-        username: str,
-        audiences: Sequence[str] = ("accelscore",),
-        expires_at: float | None = None,
-        extra: Mapping[str, Sequence[str]] | None = None,
-        groups: Sequence[str] = (),
-    ) -> None:
+    def add(self, token: str, *, username: str, audiences: Sequence[str] = ("accelscore",),
+            expires_at: float | None = None, extra: Mapping[str, Sequence[str]] | None = None,
+            groups: Sequence[str] = ()) -> None:
         """Register (or replace) a token."""
-        info = TokenInfo(
-            username=username,
-            audiences=tuple(audiences),
-            expires_at=expires_at,
-            extra={k: list(v) for k, v in (extra or {}).items()},
-            groups=tuple(groups),
-            uid=str(uuid.uuid4()),
-        )
+        info = TokenInfo(username=username, audiences=tuple(audiences), expires_at=expires_at,
+                         extra={k: list(v) for k, v in (extra or {}).items()}, groups=tuple(groups),
+                         uid=str(uuid.uuid4()))
         with self._lock:
             self._tokens[token] = info
-
-    def remove(self, token: str) -> None:
-        """Forget a token (a revoked or deleted service account)."""
-        with self._lock:
-            self._tokens.pop(token, None)
 
     def review(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Answer a TokenReview: authenticated only for a known, unexpired token with a shared audience."""
@@ -94,3 +82,56 @@ class TokenTable:
             "spec": spec,
             "status": status,
         }
+
+
+class Issuer:
+    """The cluster's service-account issuer: one RSA key that signs tokens, served as a JWKS (`/openid/v1/jwks`)
+    the way the real API server serves its keys."""
+
+    def __init__(self, kid: str = "test-sa-key") -> None:
+        self.kid = kid
+        self._key = _signing_key()
+
+    def jwks(self) -> dict[str, Any]:
+        numbers = self._key.public_key().public_numbers()
+        return {"keys": [{"kty": "RSA", "alg": "RS256", "use": "sig", "kid": self.kid,
+                          "n": _b64(numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8, "big")),
+                          "e": _b64(numbers.e.to_bytes(3, "big"))}]}
+
+    def sign(self, claims: Mapping[str, Any]) -> str:
+        """A JWT of `claims` signed RS256 with the issuer's key (what the kubelet projects into a pod)."""
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+
+        head = _b64(json.dumps({"alg": "RS256", "kid": self.kid}).encode())
+        body = _b64(json.dumps(dict(claims)).encode())
+        signature = self._key.sign(f"{head}.{body}".encode(), padding.PKCS1v15(), hashes.SHA256())
+        return f"{head}.{body}.{_b64(signature)}"
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+ISSUER_KEY_ENV = "KUBEAPI_TEST_ISSUER_KEY"  # a PEM file: processes that must sign alike (a benchmark's) share it
+
+
+@functools.cache
+def _signing_key() -> Any:
+    """One RSA key per test process (generating one costs ~0.1 s; every test server's issuer shares it), or the
+    one in the file $KUBEAPI_TEST_ISSUER_KEY names."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    shared = os.environ.get(ISSUER_KEY_ENV)
+    if shared:
+        return serialization.load_pem_private_key(Path(shared).read_bytes(), password=None)
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def write_issuer_key(path: Path) -> None:
+    """Write this process's issuer key as PEM (for $KUBEAPI_TEST_ISSUER_KEY)."""
+    from cryptography.hazmat.primitives import serialization
+
+    path.write_bytes(_signing_key().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                  serialization.NoEncryption()))

@@ -7,8 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from tests.kubeapi.auth import TokenTable
-from tests.kubeapi.rbac import Authorizer
+from tests.kubeapi.auth import Issuer, TokenTable
 from tests.kubeapi.resources import ResourceType
 from tests.kubeapi.store import Store
 
@@ -52,6 +51,7 @@ class ServerState:
     store: Store
     types: list[ResourceType]
     tokens: TokenTable = field(default_factory=TokenTable)
+    issuer: Issuer = field(default_factory=Issuer)  # signs service-account tokens; its JWKS at /openid/v1/jwks
     api_tokens: set[str] = field(default_factory=set)
     faults: list[Fault] = field(default_factory=list)
     watch_faults: list[WatchFault] = field(default_factory=list)
@@ -61,8 +61,6 @@ class ServerState:
     bookmark_interval_s: float = 1.0
     default_watch_timeout_s: float = 1800.0
     lock: threading.Lock = field(default_factory=threading.Lock)
-    authorizer: Authorizer | None = None  # set by the server (RBAC over the store)
-    namespaces: Any = None  # the NamespaceController, set by the server
 
     def find_type(self, group: str, version: str, plural: str) -> ResourceType | None:
         """The served kind at group/version/plural, if any."""

@@ -26,7 +26,7 @@ from tests.monitoring.support import RULE_FILE, alert_rules, rules_spec
 MINUTES = 45  # samples per series, one a minute
 # Counters that grow while all is well (a constant one is what some alerts look for).
 GROWING = (
-    ("accelscore_scoring_passes_total", {}),
+    ("accelscore_scoring_loop_checks_total", {}),
     ("accelscore_reports_total", {"result": "accepted"}),
     ("accelscore_report_pushes_total", {"result": "ok"}),
     ("accelscore_hub_writes_total", {"kind": "refresh", "result": "ok"}),
@@ -58,7 +58,7 @@ CASES = [
     Case("stale-on-hub", {_o("accelscore_hub_writes_total", kind="refresh", result="ok"): "0+1x10 10x35"},
          [("40m", "AccelscoreScoresStale", [{"cluster": CLUSTER}])],
          quiet=[("20m", "AccelscoreScoresStale")]),
-    Case("scoring-stalled", {_o("accelscore_scoring_passes_total"): "0+60x10 600x35"},
+    Case("scoring-stalled", {_o("accelscore_scoring_loop_checks_total"): "0+60x10 600x35"},
          [("30m", "AccelscoreScoringStalled", [{"cluster": CLUSTER}])],
          quiet=[("14m", "AccelscoreScoringStalled")]),
     Case("nodes-stale", {_o("accelscore_cluster_nodes", state="stale"): "0x5 2x40"},
@@ -192,6 +192,9 @@ def test_every_alert_has_a_case_that_fires_it() -> None:
     assert fired == set(alert_rules()), f"alerts without a firing test: {set(alert_rules()) - fired}"
 
 
+# promtool evaluates every case's series over hours of rule evaluations: seconds idle, past the suite's 120 s on a
+# loaded machine (issue 28: it timed out at load 36 on 2 cores). A timeout of its own, not a claim about speed.
+@pytest.mark.timeout(600)
 def test_promtool_unit_tests_fire_each_alert_on_the_recorded_exposition(rule_file: Path, tmp_path: Path) -> None:
     groups = [_healthy_group(("h100x8-idle", None)), _healthy_group(("xid-79", 1))]
     groups += [_test_group(case) for case in CASES] + [_dcgm_group()]
@@ -199,7 +202,7 @@ def test_promtool_unit_tests_fire_each_alert_on_the_recorded_exposition(rule_fil
     tests.write_text(yaml.safe_dump({"rule_files": [str(rule_file)], "evaluation_interval": "1m",
                                      "tests": groups}, sort_keys=False, width=4096))
     out = subprocess.run([_promtool(), "test", "rules", str(tests)], capture_output=True, text=True, check=False,
-                         timeout=120)
+                         timeout=540)
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-6000:]
     assert "SUCCESS" in out.stdout
 

@@ -6,10 +6,13 @@ is written to `ca_file` and clients dial 127.0.0.1 while verifying the name `SER
 
 from __future__ import annotations
 
+import base64
 import functools
+import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,9 +57,25 @@ def token_reviews(server: KubeApiServer) -> int:
 
 
 def authenticator(handle: ApiHandle, **options: Any) -> TokenAuthenticator:
-    """The scorer's TokenAuthenticator on `handle`'s API for the agents' identity; `options` as it takes them."""
-    return TokenAuthenticator(api_client=handle.api_client(), audience="accelscore", agent_username=AGENT_SA,
+    """The scorer's TokenAuthenticator on `handle`'s API for the agents' identity; `options` as it takes them.
+    Returned once it holds the issuer's keys (read in the background), so lanes are chosen as in a settled scorer."""
+    auth = TokenAuthenticator(api_client=handle.api_client(), audience="accelscore", agent_username=AGENT_SA,
                               **options)
+    assert auth.issuer_keys.loaded.wait(15), "the issuer keys were not read from the test API server"
+    return auth
+
+
+def signed_agent_token(server: KubeApiServer, node: str, *, exp: float | None = None, sign: bool = True) -> str:
+    """A token shaped like a kubelet-projected one for the agent on `node`, signed by the test server's issuer
+    (`sign=False`: the same claims with a made-up signature, a forgery the server does not know)."""
+    claims = {"aud": ["accelscore"], "sub": AGENT_SA, "exp": int(exp or time.time() + 3600),
+              "iss": "https://kubernetes.default.svc.cluster.local",
+              "kubernetes.io": {"namespace": "open-cluster-management-agent-addon",
+                                "node": {"name": node, "uid": "n-1"}, "pod": {"name": f"agent-{node}", "uid": "p-1"}}}
+    token = server.issuer.sign(claims)
+    if not sign:
+        return token.rsplit(".", 1)[0] + "." + base64.urlsafe_b64encode(os.urandom(256)).decode().rstrip("=")
+    return token
 
 
 def code_of(call: Callable[[], object]) -> grpc.StatusCode:
@@ -86,7 +105,7 @@ class Accepted:
     def __post_init__(self) -> None:
         self.arrived = threading.Condition(self.lock)
 
-    def __call__(self, report: pb.NodeReport, received_at: float) -> None:
+    def __call__(self, report: pb.NodeReport, received_at: float, *, read: object = None) -> None:
         with self.arrived:
             self.reports.append((report, received_at))
             self.arrived.notify_all()

@@ -2,16 +2,14 @@
 
 The Kubernetes API decides; this module only asks it, caches the answer and binds it to a node
 (REFERENCE §7). A token's JWT `exp` claim is read without verifying the signature and used only to
-bound how long an answer is cached, never to decide anything.
+bound how long an answer is cached, never to decide anything. The review lane is chosen only from claims
+whose signature verified against the cluster's issuer keys (`token_keys`; issue 28, H2).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import hashlib
-import json
 import logging
 import threading
 import time
@@ -25,7 +23,9 @@ import grpc
 
 from accelscore.kube import errors as kube_errors
 from accelscore.kube.config import ApiClient
+from accelscore.kube.issuer import fetch_jwks
 from accelscore.kube.tokenreview import TokenReviews
+from accelscore.scorer.ingest.token_keys import IssuerKeys, json_part
 from accelscore.scorer.ingest.validate import RejectReason
 
 log = logging.getLogger(__name__)
@@ -122,13 +122,13 @@ class TokenAuthenticator:
     - calls with one token share one review (single-flight); a caller waits on a future, so a waiting
       caller holds no thread (`authenticate_async`), and the reviews run on a small pool of their own;
     - at most `max_waiting_calls` calls wait for other-lane reviews at once (AuthBusy beyond);
-    - two lanes: a token whose (unverified) JWT claims name our agent ServiceAccount and audience, unexpired,
-      goes to the *agent lane*: `max_agent_reviews_in_flight` at once, then a queue of
-      `max_agent_reviews_queued`, one review per claimed node at a time (a forged token naming a node
-      competes only with that node's agent); any other token goes to the *other lane*, where at most
+    - two lanes: a token whose JWT claims name our agent ServiceAccount and audience, unexpired, and whose
+      signature verifies against the cluster's issuer keys (`issuer_keys`), goes to the *agent lane*:
+      `max_agent_reviews_in_flight` at once, then a queue of `max_agent_reviews_queued`, one review per claimed
+      node at a time; any other token (a forgery too) goes to the *other lane*, where at most
       `max_reviews_in_flight` run and a call that would need another is refused at once (`AuthBusy`).
-    A random-token flood therefore fills only the other lane, and a new agent is reviewed at once.
-    The claims only pick the lane; the API server's answer alone decides.
+    A random-token flood, or one of forged tokens naming real nodes, therefore fills only the other lane, and a
+    new agent is reviewed at once. The claims only pick the lane; the API server's answer alone decides.
     """
 
     def __init__(self, *, api_client: ApiClient, audience: str, agent_username: str = DEFAULT_AGENT_USERNAME,
@@ -136,7 +136,7 @@ class TokenAuthenticator:
                  cache_size: int = 10_000, negative_cache_size: int = 10_000, max_reviews_in_flight: int = 4,
                  max_agent_reviews_in_flight: int = 8, max_agent_reviews_queued: int = 1024,
                  max_waiting_calls: int = 64, request_timeout_s: float = 5.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, issuer_keys: IssuerKeys | None = None) -> None:
         if not agent_username.startswith(_SA_PREFIX) or agent_username.count(":") != 3:
             raise ValueError(f"agent_username {agent_username!r} is not system:serviceaccount:<namespace>:<name>")
         self._reviews = TokenReviews(api_client, request_timeout_s=request_timeout_s)
@@ -164,6 +164,9 @@ class TokenAuthenticator:
         self._pool = ThreadPoolExecutor(max_workers=max_reviews_in_flight + max_agent_reviews_in_flight,
                                         thread_name_prefix="tokenreview")
         self.reviews = 0  # TokenReviews started (for tests and /metrics)
+        # What makes a claim count (the lane): the issuer's keys, read from the API server in the background.
+        self.issuer_keys = issuer_keys or IssuerKeys(
+            lambda: fetch_jwks(api_client, timeout_s=request_timeout_s)).start()
 
     def authenticate(self, token: str | None) -> Identity:
         """The agent identity behind `token`, or raise an `AuthError` subclass (blocks while a review runs)."""
@@ -271,9 +274,10 @@ class TokenAuthenticator:
             flight.future.set_exception(error or AuthUnavailable("token review failed"))
 
     def _agent_claim(self, token: str, now: float) -> str:
-        """The node (else pod) an unexpired JWT names when its unverified claims are our agent's for our
-        audience; "" otherwise. Only picks the review lane: the API server decides."""
-        claims = jwt_claims(token)
+        """The node (else pod) an unexpired JWT names when its claims are our agent's for our audience and its
+        signature verifies against the issuer's keys; "" otherwise. Only picks the review lane: the API server
+        decides."""
+        claims = self.issuer_keys.verified_claims(token)
         if claims is None or claims.get("sub") != self._username:
             return ""
         aud = claims.get("aud")
@@ -290,16 +294,6 @@ class TokenAuthenticator:
                 return f"{kind}/{name[:253]}"
         return ""
 
-    def is_known(self, token: str | None) -> bool:
-        """Whether `token` has an unexpired positive answer cached (cheap: no review, no I/O)."""
-        if not token or len(token) > _MAX_TOKEN_CHARS:
-            return False
-        key = hashlib.sha256(token.encode()).digest()
-        now = self._clock()
-        with self._lock:
-            entry = self._cache.get(key)
-            return entry is not None and entry.expires_at > now
-
     def valid_until(self, token: str | None) -> float:
         """When `token`'s cached positive answer runs out (clock time; 0 when none is cached)."""
         if not token or len(token) > _MAX_TOKEN_CHARS:
@@ -308,12 +302,6 @@ class TokenAuthenticator:
         with self._lock:
             entry = self._cache.get(key)
             return entry.expires_at if entry is not None else 0.0
-
-    def authorize(self, token: str | None, node: str) -> Identity:
-        """`authenticate`, then require the token's pod to run on `node`."""
-        identity = self.authenticate(token)
-        check_node(identity, node)
-        return identity
 
     def cache_len(self) -> int:
         """Number of cached answers (positive and negative)."""
@@ -392,14 +380,7 @@ def check_node(identity: Identity, node: str) -> None:
 def jwt_claims(token: str) -> dict[str, Any] | None:
     """The unverified claims of a JWT, or None when `token` is not one (never used to decide, only to sort)."""
     parts = token.split(".")
-    if len(parts) != 3:
-        return None
-    payload = parts[1]
-    try:
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    return claims if isinstance(claims, dict) else None
+    return json_part(parts[1]) if len(parts) == 3 else None
 
 
 def jwt_expiry(token: str) -> float | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from accelscore.devices.dra import NodeDraView
 from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary, Taint
@@ -41,6 +41,17 @@ class NodeFacts:
         object.__setattr__(self, "groups", node_groups(self.labels))
 
 
+# What a report changes for scoring: every compared field of its summary but its two times (a report that
+# differs only in them is a refresh: the node stays fresh, no scoring pass is owed).
+_CHANGE_FIELDS = tuple(f.name for f in fields(NodeSummary)
+                       if f.compare and f.name not in ("report_time", "received_at"))
+
+
+def same_figures(a: NodeSummary, b: NodeSummary) -> bool:
+    """Whether two summaries of one node differ at most in their report and receive times."""
+    return all(getattr(a, name) == getattr(b, name) for name in _CHANGE_FIELDS)
+
+
 class ReportRefused(Exception):
     """`NodeTable.accept` refused the report (it is not kept); `rejection` says why."""
 
@@ -67,7 +78,14 @@ class NodeTable:
         # The scorer's DRA view per node ({} = no DRA in this cluster; None = DRA served, watches not synced yet).
         self._dra: Mapping[str, NodeDraView] | None = {}
         self._uses_dra: set[str] = set()  # nodes whose newest report has DRA devices
-        self.version = 0  # bumps on every change, so the scoring loop can skip idle passes
+        # The last snapshot's entries by name (with the summary and facts each was built from) and sorted names:
+        # under a lock of their own, so reports are never held up by a snapshot.
+        self._snapshot_lock = threading.Lock()
+        self._built: dict[str, tuple[NodeSummary | None, NodeFacts | None, NodeEntry]] = {}
+        self._names: tuple[str, ...] = ()
+        self._name_set: set[str] = set()
+        self.version = 0  # bumps on every change of what scoring counts, so the scoring loop skips idle passes
+        self.refreshes = 0  # accepted reports that changed nothing but the node's freshness (no version bump)
 
     def accept(self, report: report_pb2.NodeReport, received_at: float, *,
                read: ReportRows | None = None) -> NodeSummary:
@@ -94,6 +112,10 @@ class NodeTable:
         uses_dra = counts.uses_dra if counts is not None else any(
             d.source == report_pb2.DEVICE_SOURCE_DRA for d in report.devices)
         with self._lock:
+            before = self._reported.get(name)
+            if before is not None and (name in self._uses_dra) == uses_dra and same_figures(before, summary):
+                self._refresh(name, before, summary)
+                return summary
             if uses_dra:
                 self._uses_dra.add(name)
             else:
@@ -102,6 +124,16 @@ class NodeTable:
             self._recount(name)
             self.version += 1
         return summary
+
+    def _refresh(self, name: str, before: NodeSummary, summary: NodeSummary) -> None:
+        """(Under the lock.) A report with the same figures: only its times move, and `version` stays, so the
+        scoring loop owes no pass. Free when nothing capped the node (the new summary is what scoring counts)."""
+        self._reported[name] = summary
+        if self._summaries.get(name) is before:
+            self._summaries[name] = summary
+        else:
+            self._recount(name)
+        self.refreshes += 1
 
     def _recount(self, name: str) -> None:
         """(Under the lock.) What scoring counts for `name`: its reported summary, free capped at the Node's
@@ -186,17 +218,44 @@ class NodeTable:
                 self.version += 1
 
     def snapshot(self) -> ClusterSnapshot:
+        """The table as scoring reads it. Entries whose summary and Node facts are the objects of the previous
+        snapshot are that snapshot's own (a pass with 10 % of 5,000 nodes changed builds 500 entries, not 5,000),
+        and the sorted names are kept until the set of names changes."""
         with self._lock:
             summaries = dict(self._summaries)
             nodes = self._nodes
             pending_gpus, pending_tpus = self._pending
-        if nodes is None:
-            entries = tuple(NodeEntry(name, True, s) for name, s in sorted(summaries.items()))
-        else:
-            entries = tuple(NodeEntry(name, facts.schedulable, summaries.get(name), facts.labels, facts.taints)
-                            for name, facts in sorted(nodes.items()))
-        return ClusterSnapshot(self._cluster, entries, pending_gpu_requests=pending_gpus,
-                               pending_tpu_requests=pending_tpus)
+        keys = summaries.keys() if nodes is None else nodes.keys()
+        with self._snapshot_lock:
+            if len(keys) != len(self._names) or keys != self._name_set:
+                self._names, self._name_set = tuple(sorted(keys)), set(keys)
+            previous, built = self._built, {}
+            for name in self._names:
+                summary = summaries.get(name)
+                facts = None if nodes is None else nodes[name]
+                entry = previous.get(name)
+                if entry is None or entry[0] is not summary or entry[1] is not facts:
+                    node = (NodeEntry(name, True, summary) if facts is None
+                            else NodeEntry(name, facts.schedulable, summary, facts.labels, facts.taints))
+                    entry = (summary, facts, node)
+                built[name] = entry
+            self._built = built
+        return ClusterSnapshot(self._cluster, tuple(entry[2] for entry in built.values()),
+                               pending_gpu_requests=pending_gpus, pending_tpu_requests=pending_tpus)
+
+    def stale_edges(self, *, since: float, now: float, stale_after_s: float) -> tuple[bool, float | None]:
+        """(Whether a node's newest report went stale in (since, now], when the next one will): the scoring loop's
+        clock-driven passes, one O(nodes) scan, run only when such a moment is due."""
+        crossed, upcoming = False, None
+        with self._lock:
+            times = [s.received_at for s in self._summaries.values()]
+        for received_at in times:
+            edge = received_at + stale_after_s  # stale once the clock is past it (node_state.census)
+            if edge >= now:
+                upcoming = edge if upcoming is None or edge < upcoming else upcoming
+            elif edge >= since:
+                crossed = True
+        return crossed, upcoming
 
     def ages(self, now: float) -> dict[str, float]:
         """Seconds since each node's newest accepted report."""

@@ -10,6 +10,15 @@ grpc's receive limit is `max_report_bytes`: a larger body is refused by grpc cor
 and, when the call got that far, counted as `oversized`. `maximum_concurrent_rpcs` is grpc's own backstop
 (calls past it are refused by grpc core before any handler runs, so they hold nothing and are not
 counted); HTTP/2 flow control grants each stream only `BODY_WINDOW` of body before the handler asks for it.
+
+Connections (issue 28, H1: 5,000 TLS connections that never made a call took the scorer from 156 to 357 MiB
+and stayed open forever) are bounded in grpc core, before any handler, by `CONNECTION_LIMITS`: a connection
+that has not finished its TLS and HTTP/2 handshake in `HANDSHAKE_S` is closed, one with no call in flight for
+`CONNECTION_IDLE_S` (one that never calls, or whose calls were all refused) is closed, every connection is
+closed after `CONNECTION_AGE_S` (its calls get `CONNECTION_AGE_GRACE_S` to finish; agents reconnect), and at
+most `MAX_CONNECTIONS` are open at once (grpc stops accepting beyond). Measured (tests/ingest/
+test_connection_limits.py): each kind closed at its limit, none without. An agent keeps its `PushReports`
+stream open, so it is never idle.
 """
 
 from __future__ import annotations
@@ -37,7 +46,8 @@ from accelscore.scorer.ingest.handler import (
 from accelscore.scorer.ingest.validate import MAX_CLOCK_SKEW_S
 from accelscore.v1 import report_pb2 as pb
 
-__all__ = ["CODES", "DEFAULT_BURST", "IngestServer", "IngestStats", "ReportIngest", "build_ingest_server"]
+__all__ = ["CODES", "DEFAULT_BURST", "IngestServer", "IngestStats", "ReportIngest", "build_ingest_server",
+           "connection_limits"]
 
 SERVICE = pb.DESCRIPTOR.services_by_name["ReportService"].full_name
 METHOD = "PushReport"
@@ -47,11 +57,27 @@ DEFAULT_CALLS_PER_NODE = 4  # an agent needs one stream (two during a reconnect,
 DEFAULT_RATE_PER_S = 2.0  # per authenticated node; agents push every 15 s plus on change and retries
 DEFAULT_BURST = 20.0
 STREAMS_PER_CONNECTION = 100  # HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: an agent needs one or two
+HANDSHAKE_S = 5.0  # TLS + HTTP/2 handshake; an agent's takes milliseconds
+CONNECTION_IDLE_S = 10.0  # no call in flight this long: closed (agents hold a stream; a unary agent reconnects)
+CONNECTION_AGE_S = 3600.0  # every connection is renewed hourly (spreads agents over replicas, bounds any leak)
+CONNECTION_AGE_GRACE_S = 30.0  # the calls of a connection past its age get this long to end
+MAX_CONNECTIONS = 12_000  # 2 per agent of a 5,000-node cluster plus headroom; beyond, grpc accepts no more
 # HTTP/2 flow control: grant each stream only this much body before the handler asks for it (no BDP
 # growth), so a body the handler never reads (a refused call) costs at most this much in grpc core.
 BODY_WINDOW: tuple[tuple[str, int], ...] = (("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 64 * 1024))
 
 _T = TypeVar("_T")
+
+
+def connection_limits(*, handshake_s: float = HANDSHAKE_S, idle_s: float = CONNECTION_IDLE_S,
+                      age_s: float = CONNECTION_AGE_S, max_connections: int = MAX_CONNECTIONS
+                      ) -> list[tuple[str, int]]:
+    """grpc server options that bound every connection, authenticated or not, in grpc core (module docstring)."""
+    return [("grpc.server_handshake_timeout_ms", int(handshake_s * 1000)),
+            ("grpc.max_connection_idle_ms", int(idle_s * 1000)),
+            ("grpc.max_connection_age_ms", int(age_s * 1000)),
+            ("grpc.max_connection_age_grace_ms", int(CONNECTION_AGE_GRACE_S * 1000)),
+            ("grpc.max_allowed_incoming_connections", max_connections)]
 
 
 class IngestServer:
@@ -96,9 +122,6 @@ class IngestServer:
             self._stopped.set()
         return self._stopped
 
-    def wait_for_termination(self, timeout: float | None = None) -> bool:
-        return self._stopped.wait(timeout)
-
     async def _stop(self, grace: float | None) -> None:
         try:
             if self._server is not None:
@@ -142,13 +165,14 @@ def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAut
                         rate_limiter: RateLimiter | bool | None = True, max_clock_skew_s: float = MAX_CLOCK_SKEW_S,
                         clock: Callable[[], float] = time.time, credentials: grpc.ServerCredentials | None = None,
                         max_concurrent_rpcs: int = DEFAULT_MAX_CALLS, calls_per_node: int = DEFAULT_CALLS_PER_NODE,
-                        call_deadline_s: float = CALL_DEADLINE_S,
-                        stream_idle_s: float = STREAM_IDLE_S) -> tuple[IngestServer, int]:
+                        call_deadline_s: float = CALL_DEADLINE_S, stream_idle_s: float = STREAM_IDLE_S,
+                        connections: list[tuple[str, int]] | None = None) -> tuple[IngestServer, int]:
     """An ingest server (not yet started) serving ReportService on `address`, and the port it bound.
 
     `rate_limiter`: True = the default per-node bucket, False/None = none, or one to use.
     `credentials` (from `scorer.tls.server_credentials`) makes it a TLS port; None is plaintext, which only
-    an explicit `--insecure-plaintext` asks for in the product (`ScorerService`).
+    an explicit `--insecure-plaintext` asks for in the product (`ScorerService`). `connections`: the connection
+    limits (`connection_limits()` unless given).
     """
     if max_report_bytes <= 0:
         raise ValueError("max_report_bytes must be > 0")
@@ -164,7 +188,8 @@ def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAut
         STREAM_METHOD: grpc.stream_stream_rpc_method_handler(ingest.push_stream),
     })
     options = [("grpc.max_receive_message_length", max_report_bytes), ("grpc.so_reuseport", 0),
-               ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION), *BODY_WINDOW]
+               ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION), *BODY_WINDOW,
+               *(connection_limits() if connections is None else connections)]
     _probe_free(address)
     server = IngestServer(address=address, handlers=(handler,), options=options,
                           maximum_concurrent_rpcs=max_concurrent_rpcs, credentials=credentials)

@@ -37,8 +37,11 @@ _LOG_EVERY_S = 60.0
 class Bulkhead:
     """One source's `score_set` on its own thread: the newest job only, its last result kept."""
 
-    def __init__(self, name: str, produce: Produce, *, max_age_s: float) -> None:
+    def __init__(self, name: str, produce: Produce, *, max_age_s: float, wake: Callable[[], None] | None = None
+                 ) -> None:
         self.name = name
+        self._wake = wake  # a run a pass did not wait for wakes the loop when it ends (its set is news)
+        self._late = False
         self._produce = produce
         self._max_age_s = max_age_s
         self._lock = threading.Lock()
@@ -69,6 +72,7 @@ class Bulkhead:
         with self._lock:
             if not finished:
                 self.counts["late"] += 1
+                self._late = True
             if self._failed or now - self._result_of > self._max_age_s:
                 return None if self._good is None else dataclasses.replace(self._good, fresh_nodes=0)
             return self._result
@@ -101,6 +105,9 @@ class Bulkhead:
                         self._good = result
                 if self._job is None:
                     self._done.set()
+                late, self._late = self._late, False
+            if late and self._wake is not None:
+                self._wake()  # the scoring loop runs no pass without news: this set is news
 
     def _log_failure(self) -> None:
         now = time.monotonic()
@@ -113,8 +120,9 @@ class Bulkhead:
 class Bulkheads:
     """Every source's bulkhead; `producers()` for `scoring_pass`, one shared wait per pass."""
 
-    def __init__(self, produce: Sequence[tuple[str, Produce]], *, max_age_s: float, wait_s: float = WAIT_S) -> None:
-        self._heads = [Bulkhead(name, fn, max_age_s=max_age_s) for name, fn in produce]
+    def __init__(self, produce: Sequence[tuple[str, Produce]], *, max_age_s: float, wait_s: float = WAIT_S,
+                 wake: Callable[[], None] | None = None) -> None:
+        self._heads = [Bulkhead(name, fn, max_age_s=max_age_s, wake=wake) for name, fn in produce]
         self._wait_s = wait_s
         self._deadline = 0.0
 

@@ -1,0 +1,149 @@
+"""The scorer's CPU share end to end (DESIGN §5: at 5,000 nodes pushing every 15 s, 10 % of them changing per
+interval, the scorer uses <= 10 % of one core).
+
+A real scorer process — the service object, its TLS ingest (its own in-memory CA, as without a cluster API), its
+scoring loop (`ScorerService.run`: a pass only when the table changed, at most one a second) and its publishing
+worker — and a client process with 5,000 agents, each on its own TLS connection with its PushReports stream
+open, pushing its 8-GPU report every `INTERVAL_S` on its own schedule; each push changes the node's figures
+(one more or one fewer GPU busy) with probability `CHANGING`, else it repeats them, as an idle node's agent does.
+After the agents connected and one interval passed, the scorer's own CPU time (user + system, every thread)
+over `MEASURE_S` is the row. Authentication is off (no Kubernetes API here): a cached token costs one lookup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench.common import Row, load_note, python_child, varint
+
+NODES = 5000
+INTERVAL_S = 15.0
+CHANGING = 0.10
+MEASURE_S = 30.0
+BUDGET_SHARE = 10.0  # % of one core
+_PUSH = "/accelscore.v1.ReportService/PushReports"
+
+
+def scorer() -> None:
+    """Child: a standalone scorer with its loop running; each stdin line is answered with its counters."""
+    from tests.rig.scorer import standalone_scorer
+
+    service = standalone_scorer().start()
+    threading.Thread(target=service.run, name="scoring-loop", daemon=True).start()
+    print(json.dumps({"port": service.grpc_port, "ca": service.tls_ca_pem.decode(),
+                      "server_name": f"{service.config.tls.service_name}.default.svc"}), flush=True)
+    for _ in sys.stdin:
+        t = os.times()
+        print(json.dumps({"cpu": t.user + t.system, "wall": time.monotonic(), "passes": service.passes,
+                          "accepted": service.ingest_stats.snapshot()["accepted"],
+                          "refreshes": service.table.refreshes}), flush=True)
+    service.stop()
+
+
+def agents(port: int, ca_file: str, server_name: str, seconds: float) -> None:
+    """Child: NODES agents connect (printing "open" once all are), then push on their schedules for `seconds`."""
+    async def main() -> None:
+        import grpc
+
+        from tests.ingest.sample import eight_gpu_report
+
+        credentials = grpc.ssl_channel_credentials(root_certificates=Path(ca_file).read_bytes())
+        options = [("grpc.ssl_target_name_override", server_name), ("grpc.use_local_subchannel_pool", 1)]
+        instance = os.urandom(4).hex()
+        failed = [0]
+
+        def request(i: int, sequence: int, busy: int) -> bytes:
+            body = eight_gpu_report(f"gpu-node-{i:05d}", sequence=sequence, instance=instance,
+                                    busy=busy).SerializeToString()
+            return b"\x0a" + varint(len(body)) + body
+
+        async def connect(i: int) -> tuple[grpc.aio.Channel, grpc.aio.StreamStreamCall]:
+            channel = grpc.aio.secure_channel(f"127.0.0.1:{port}", credentials, options=options)
+            call = channel.stream_stream(_PUSH)()
+            await call.write(request(i, 1, 5))
+            await call.read()
+            return channel, call
+
+        held = []
+        for start in range(0, NODES, 250):  # a rolling start, 250 handshakes at a time
+            held += await asyncio.gather(*(connect(i) for i in range(start, min(NODES, start + 250))))
+        print("open", flush=True)
+        stop_at = time.monotonic() + seconds
+
+        async def push(i: int, call: grpc.aio.StreamStreamCall) -> None:
+            rng = random.Random(i)
+            busy, sequence = 5, 1
+            await asyncio.sleep(rng.uniform(0, INTERVAL_S))  # agents' schedules are spread over the interval
+            while time.monotonic() < stop_at:
+                sequence += 1
+                if rng.random() < CHANGING:
+                    busy = 4 if busy == 5 else 5
+                try:
+                    await call.write(request(i, sequence, busy))
+                    await call.read()
+                except grpc.aio.AioRpcError:
+                    failed[0] += 1
+                    return
+                await asyncio.sleep(INTERVAL_S)
+
+        await asyncio.gather(*(push(i, call) for i, (_, call) in enumerate(held)))
+        for channel, call in held:
+            call.cancel()
+            await channel.close()
+        print(json.dumps({"failed": failed[0]}), flush=True)
+
+    asyncio.run(main())
+
+
+def run() -> list[Row]:
+    server = python_child("from bench.bench_scorer_cpu import scorer; scorer()")
+    assert server.stdin is not None and server.stdout is not None
+    started = json.loads(server.stdout.readline())
+
+    def counters() -> dict[str, float]:
+        server.stdin.write("?\n")  # type: ignore[union-attr]
+        server.stdin.flush()  # type: ignore[union-attr]
+        return json.loads(server.stdout.readline())  # type: ignore[union-attr, no-any-return]
+
+    load = load_note()
+    with tempfile.TemporaryDirectory() as tmp:
+        ca_file = Path(tmp) / "ca.crt"
+        ca_file.write_text(started["ca"])
+        client = python_child(f"from bench.bench_scorer_cpu import agents; agents({started['port']}, "
+                              f"{str(ca_file)!r}, {started['server_name']!r}, {INTERVAL_S + MEASURE_S})")
+        assert client.stdout is not None
+        try:
+            if client.stdout.readline().strip() != "open":
+                raise RuntimeError("the agents did not connect")
+            time.sleep(INTERVAL_S)  # every agent's schedule has begun
+            first = counters()
+            time.sleep(MEASURE_S)
+            last = counters()
+            failed = json.loads(client.communicate(timeout=INTERVAL_S + 120)[0].strip().splitlines()[-1])["failed"]
+        finally:
+            client.kill()
+            server.stdin.close()
+            server.wait(30)
+    if failed:
+        raise RuntimeError(f"{failed} agents' pushes failed")
+    wall = last["wall"] - first["wall"]
+    share = (last["cpu"] - first["cpu"]) / wall * 100
+    reports = last["accepted"] - first["accepted"]
+    refreshes = last["refreshes"] - first["refreshes"]
+    passes = last["passes"] - first["passes"]
+    return [
+        Row("scorer CPU end to end, 5,000 agents every 15 s, 10 % changing", share, "% of a core",
+            f"DESIGN §5; ingest (TLS streams) + scoring passes + publishing worker, the scorer's own CPU over "
+            f"{wall:.0f} s; {reports / wall:.0f} reports/s, {refreshes / max(reports, 1) * 100:.0f} % unchanged; "
+            f"auth off; {load} at the start", budget=BUDGET_SHARE),
+        Row("scorer scoring passes, same run", passes / wall, "passes/s",
+            "a pass only when the node table changed, at most one a second (pass_schedule)", budget=1.0),
+    ]
