@@ -24,7 +24,7 @@ from accelscore.kube.dra import parse_claim, parse_slice
 from accelscore.scorer.core.scoring import score_cluster
 from accelscore.scorer.service import scoring_pass
 from accelscore.scorer.sources.dra_demand import Backlog, ClaimRef, FamilyCache, backlog
-from accelscore.scorer.sources.dra_watch import DraSource
+from accelscore.scorer.sources.dra_watch import DraView
 from accelscore.v1 import report_pb2 as pb
 from bench.common import DESIGN_SCORER_RSS_MIB, Row, cpu_ms, current_rss_mib, median_ms
 from tests.dra import cluster
@@ -84,7 +84,7 @@ _CLASSES = {name: device_class({"metadata": {"name": name}, "spec": {"selectors"
                             ("nic.example.com", "device.driver == 'dra.net'"))}
 
 
-def _backlog_cost(dra: DraSource, name: str) -> tuple[float, float, Backlog]:
+def _backlog_cost(dra: DraView, name: str) -> tuple[float, float, Backlog]:
     """(ms to count PENDING claims of class `name` the first time, ms after one slice changed, the count)."""
     claims = {("ml", f"p{i}"): DraClaim("ml", f"p{i}", "", requests=((RequestOption(name),),)) for i in range(PENDING)}
     refs = [ClaimRef("ml", f"p{i}") for i in range(PENDING)]
@@ -107,7 +107,7 @@ def _backlog_cost(dra: DraSource, name: str) -> tuple[float, float, Backlog]:
     return first_ms, median_ms(after_one_slice_changed, 21), first
 
 
-def _backlog_rows(dra: DraSource) -> list[Row]:
+def _backlog_rows(dra: DraView) -> list[Row]:
     """The backlog's DRA part: a GPU class (found in the first device of each slice) and a NIC class (every GPU
     device evaluated, none selected: the worst case), first over every slice, then after one slice changed."""
     rows = []
@@ -125,7 +125,7 @@ def _backlog_rows(dra: DraSource) -> list[Row]:
 def run() -> list[Row]:
     service = standalone_scorer()
     before = current_rss_mib()
-    dra = DraSource(None)
+    dra = DraView(None)
     dra.present = True  # fed below through its watch callbacks, as its ResourceSlice/ResourceClaim watches feed it
     for n in range(NODES):
         node = f"dra-node-{n:05d}"

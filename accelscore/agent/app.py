@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from accelscore.agent import cycle_data
 from accelscore.agent.collectors.base import Collector, State
 from accelscore.agent.collectors.host import HostCollector
 from accelscore.agent.collectors.kubelet import KubeletCollector
@@ -53,7 +54,7 @@ def build_collectors(host: HostConfig, *, nvml: Nvml | None = None,
     collectors: CollectorSet
 
     def node_data() -> NodeSnapshot | None:
-        return collectors.latest.data("node")
+        return collectors.latest.data(cycle_data.NODE)
 
     def advertised(resource: str) -> Callable[[], bool | None]:
         def check() -> bool | None:

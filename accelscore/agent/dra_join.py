@@ -152,9 +152,12 @@ def _partitions(report: pb.NodeReport, index: dict[tuple[int, str], pb.Device], 
                 known: bool) -> None:
     """A parent's partitions: existing ones marked, allocated ones assigned, the rest counted by profile."""
     open_by_profile: dict[str, list[DraDevice]] = defaultdict(list)
+    created = _created_partitions(report, parent, members, index)
     for device, ref in members:
         wire = index.get((ref.kind, ref.own)) if ref.own else None
         allocations = held.get(device.key, ())
+        if wire is None and allocations and created.get(ref.profile):
+            wire = created[ref.profile].pop(0)  # the partition the driver created for this placement's claim
         if wire is None and not device.consumes:
             wire = _static_partition(report, parent, device, ref)  # exists, but no telemetry saw it
         if wire is not None:
@@ -168,6 +171,28 @@ def _partitions(report: pb.NodeReport, index: dict[tuple[int, str], pb.Device], 
         count = partitions_available(open_by_profile[profile], left)
         if count:
             parent.partitions_available.add(profile=profile, count=count)
+
+
+def _created_partitions(report: pb.NodeReport, parent: pb.Device, members: list[tuple[DraDevice, PhysicalRef]],
+                        index: Mapping[tuple[int, str], pb.Device]) -> dict[str, list[pb.Device]]:
+    """Per profile, the partitions telemetry lists under `parent` that no DRA device names by its own id: on a
+    partitionable GPU, the MIG devices the driver created for allocated claims.
+
+    In partitionable (dynamic MIG) mode the NVIDIA DRA driver publishes each MIG placement as an abstract device,
+    `gpu-<minor>-mig-<profile>-<profileID>-<placementStart>` with `parentUUID` and `profile` but no `uuid`
+    (NVIDIA/k8s-dra-driver-gpu `cmd/gpu-kubelet-plugin/mig.go` @8d8c45c: "This representation is abstract. It does
+    not carry MIG device identity (UUID)"); it creates the MIG device when it prepares a claim, and NVML then lists
+    it with its own UUID under the parent. Such a device joins the allocated placement of its parent and profile
+    (one each: which of equal placements is bookkeeping, the counts are exact); one left over is not DRA's and its
+    assignment stays unknown (`unknown_unless_handed_out`)."""
+    kinds = {ref.kind for _, ref in members}
+    named = {ref.own for _, ref in members if ref.own and (ref.kind, ref.own) in index}
+    out: dict[str, list[pb.Device]] = defaultdict(list)
+    for device in report.devices:
+        if (device.parent_id == parent.id and device.kind in kinds and device.id not in named
+                and device.source != pb.DEVICE_SOURCE_DRA and device.profile):
+            out[device.profile].append(device)
+    return out
 
 
 def _static_partition(report: pb.NodeReport, parent: pb.Device, device: DraDevice, ref: PhysicalRef) -> pb.Device:

@@ -8,21 +8,25 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector
 
 from accelscore import __version__
+from accelscore.agent import cycle_data
 from accelscore.agent.collectors.base import State
+from accelscore.agent.device_records import Extension, NvidiaTelemetry, gpu_records
 from accelscore.agent.push import PushStats
 from accelscore.agent.runner import CollectorSet, Cycle
 from accelscore.agent.snapshots import (
-    GpuSnapshot,
     HostSnapshot,
     KubeletSnapshot,
     NodeSnapshot,
     NvidiaSnapshot,
     TpuSnapshot,
 )
+from accelscore.devices import VENDORS, Accelerator, AcceleratorFamily, CollectorName, DeviceKind, Health
 
 CLOCK_EVENT_REASONS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
                        0x80: "hw_power_brake"}
-# (metric suffix, GpuSnapshot attribute, help); values already in base units.
+# The order the health series are written in (one per state; 1 for the GPU's own).
+_HEALTH_ORDER = (Health.HEALTHY, Health.DEGRADED, Health.UNHEALTHY, Health.UNSPECIFIED)
+# (metric suffix, Accelerator or vendor extension attribute, help); values already in base units.
 _GPU_GAUGES = (
     ("gpu_utilization_ratio", "utilization_ratio", "GPU busy time ratio over the last sample period"),
     ("gpu_memory_utilization_ratio", "memory_utilization_ratio", "GPU memory controller busy ratio"),
@@ -51,6 +55,20 @@ NODE_RESOURCE_FAMILIES = {
 _BYTE_RESOURCES = ("memory", "ephemeral-storage", "hugepages-")
 
 
+def _gpu_records(cycle: Cycle) -> list[list[tuple[Accelerator, Extension]]]:
+    """Every vendor's GPUs this cycle as the report's records, each GPU with its partitions: NVIDIA's through NVML,
+    then each vendor row's own collector's (AMD), grouped by parent."""
+    nvidia: NvidiaSnapshot | None = cycle.data(cycle_data.NVIDIA)
+    found = [gpu_records(gpu) for gpu in nvidia.gpus] if nvidia is not None else []
+    for vendor in VENDORS:
+        if vendor.collector == CollectorName.NVIDIA or vendor.family is not AcceleratorFamily.GPU:
+            continue
+        accelerators = cycle.accelerators(vendor.collector)
+        for gpu in (a for a in accelerators if a.kind == vendor.device_kind):
+            found.append([(gpu, None), *((a, None) for a in accelerators if a.parent_id and a.parent_id == gpu.id)])
+    return found
+
+
 def resource_unit(resource: str) -> str:
     """kube-state-metrics' unit label values: core (cpu), byte (memory, storage, hugepages), integer (the rest)."""
     if resource == "cpu":
@@ -72,19 +90,19 @@ class AgentMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         cycle = self._collectors.latest
         yield from self._self_metrics(cycle)
-        nvidia: NvidiaSnapshot | None = cycle.data("nvidia")
-        kubelet: KubeletSnapshot | None = cycle.data("kubelet")
-        if nvidia is not None:
-            yield from self._gpu_metrics(nvidia.gpus)
+        kubelet: KubeletSnapshot | None = cycle.data(cycle_data.KUBELET)
+        gpus = _gpu_records(cycle)
+        if gpus:
+            yield from self._gpu_metrics(gpus)
         if kubelet is not None:
             yield from self._assignment_metrics(kubelet)
-        tpu: TpuSnapshot | None = cycle.data("tpu")
+        tpu: TpuSnapshot | None = cycle.data(cycle_data.TPU)
         if tpu is not None:
             yield from self._tpu_metrics(tpu)
-        node: NodeSnapshot | None = cycle.data("node")
+        node: NodeSnapshot | None = cycle.data(cycle_data.NODE)
         if node is not None:
             yield from self._node_metrics(node)
-        host: HostSnapshot | None = cycle.data("host")
+        host: HostSnapshot | None = cycle.data(cycle_data.HOST)
         if host is not None:
             yield from self._host_metrics(host)
 
@@ -135,7 +153,8 @@ class AgentMetrics(Collector):
             last.add_metric([self._node], push.last_success_time)
             yield from (pushes, dropped, replaced, last)
 
-    def _gpu_metrics(self, gpus: tuple[GpuSnapshot, ...]) -> Iterator[Metric]:
+    def _gpu_metrics(self, gpus: list[list[tuple[Accelerator, Extension]]]) -> Iterator[Metric]:
+        """Every vendor's GPUs from their records: the GPU first, then its partitions (NVIDIA's MIG instances)."""
         info = InfoMetricFamily("accelscore_gpu", "static GPU attributes",
                                 labels=[*GPU_LABELS, "model", "pci_bus_id"])
         health = GaugeMetricFamily("accelscore_gpu_health", "GPU health (1 for the current state)",
@@ -152,25 +171,28 @@ class AgentMetrics(Collector):
                                       labels=[*GPU_LABELS, "mig_uuid"])
         mig_used = GaugeMetricFamily("accelscore_mig_memory_used_bytes", "MIG instance memory in use",
                                      labels=[*GPU_LABELS, "mig_uuid"])
-        for gpu in gpus:
-            labels = [self._node, str(gpu.index), gpu.uuid]
+        for (gpu, extension), *partitions in gpus:
+            labels = [self._node, str(gpu.index), gpu.id]
             info.add_metric(labels, {"model": gpu.model, "pci_bus_id": gpu.pci_bus_id})
-            for value in ("HEALTHY", "DEGRADED", "UNHEALTHY", "UNSPECIFIED"):
-                current = gpu.health.value == value
-                health.add_metric([*labels, value, gpu.health_reason if current else ""], 1.0 if current else 0.0)
+            for state in _HEALTH_ORDER:
+                current = gpu.health is state
+                health.add_metric([*labels, state.name, gpu.health_reason if current else ""], 1.0 if current else 0.0)
             for suffix, attr, _ in _GPU_GAUGES:
-                _add_if_known(gauges[suffix], labels, getattr(gpu, attr))
+                _add_if_known(gauges[suffix], labels, getattr(gpu, attr, getattr(extension, attr, None)))
             for suffix, attr, _ in _GPU_COUNTERS:
-                _add_if_known(counters[suffix], labels, getattr(gpu, attr))
-            if gpu.clock_event_reasons is not None:
-                for bit, reason in CLOCK_EVENT_REASONS.items():
-                    clocks.add_metric([*labels, reason], 1.0 if gpu.clock_event_reasons & bit else 0.0)
-            for xid, count in gpu.xid_counts:
-                xids.add_metric([*labels, str(xid)], count)
-            for mig in gpu.mig_devices:
-                mig_info.add_metric([*labels, mig.uuid, mig.profile], {})
-                _add_if_known(mig_total, [*labels, mig.uuid], mig.memory_total_bytes)
-                _add_if_known(mig_used, [*labels, mig.uuid], mig.memory_used_bytes)
+                _add_if_known(counters[suffix], labels, getattr(extension, attr, None))
+            if isinstance(extension, NvidiaTelemetry):
+                if extension.clock_event_reasons is not None:
+                    for bit, reason in CLOCK_EVENT_REASONS.items():
+                        clocks.add_metric([*labels, reason], 1.0 if extension.clock_event_reasons & bit else 0.0)
+                for xid, count in extension.xid_counts:
+                    xids.add_metric([*labels, str(xid)], count)
+            for partition, _ in partitions:
+                if partition.kind != DeviceKind.NVIDIA_MIG:
+                    continue
+                mig_info.add_metric([*labels, partition.id, partition.profile], {})
+                _add_if_known(mig_total, [*labels, partition.id], partition.memory_total_bytes)
+                _add_if_known(mig_used, [*labels, partition.id], partition.memory_used_bytes)
         yield from (info, health, clocks, xids, *gauges.values(), *counters.values(), mig_info, mig_total, mig_used)
 
     def _assignment_metrics(self, kubelet: KubeletSnapshot) -> Iterator[Metric]:

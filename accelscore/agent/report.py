@@ -16,16 +16,24 @@ from typing import TypeVar
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from accelscore import __version__
+from accelscore.agent import cycle_data
 from accelscore.agent.collectors.base import State
 from accelscore.agent.collectors.device_ids import IdKind, device_key
 from accelscore.agent.collectors.dra import DraSnapshot
+from accelscore.agent.device_records import (
+    EXTENSION_FIELDS,
+    Extension,
+    NvidiaTelemetry,
+    TpuTelemetry,
+    gpu_records,
+    tpu_record,
+)
 from accelscore.agent.dra_join import add_dra, unknown_unless_handed_out
 from accelscore.agent.runner import Cycle
 from accelscore.agent.snapshots import (
     AllocatableDevice,
     DeviceAssignment,
     GpuSnapshot,
-    Health,
     HostSnapshot,
     KubeletSnapshot,
     NodeSnapshot,
@@ -33,8 +41,11 @@ from accelscore.agent.snapshots import (
     TpuSnapshot,
 )
 from accelscore.devices import (
+    READINGS,
     Accelerator,
     CollectorName,
+    DeviceKind,
+    Health,
     ResourceRole,
     resource_info,
     vendor_named,
@@ -53,12 +64,6 @@ assert _NVIDIA is not None  # the vendor table's first row; NVML is its collecto
 GPU_RESOURCE = _NVIDIA.resource  # NVML-seen GPUs are handed out under this name (local mode's host rule)
 _STATE = {State.OK: pb.COLLECTOR_STATE_OK, State.ABSENT: pb.COLLECTOR_STATE_ABSENT,
           State.UNKNOWN: pb.COLLECTOR_STATE_UNKNOWN}
-_HEALTH = {"UNSPECIFIED": pb.HEALTH_UNSPECIFIED, "HEALTHY": pb.HEALTH_HEALTHY,
-           "DEGRADED": pb.HEALTH_DEGRADED, "UNHEALTHY": pb.HEALTH_UNHEALTHY}
-_GPU_FIELDS = ("memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes", "utilization_ratio",
-               "memory_utilization_ratio", "temperature_celsius", "power_watts", "power_limit_watts",
-               "energy_joules_total", "ecc_uncorrected_total", "remapped_rows_pending", "remapped_rows_failed",
-               "retired_pages_pending", "clock_event_reasons", "mig_enabled", "last_xid")
 
 
 class GpuAssignmentRule(enum.Enum):
@@ -92,11 +97,11 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
             continue
         report.collectors.add(name=name, state=_STATE[reading.state], reason=reading.reason,
                               duration_seconds=reading.duration_seconds)
-    node: NodeSnapshot | None = cycle.data("node")
-    kubelet: KubeletSnapshot | None = cycle.data("kubelet")
-    nvidia: NvidiaSnapshot | None = cycle.data("nvidia")
-    tpu: TpuSnapshot | None = cycle.data("tpu")
-    host: HostSnapshot | None = cycle.data("host")
+    node: NodeSnapshot | None = cycle.data(cycle_data.NODE)
+    kubelet: KubeletSnapshot | None = cycle.data(cycle_data.KUBELET)
+    nvidia: NvidiaSnapshot | None = cycle.data(cycle_data.NVIDIA)
+    tpu: TpuSnapshot | None = cycle.data(cycle_data.TPU)
+    host: HostSnapshot | None = cycle.data(cycle_data.HOST)
     if node is not None:
         _add_node(report, node, seen=_vendors_seen(cycle, vendors, nvidia, tpu))
     elif host_as_node and host is not None:
@@ -114,20 +119,27 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
         for gpu in nvidia.gpus:
             if rule is GpuAssignmentRule.NVML_PROCESSES:
                 by_device[gpu.uuid] = _process_assignments(gpu)
-            _add_gpu(report, gpu, by_device, assignment_known=rule is not GpuAssignmentRule.UNKNOWN,
-                     profiles=profiles, share_count=shares.get(gpu.uuid, 0))
-    if tpu is not None:  # NVML processes say nothing about TPUs
-        _add_tpus(report, tpu, by_device, assignment_known=rule is GpuAssignmentRule.KUBELET)
-    accelerators = [a for name in vendors for a in getattr(cycle.data(name), "accelerators", ())]
+            for accelerator, telemetry in gpu_records(gpu):
+                device = add_accelerator(report, accelerator, telemetry, assignments=by_device.get(accelerator.id, ()),
+                                         assignment_known=rule is not GpuAssignmentRule.UNKNOWN)
+                if accelerator.kind == DeviceKind.NVIDIA_MIG:  # the device plugin's profile name, else NVML's
+                    device.profile = profiles.get(accelerator.id) or accelerator.profile
+                elif shares.get(gpu.uuid, 0) > 1:
+                    device.share_count = shares[gpu.uuid]
+    for chip in tpu.chips if tpu is not None else ():  # NVML processes say nothing about TPUs
+        accelerator, telemetry = tpu_record(chip)
+        add_accelerator(report, accelerator, telemetry, assignments=by_device.get(accelerator.id, ()),
+                        assignment_known=rule is GpuAssignmentRule.KUBELET)
+    accelerators = [a for name in vendors for a in cycle.accelerators(name)]
     for accelerator in accelerators:
         keys = dict.fromkeys((accelerator.id, *accelerator.aliases))  # an alias may repeat the id
         held = [a for key in keys for a in by_device.get(key, ())]
-        add_accelerator(report, accelerator, assignments=held, assignment_known=rule is GpuAssignmentRule.KUBELET)
+        add_accelerator(report, accelerator, None, assignments=held, assignment_known=rule is GpuAssignmentRule.KUBELET)
     source = pb.DEVICE_SOURCE_HOST if rule is GpuAssignmentRule.NVML_PROCESSES else pb.DEVICE_SOURCE_DEVICE_PLUGIN
     for device in report.devices:
         device.source = source  # the DRA join below re-marks what DRA hands out
     dra_reading = cycle.get("dra")
-    dra: DraSnapshot | None = cycle.data("dra")
+    dra: DraSnapshot | None = cycle.data(cycle_data.DRA)
     if dra is not None:
         add_dra(report, dra, kubelet if rule is GpuAssignmentRule.KUBELET else None, node, accelerators)
     if dra_reading is not None and dra_reading.state is not State.ABSENT and kubelet is not None:
@@ -138,19 +150,33 @@ def build_report(cycle: Cycle, *, node_name: str, sequence: int, instance: str, 
     return report
 
 
-def add_accelerator(report: pb.NodeReport, accelerator: Accelerator, *, assignments: Iterable[DeviceAssignment],
-                    assignment_known: bool) -> pb.Device:
-    """Any vendor's accelerator as a wire Device: the fields scoring reads, unknown readings left unset."""
+def add_accelerator(report: pb.NodeReport, accelerator: Accelerator, extension: Extension, *,
+                    assignments: Iterable[DeviceAssignment], assignment_known: bool) -> pb.Device:
+    """Any vendor's accelerator, and its vendor extension, as a wire Device: the one route from a collector to the
+    wire. Unknown readings are left unset."""
     device = report.devices.add(
         kind=int(accelerator.kind), id=accelerator.id, index=accelerator.index, model=accelerator.model,
         pci_bus_id=accelerator.pci_bus_id, parent_id=accelerator.parent_id, health=int(accelerator.health),
         health_reason=accelerator.health_reason, assignment_known=assignment_known, profile=accelerator.profile)
-    for name in ("memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes", "utilization_ratio"):
+    for name in READINGS:
         value = getattr(accelerator, name)
         if value is not None:
             setattr(device, name, value)
+    if extension is not None:
+        _add_extension(device, extension)
     _add_assignments(device, assignments)
     return device
+
+
+def _add_extension(device: pb.Device, extension: NvidiaTelemetry | TpuTelemetry) -> None:
+    """A vendor extension's fields, each named as the wire Device's; None (unread) left unset."""
+    for name in EXTENSION_FIELDS[NvidiaTelemetry if isinstance(extension, NvidiaTelemetry) else TpuTelemetry]:
+        value = getattr(extension, name)
+        if name == "xid_counts":
+            for xid, count in value:
+                device.xid_counts.add(xid=xid, count=count)
+        elif value is not None:
+            setattr(device, name, value)
 
 
 def _process_assignments(gpu: GpuSnapshot) -> list[DeviceAssignment]:
@@ -180,7 +206,7 @@ def _vendors_seen(cycle: Cycle, vendors: list[str], nvidia: NvidiaSnapshot | Non
     if tpu and tpu.chips:
         seen.add("google")
     for name in vendors:
-        for accelerator in getattr(cycle.data(name), "accelerators", ()):
+        for accelerator in cycle.accelerators(name):
             vendor = vendor_of_kind(accelerator.kind)
             if vendor is not None:
                 seen.add(vendor.name)
@@ -299,58 +325,6 @@ def _add_assignments(device: pb.Device, assignments: Iterable[DeviceAssignment])
     for a in assignments:
         device.assignments.add(namespace=a.namespace, pod=a.pod, container=a.container,
                                resource_name=a.resource_name, device_id=a.device_id)
-
-
-def _add_gpu(report: pb.NodeReport, gpu: GpuSnapshot, by_device: dict[str, list[DeviceAssignment]], *,
-             assignment_known: bool, profiles: dict[str, str], share_count: int) -> None:
-    """One physical GPU and its MIG instances; `profiles` (MIG UUID -> profile) and `share_count` as the device
-    plugin advertises them (`_plugin_layout`)."""
-    device = report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id=_gpu_id(gpu), index=gpu.index, model=gpu.model,
-                                pci_bus_id=gpu.pci_bus_id, health=_HEALTH[gpu.health.value],
-                                health_reason=gpu.health_reason, assignment_known=assignment_known,
-                                share_count=share_count if share_count > 1 else 0)
-    for name in _GPU_FIELDS:
-        value = getattr(gpu, name)
-        if value is not None:
-            setattr(device, name, value)
-    for xid, count in gpu.xid_counts:
-        device.xid_counts.add(xid=xid, count=count)
-    _add_assignments(device, by_device.get(gpu.uuid, ()))
-    for mig in gpu.mig_devices:
-        child = report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_MIG, id=mig.uuid, index=mig.index,
-                                   model=f"{gpu.model} MIG {mig.profile}".strip(), parent_id=gpu.uuid,
-                                   pci_bus_id=gpu.pci_bus_id, health=device.health,
-                                   health_reason=gpu.health_reason, assignment_known=assignment_known)
-        if mig.memory_total_bytes is not None:
-            child.memory_total_bytes = mig.memory_total_bytes
-        if mig.memory_used_bytes is not None:
-            child.memory_used_bytes = mig.memory_used_bytes
-        child.profile = profiles.get(mig.uuid) or mig.profile.lower()  # the plugin's name, else NVML's
-        _add_assignments(child, by_device.get(mig.uuid, ()))
-
-
-def _gpu_id(gpu: GpuSnapshot) -> str:
-    """The UUID; a GPU lost before its UUID was read is still one GPU, keyed by PCI address or index."""
-    if gpu.uuid:
-        return gpu.uuid
-    return f"PCI-{gpu.pci_bus_id}" if gpu.pci_bus_id else f"NVML-INDEX-{gpu.index}"
-
-
-def _add_tpus(report: pb.NodeReport, tpu: TpuSnapshot, by_device: dict[str, list[DeviceAssignment]], *,
-              assignment_known: bool) -> None:
-    for chip in tpu.chips:
-        device = report.devices.add(
-            kind=pb.DEVICE_KIND_TPU_CHIP, id=chip.pci_address, index=chip.index, model=f"TPU {chip.generation}",
-            pci_bus_id=chip.pci_address, health=pb.HEALTH_HEALTHY,
-            health_reason="present on the PCI bus (no TPU health signal is exposed)",
-            assignment_known=assignment_known, tpu_generation=chip.generation, tpu_cores=chip.cores)
-        if chip.hbm_total_bytes is not None:
-            device.memory_total_bytes = chip.hbm_total_bytes
-        if chip.hbm_used_bytes is not None:
-            device.memory_used_bytes = chip.hbm_used_bytes
-        if chip.duty_cycle_ratio is not None:
-            device.duty_cycle_ratio = chip.duty_cycle_ratio
-        _add_assignments(device, by_device.get(chip.pci_address, ()))
 
 
 def change_key(report: pb.NodeReport) -> tuple[object, ...]:

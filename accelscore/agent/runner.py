@@ -8,9 +8,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from accelscore.agent.collectors.base import Collector, Reading, State
+from accelscore.devices import Accelerator
+
+if TYPE_CHECKING:
+    from accelscore.agent.cycle_data import DataKey
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +44,21 @@ class Cycle:
     def get(self, name: str) -> Reading[object] | None:
         return self.readings.get(name)
 
-    def data(self, name: str) -> Any:
-        """The named collector's data when it was OK this cycle, else None."""
+    def data(self, key: DataKey[T]) -> T | None:
+        """The keyed collector's data when it was OK this cycle, else None (`accelscore.agent.cycle_data`)."""
+        reading = self.readings.get(key.name)
+        if reading is None or reading.state is not State.OK:
+            return None
+        if not isinstance(reading.data, key.type):
+            raise TypeError(f"collector {key.name} returned {type(reading.data).__name__}, not {key.type.__name__}")
+        return reading.data
+
+    def accelerators(self, name: str) -> tuple[Accelerator, ...]:
+        """A vendor row's collector's accelerators when it was OK this cycle (docs/vendors.md), else none."""
         reading = self.readings.get(name)
-        return reading.data if reading is not None and reading.state is State.OK else None
+        if reading is None or reading.state is not State.OK:
+            return ()
+        return tuple(getattr(reading.data, "accelerators", ()))
 
 
 @dataclass

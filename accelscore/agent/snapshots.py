@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
-
-class Health(enum.Enum):
-    """Per-device health; values match the proto's `Health` suffixes."""
-
-    UNSPECIFIED = "UNSPECIFIED"  # unknown
-    HEALTHY = "HEALTHY"
-    DEGRADED = "DEGRADED"
-    UNHEALTHY = "UNHEALTHY"
-
+from accelscore.devices import Health
 
 # ---------------------------------------------------------------- nvidia
 
@@ -37,20 +28,11 @@ class GpuProcess:
     used_memory_bytes: int | None = None  # None when NVML cannot say (e.g. WDDM)
 
 
-@dataclass(frozen=True)
-class GpuSnapshot:
-    """One physical NVIDIA GPU. `None` means NVML said NotSupported or could not read it."""
+@dataclass(frozen=True, kw_only=True)
+class NvidiaTelemetry:
+    """NVML's readings of a GPU besides the `devices.Accelerator`'s: the NVIDIA extension of the device record,
+    named as the wire Device's fields. `None` means NVML said NotSupported or could not read it."""
 
-    uuid: str  # GPU-...
-    index: int
-    model: str
-    pci_bus_id: str
-    health: Health
-    health_reason: str = ""
-    memory_total_bytes: int | None = None
-    memory_used_bytes: int | None = None
-    memory_reserved_bytes: int | None = None
-    utilization_ratio: float | None = None
     memory_utilization_ratio: float | None = None
     temperature_celsius: float | None = None
     power_watts: float | None = None
@@ -62,9 +44,25 @@ class GpuSnapshot:
     retired_pages_pending: bool | None = None
     clock_event_reasons: int | None = None
     mig_enabled: bool | None = None
-    mig_devices: tuple[MigDevice, ...] = ()
     last_xid: int | None = None
     xid_counts: tuple[tuple[int, int], ...] = ()  # (xid, count), sorted by xid
+
+
+@dataclass(frozen=True)
+class GpuSnapshot(NvidiaTelemetry):
+    """One physical NVIDIA GPU: the Accelerator's readings, its telemetry (keywords only) and its MIG instances."""
+
+    uuid: str  # GPU-...
+    index: int
+    model: str
+    pci_bus_id: str
+    health: Health
+    health_reason: str = ""
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    memory_reserved_bytes: int | None = None
+    utilization_ratio: float | None = None
+    mig_devices: tuple[MigDevice, ...] = ()
     # Running processes by pid, read only when asked (local mode); None = not read or NVML could not say.
     processes: tuple[GpuProcess, ...] | None = None
 

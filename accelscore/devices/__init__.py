@@ -7,7 +7,7 @@ Readers must treat names and kinds outside these as "from a newer agent": ignore
 
 from __future__ import annotations
 
-from accelscore.devices.accelerator import Accelerator
+from accelscore.devices.accelerator import READINGS, Accelerator
 from accelscore.devices.names import AcceleratorFamily, CollectorName, DeviceKind, DeviceSource, Health
 from accelscore.devices.vendors import (
     COLLECTOR_NAMES,
@@ -36,6 +36,7 @@ __all__ = [
     "COLLECTOR_NAMES",
     "KINDS",
     "KIND_VALUES",
+    "READINGS",
     "VENDORS",
     "Accelerator",
     "AcceleratorFamily",

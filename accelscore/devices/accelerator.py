@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from accelscore.devices.names import Health
 
-__all__ = ["Accelerator"]
+__all__ = ["READINGS", "Accelerator"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,3 +30,8 @@ class Accelerator:
     utilization_ratio: float | None = None
     profile: str = ""  # partitions only: the profile, as the device plugin names it after the vendor prefix
     aliases: tuple[str, ...] = ()  # other ids the device plugin or DRA driver may use for it (PCI address, ...)
+
+
+# The readings that may be unknown (None: sent unset), each named as the wire Device's field and as the collectors'
+# snapshot fields they come from, so a new one flows from a collector to the wire without a line elsewhere.
+READINGS = tuple(f.name for f in fields(Accelerator) if f.default is None)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from accelscore.devices.dra_capacity import CapacityPolicy, SharedCapacity, shared_capacity
-from accelscore.devices.names import AcceleratorFamily, DeviceKind
+from accelscore.devices.names import AcceleratorFamily
 from accelscore.devices.vendors import DraIdentity, Vendor, vendor_of_driver
 
 __all__ = [
@@ -231,11 +231,6 @@ def _placement(name: str) -> tuple[int, str]:
     """NVIDIA MIG names end in `-<placementStart>`: order by it (then by name)."""
     tail = name.rsplit("-", 1)[-1]
     return (int(tail), name) if tail.isdigit() else (1 << 30, name)
-
-
-def kind_of(ref: PhysicalRef) -> DeviceKind | int:
-    """The wire DeviceKind of a DRA device (a DeviceKind where the enum has it)."""
-    return DeviceKind(ref.kind) if ref.kind in DeviceKind._value2member_map_ else ref.kind
 
 
 # ------------------------------------------------------------------------------- the scorer's view of a node

@@ -27,7 +27,7 @@ from accelscore.local import explain
 from accelscore.options import Option, add_options, host_port, one_of, resolve, text
 from accelscore.scorer.core.model import ScoreSet
 from accelscore.scorer.core.scoring_config import SCORING_OPTIONS, scoring_config_from
-from accelscore.scorer.custom.source import CUSTOM_SCORES_OPTIONS, CustomScoresMetrics, CustomScoresSource
+from accelscore.scorer.custom.scores_file import CUSTOM_SCORES_OPTIONS, CustomScoresFile, CustomScoresMetrics, load_text
 from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.service import scoring_pass
@@ -75,14 +75,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_custom_scores_file(path: object) -> None:
-    """A file named on the command line must be there (the scorer's mounted ConfigMap may be absent: not here)."""
+    """A file named on the command line must be there and yield a definition (the scorer's mounted ConfigMap may
+    be absent or wrong for a while: not here, where the user just typed the name)."""
     from pathlib import Path
 
     from accelscore.options import StartupError
 
-    if path and not Path(str(path)).is_file():
-        reason = "is not a file" if Path(str(path)).exists() else "no such file"
-        raise StartupError(f"--custom-scores {path}: {reason}")
+    if not path:
+        return
+    file = Path(str(path))
+    if not file.is_file():
+        raise StartupError(f"--custom-scores {path}: {'is not a file' if file.exists() else 'no such file'}")
+    try:
+        custom = load_text(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise StartupError(f"--custom-scores {path}: {err}") from None
+    if not custom.scores:
+        why = "; ".join(custom.errors[:3]) if custom.errors else "it defines no score"
+        more = f" (and {len(custom.errors) - 3} more)" if len(custom.errors) > 3 else ""
+        raise StartupError(f"--custom-scores {path}: no definition accepted: {why}{more}")
 
 
 class LocalSession:
@@ -97,7 +108,7 @@ class LocalSession:
         self.metrics_address: tuple[str, int] = values["metrics_address"]
         self.cluster: str = values["cluster_name"]
         self.config = scoring_config_from(values)
-        self.custom = CustomScoresSource.from_values(values)
+        self.custom = CustomScoresFile.from_values(values)
         self.collectors = collectors or app.build_collectors(self.host, read_gpu_processes=True)
         self.table = NodeTable(cluster=self.cluster, config=self.config)
         self.view = ScoringView(cluster=self.cluster)
@@ -214,7 +225,7 @@ def render_table(score_sets: Sequence[ScoreSet], cycle: Cycle | None,
     return "\n".join(lines) + "\n"
 
 
-def render_custom(custom: CustomScoresSource) -> str:
+def render_custom(custom: CustomScoresFile) -> str:
     """Rejected user-defined scores (one line each) and why a score is unknown this pass."""
     lines = [f"custom score rejected: {line}" for line in custom.scores.errors]
     if custom.file_error:

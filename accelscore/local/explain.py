@@ -7,12 +7,13 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
+from accelscore.agent import cycle_data
 from accelscore.agent.collectors.base import Reading, State
 from accelscore.agent.report import GpuAssignmentRule
 from accelscore.agent.runner import Cycle
-from accelscore.agent.snapshots import Health, NvidiaSnapshot
+from accelscore.agent.snapshots import NvidiaSnapshot
 from accelscore.crds.placement_score import ScoreObject
-from accelscore.devices import VENDORS, AcceleratorFamily, family_resources
+from accelscore.devices import VENDORS, AcceleratorFamily, Health, family_resources
 
 ANNOTATION_DOMAIN = "accelscore.io"
 RULE_ANNOTATION = f"{ANNOTATION_DOMAIN}/gpu-assignment"
@@ -70,7 +71,7 @@ def _gpu_note(cycle: Cycle, rule: GpuAssignmentRule) -> str:
     if rule is GpuAssignmentRule.UNKNOWN:
         kubelet = _state_of(cycle.get("kubelet"), "kubelet")
         return f"gpu free/fit/memory scores are 0 ({COMPAT} -100): GPU assignment unknown ({kubelet})"
-    data: NvidiaSnapshot | None = cycle.data("nvidia")  # None unless the collector read OK
+    data: NvidiaSnapshot | None = cycle.data(cycle_data.NVIDIA)  # None unless the collector read OK
     unread = [str(g.index) for g in (data.gpus if data else ())
               if g.processes is None and g.health is not Health.UNHEALTHY]  # a lost GPU is busy anyway
     if rule is GpuAssignmentRule.NVML_PROCESSES and unread:

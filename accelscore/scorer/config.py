@@ -33,7 +33,7 @@ from accelscore.options import (
     text,
 )
 from accelscore.scorer.core.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
-from accelscore.scorer.custom.source import CustomScoresSettings
+from accelscore.scorer.custom.scores_file import CustomScoresSettings
 from accelscore.scorer.ha.startup import DEFAULT_GRACE_S
 from accelscore.scorer.publish.policy import PUBLISH_OPTIONS, PublishPolicy, publish_policy_from
 

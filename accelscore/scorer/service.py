@@ -13,10 +13,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from accelscore.promlabels import ConstantLabels
 from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, ScoreSet
+from accelscore.scorer.core.node_state import read_nodes
 from accelscore.scorer.core.scoring import score_set
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.core.totals import ClusterTotals, cluster_totals
-from accelscore.scorer.custom.source import CustomScoresMetrics, CustomScoresSource
+from accelscore.scorer.custom.scores_file import CustomScoresFile, CustomScoresMetrics
 from accelscore.scorer.ha.metrics import HaMetrics, HaState
 from accelscore.scorer.ha.startup import ViewState, view_trustworthy
 from accelscore.scorer.ingest.admission import RateLimiter
@@ -38,8 +39,8 @@ if TYPE_CHECKING:  # imported where a cluster API is given (they load the Kubern
     from accelscore.kube.config import ApiClient
     from accelscore.scorer.ha.elector import LeaderElector
     from accelscore.scorer.ingest.auth import TokenAuthenticator
-    from accelscore.scorer.sources.dra import DraInput
-    from accelscore.scorer.sources.dra_watch import DraSource
+    from accelscore.scorer.sources.dra import DraSource
+    from accelscore.scorer.sources.dra_watch import DraView
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ ExtraScoreSet = Callable[[ClusterSnapshot, ClusterTotals, float], ScoreSet | Non
 
 
 def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, publisher: Publisher | None,
-                 now: float, custom: CustomScoresSource | None = None,
+                 now: float, custom: CustomScoresFile | None = None,
                  extra: Sequence[ExtraScoreSet] = ()) -> tuple[ScoreSet, ...]:
     """Snapshot → pure scores → /metrics view → publisher (the scorer's and local mode's one pass). The scorer
     passes no publisher: it hands the sets to its publishing worker itself, once its view is trustworthy.
@@ -110,14 +111,14 @@ class ScorerService:
                                                             publish_stats=self.publisher.stats,
                                                             capped_stats=self.table.capped_counts), cluster_label))
         self.registry.register(ConstantLabels(UnknownItemsMetrics(self.ingest_stats.unknown), cluster_label))
-        self.custom = CustomScoresSource(config.custom.file or None, budget=config.custom.budget)
+        self.custom = CustomScoresFile(config.custom.file or None, budget=config.custom.budget)
         self.registry.register(ConstantLabels(CustomScoresMetrics(self.custom), cluster_label))
         self.registry.register(HaMetrics(cluster=config.hub.cluster_name, read=self.ha_state))
         self._cluster_api = cluster_api
         self._wake = threading.Event()
         # Every input besides reports, in the order their sets publish (docs/architecture.md, "Adding a scorer
         # input"); `_applied` is what each one's last `apply` said the table holds (the startup gate reads it).
-        self._dra: DraInput | None = None  # set by _sources with a cluster API
+        self._dra: DraSource | None = None  # set by _sources with a cluster API
         self.sources: list[Source] = self._sources(dict(watch_options or {}))
         self._applied: dict[str, bool] = {}
         # The sources' own sets run behind bulkheads (made at the first pass, from the sources then).
@@ -193,40 +194,24 @@ class ScorerService:
         if self._cluster_api is None:
             return [custom]
         from accelscore.scorer.sources.bound_pods import BoundPodsSource
-        from accelscore.scorer.sources.dra import DraInput
-        from accelscore.scorer.sources.kueue import KueueInput
+        from accelscore.scorer.sources.dra import DraSource
+        from accelscore.scorer.sources.kueue import KueueSource
         from accelscore.scorer.sources.nodes import NodeSource
         from accelscore.scorer.sources.pending_pods import PendingPodsSource
 
         api, wake = self._cluster_api, self._wake.set
-        dra = self._dra = DraInput(api, wake=wake, watch_options=watch_options)
+        dra = self._dra = DraSource(api, wake=wake, watch_options=watch_options)
         return [NodeSource(api, wake=wake, watch_options=watch_options),
-                PendingPodsSource(api, wake=wake, watch_options=watch_options, dra=dra.dra_source),
+                PendingPodsSource(api, wake=wake, watch_options=watch_options, dra=dra.view),
                 BoundPodsSource(api, wake=wake, watch_options=watch_options),
                 dra,
                 custom,
-                KueueInput(api, wake=wake, stale_after_s=self.config.scoring.stale_after_s, dra=dra.dra_source)]
-
-    def _source_watch(self, name: str) -> Any:
-        """The WatchCache behind a watch source (None before start or without one): for tests and debugging."""
-        return next((getattr(s, "watch", None) for s in self.sources if s.name == name), None)
+                KueueSource(api, wake=wake, stale_after_s=self.config.scoring.stale_after_s, dra=dra.view)]
 
     @property
-    def _node_watch(self) -> Any:
-        return self._source_watch("nodes")
-
-    @property
-    def _pending_watch(self) -> Any:
-        return self._source_watch("pending-pods")
-
-    @property
-    def _bound_watch(self) -> Any:
-        return self._source_watch("bound-pods")
-
-    @property
-    def dra(self) -> DraSource | None:
-        """The scorer's DRA source once the cluster is found to serve DRA."""
-        return None if self._dra is None else self._dra.dra_source()
+    def dra(self) -> DraView | None:
+        """The scorer's DRA view once the cluster is found to serve DRA."""
+        return None if self._dra is None else self._dra.view()
 
     def _apply_sources(self) -> None:
         """Fold every source into the node table once per pass (not once per event: O(nodes) per pass)."""
@@ -277,7 +262,9 @@ class ScorerService:
             if self._gate_open:
                 return True
             first = score_sets[0]
-            verdict = view_trustworthy(watch=self.view_state(), fresh=first.fresh_nodes, total=first.total_nodes,
+            # Nodes whose collectors have read them: a report sent before an agent's watches synced is no news yet.
+            read = read_nodes(self.table.snapshot().nodes, now=now, stale_after_s=self.config.scoring.stale_after_s)
+            verdict = view_trustworthy(watch=self.view_state(), fresh=read, total=first.total_nodes,
                                        since_start_s=now - self._term_started,
                                        grace_s=self.config.ha.startup_grace_s)
             if not verdict.publish:

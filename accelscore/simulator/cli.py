@@ -32,7 +32,7 @@ from accelscore.options import (
 )
 from accelscore.scorer.core.scoring_config import SCORING_OPTIONS, ScoringConfig, scoring_config_from
 from accelscore.scorer.custom.scores import CustomScores
-from accelscore.scorer.custom.source import CUSTOM_SCORES_OPTIONS, load_text
+from accelscore.scorer.custom.scores_file import CUSTOM_SCORES_OPTIONS, load_text
 from accelscore.scorer.publish import policy as pp
 from accelscore.scorer.publish.policy import PUBLISH_OPTIONS, publish_policy_from
 from accelscore.simulator import matrix, report, routing
@@ -40,7 +40,7 @@ from accelscore.simulator.fleet import Fleet, FleetError, load_fleet, load_place
 from accelscore.simulator.oneshot import run_oneshot
 from accelscore.simulator.placement import Ranking
 from accelscore.simulator.plot import MISSING
-from accelscore.simulator.replay import TIE_BREAKS, Replay, ReplayOptions
+from accelscore.simulator.replay import TIE_BREAKS, Replay, ReplayOptions, random_orders, tie_break_ok
 from accelscore.simulator.trace import load_trace
 from accelscore.simulator.tracegen import MIXES
 
@@ -54,6 +54,13 @@ def _arg(parse: Callable[[str], object]) -> Callable[[str], object]:
             raise argparse.ArgumentTypeError(f"{raw!r}: {err}") from None
     convert.__name__ = parse.__name__
     return convert
+
+
+def _tie_break(raw: str) -> str:
+    """A tie-break order (accelscore.simulator.replay.TIE_BREAKS, or random:<seed>)."""
+    if not tie_break_ok(raw):
+        raise ValueError(f"expected one of {', '.join(TIE_BREAKS)} or random:<seed> (a whole number)")
+    return raw
 
 
 # Every scoring and publishing option the scorer takes, from the same definitions (flags and env twins).
@@ -84,10 +91,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check-invariants", action="store_true", help="verify no device is held twice, every tick")
     parser.add_argument("--job-timeout", type=_arg(positive_float), default=3600.0,
                         help="a job waiting this many seconds without starting times out (default 3600)")
-    parser.add_argument("--tie-break", choices=TIE_BREAKS, action="append", default=None,
+    parser.add_argument("--tie-break", type=_arg(_tie_break), action="append", default=None,
                         help="order of clusters whose totals tie: name (OCM, the default), reverse (names reversed), "
-                             "dead-first (clusters with absent, expired or withdrawn accelscore scores first: the "
-                             "worst case); repeatable with --matrix (default there: name and dead-first)")
+                             "random:<seed> (a seeded permutation of the names), dead-first (dead clusters first: "
+                             "absent, expired or withdrawn accelscore scores, or killed by diesAtSeconds; the worst "
+                             "case); repeatable with --matrix (default there: name and dead-first)")
+    parser.add_argument("--random-orders", type=_arg(non_negative_int), default=0, metavar="N",
+                        help="with --matrix: also N seeded random tie-break orders (random:1 .. random:N)")
     parser.add_argument("--matrix", action="store_true",
                         help="FLEET is a directory of fleets and --trace a trace or a directory of them: replay "
                              "every pair with auto routing once per tie-break order beside the oracle, and print "
@@ -228,8 +238,9 @@ def _matrix(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishP
                          seed=args.seed, horizon_s=args.horizon, check_invariants=args.check_invariants,
                          job_timeout_s=args.job_timeout)
     progress = _progress if args.progress or sys.stderr.isatty() else None
+    orders = (*(args.tie_break or ("name", "dead-first")), *random_orders(args.random_orders))
     cells = matrix.run(args.fleet, args.trace, placements, config=config, policy=policy, opts=opts,
-                       tie_breaks=args.tie_break or ("name", "dead-first"), progress=progress)
+                       tie_breaks=tuple(dict.fromkeys(orders)), progress=progress)
     if args.output == "table":
         sys.stdout.write(matrix.table(cells))
     else:

@@ -4,7 +4,7 @@ Cluster files are checked by hand (every error names the file and the field); No
 strictly with `json_format`; Placements are validated against the OCM Placement CRD schema vendored in
 `accelscore.crds` when `jsonschema` is installed, else against basic structural checks. A cluster's
 `kueue` objects (ClusterQueues, ResourceFlavors, Cohorts: the real API objects as YAML) are validated against
-the vendored Kueue CRDs the same way and reduced to a `KueueState` by the scorer's own `kueue_source`.
+the vendored Kueue CRDs the same way and reduced to a `KueueState` by the scorer's own `kueue_view`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from google.protobuf import json_format
 
 from accelscore.crds import crd_path, kueue_dir
 from accelscore.scorer.core.model import ACCELSCORE_APS, KUEUE_APS, RESOURCE_USAGE_APS, Taint
-from accelscore.scorer.kueue import source as kueue_source
+from accelscore.scorer.kueue import view as kueue_view
 from accelscore.scorer.kueue.headroom import KueueState
 from accelscore.simulator import placement as pl
 from accelscore.simulator.dra_fleet import ClusterDra, FleetDraError, parse_dra
@@ -35,10 +35,10 @@ _AVAILABLE = {True: "True", False: "False", "True": "True", "False": "False", "U
 _NODE_KEYS = {"schedulable", "reportAgeSeconds", "labels", "taints"}
 _TAINT_KEYS = {"key", "value", "effect"}
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-# `kueue:` field -> (Kueue kind, vendored CRD plural, kueue_source's conversion of one object)
-_KUEUE_KINDS = {"clusterQueues": ("ClusterQueue", "clusterqueues", kueue_source.cluster_queue),
-                "resourceFlavors": ("ResourceFlavor", "resourceflavors", kueue_source.resource_flavor),
-                "cohorts": ("Cohort", "cohorts", kueue_source.cohort)}
+# `kueue:` field -> (Kueue kind, vendored CRD plural, kueue_view's conversion of one object)
+_KUEUE_KINDS = {"clusterQueues": ("ClusterQueue", "clusterqueues", kueue_view.cluster_queue),
+                "resourceFlavors": ("ResourceFlavor", "resourceflavors", kueue_view.resource_flavor),
+                "cohorts": ("Cohort", "cohorts", kueue_view.cohort)}
 _KUEUE_GROUP = "kueue.x-k8s.io"
 _HUB_APS = (ACCELSCORE_APS, RESOURCE_USAGE_APS, KUEUE_APS)
 _HUB_KEYS = {"absent", "validUntilSeconds"}
@@ -145,7 +145,7 @@ def validate_placement(obj: Mapping[str, Any], where: str, schema: Mapping[str, 
 
 
 def _check_schema(obj: Mapping[str, Any], where: str, schema: Mapping[str, Any]) -> None:
-    """FleetError when `obj` breaks a CRD schema; no check without `jsonschema` (kueue_source reads leniently)."""
+    """FleetError when `obj` breaks a CRD schema; no check without `jsonschema` (kueue_view reads leniently)."""
     try:
         import jsonschema
     except ImportError:
@@ -268,7 +268,7 @@ def _taints(value: object, where: str) -> tuple[Taint, ...]:
 
 def _kueue(value: object, where: str) -> KueueState | None:
     """`kueue: {clusterQueues, resourceFlavors, cohorts}`: Kueue API objects, checked against the vendored CRDs
-    and converted by the scorer's `kueue_source` (the one parser). Absent = no Kueue on the cluster."""
+    and converted by the scorer's `kueue_view` (the one parser). Absent = no Kueue on the cluster."""
     if value is None:
         return None
     if not isinstance(value, dict):

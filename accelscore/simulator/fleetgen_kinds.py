@@ -20,6 +20,7 @@ from accelscore.simulator.nodegen import (
     H100,
     L4,
     L40S,
+    MI300X,
     T4,
     V5E,
     Layout,
@@ -166,5 +167,41 @@ def homogeneous(rng: random.Random) -> list[dict]:
     ]
 
 
+def vendors(rng: random.Random) -> list[dict]:
+    """An AMD MI300X cluster beside NVIDIA H100 clusters (issue 29): its name sorts first, so any tie on a score
+    that counted its GPUs as the plain GPU resource went its way; jobs asking AMD's resource can start only there."""
+    return [
+        _cluster("amd-mi300x", {"region": "east", "accelerator": "mi300x"},
+                 _whole(rng, "mi300x", MI300X, [8, 8, 8, 8, 4, 0, 8, 2, 8, 8])),
+        _cluster("h100-east", {"region": "east"}, _whole(rng, "h100e", H100, [8, 8, 4, 0, 8, 2])),
+        _cluster("h100-west", {"region": "west"}, _whole(rng, "h100w", H100, [8, 0, 8, 6, 8, 1, 8])),
+        _cluster("h100-north", {"region": "north"}, _whole(rng, "h100n", H100, [4, 8, 2, 8, 0])),
+    ]
+
+
+def _hgx_domain(rng: random.Random, prefix: str, domain: str, free: Sequence[int]) -> list[dict]:
+    """8-GPU nodes sharing one NVLink domain (a multi-node NVLink HGX/NVL system), labelled with its clique."""
+    value = clique(domain, 32765)
+    return [node_report(f"{prefix}-{i:02d}", H100, _busy(rng, 8, f), labels={CLIQUE_LABEL: value})
+            for i, f in enumerate(free)]
+
+
+def nvl72(rng: random.Random) -> list[dict]:
+    """GB200/GB300 NVL72 racks with fragmented domains (issue 29): `gb-frag` has one rack with 34 free GPUs
+    scattered 1-2 per tray (no tray wholly free) and one with 26 free of which 6 trays wholly free; `gb-whole` one
+    rack with 10 whole trays; `hgx-nvl` 8-GPU nodes in one NVLink domain; `h100-plain` no domain at all."""
+    scattered = [2] * 16 + [3] * 2  # GPUs busy per tray: 34 free, none of 18 trays whole
+    six_whole = [0] * 6 + [4] * 10 + [3] * 2  # 24 + 2 = 26 free, 6 whole trays
+    return [
+        _cluster("gb-frag", {"region": "east", "accelerator": "gb200"},
+                 _trays(rng, "fraga", "frag-a", scattered) + _trays(rng, "fragb", "frag-b", six_whole)),
+        _cluster("gb-whole", {"region": "west", "accelerator": "gb300"},
+                 _trays(rng, "whole", "whole", [0] * 10 + [4] * 8)),
+        _cluster("hgx-nvl", {"region": "central", "accelerator": "h100"},
+                 _hgx_domain(rng, "hgxn", "hgx-nvl", [8, 8, 0, 8, 4, 8])),
+        _cluster("h100-plain", {"region": "south", "accelerator": "h100"}, _whole(rng, "plain", H100, [8, 8, 2, 0])),
+    ]
+
+
 FLEETS = {"homogeneous": homogeneous, "mig": mig, "shared": shared, "models": models, "nvlink": nvlink,
-          "realistic": realistic}
+          "realistic": realistic, "vendors": vendors, "nvl72": nvl72}

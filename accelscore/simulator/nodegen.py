@@ -28,9 +28,9 @@ from accelscore.v1 import report_pb2
 
 FLEET_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z: the fleet's "now"
 _GIB = 1 << 30
-_NVIDIA, _TPU = (vendor_row(k) for k in (DeviceKind.NVIDIA_GPU, DeviceKind.TPU_CHIP))
+_NVIDIA, _AMD, _TPU = (vendor_row(k) for k in (DeviceKind.NVIDIA_GPU, DeviceKind.AMD_GPU, DeviceKind.TPU_CHIP))
 assert _NVIDIA is not None and _TPU is not None  # rows of the vendor table (accelscore.devices)
-GPU, TPU = _NVIDIA.resource, _TPU.resource
+GPU, AMD_GPU, TPU = _NVIDIA.resource, _AMD.resource, _TPU.resource
 PRODUCT_LABEL = _NVIDIA.product_label
 MIG_RESOURCE = GPU.rpartition("/")[0] + "/mig-"  # + profile: what mig.strategy=mixed advertises
 CLIQUE_LABEL = _NVIDIA.domain_label
@@ -41,12 +41,13 @@ _MIG_EIGHTHS = {"1g": 1, "2g": 2, "3g": 4, "4g": 4, "7g": 8}
 
 @dataclass(frozen=True)
 class Part:
-    """An accelerator part: NVML model name (or TPU generation), memory, devices per node, resource."""
+    """An accelerator part: NVML (amd-smi) model name (or TPU generation), memory, devices per node, resource."""
 
     model: str
     memory_gib: int
     per_node: int
     tpu: bool = False
+    amd: bool = False  # an AMD GPU: amd-smi's device, keyed by PCI address as the AMD device plugin lists it
 
 
 H100 = Part("NVIDIA H100 80GB HBM3", 80, 8)
@@ -57,6 +58,7 @@ L4 = Part("NVIDIA L4", 24, 8)
 T4 = Part("Tesla T4", 16, 4)
 GB200 = Part("NVIDIA GB200", 186, 4)  # a GB200 NVL72 compute tray: 4 GPUs; 18 trays make one NVLink domain
 V5E = Part("TPU v5 lite", 16, 4, tpu=True)
+MI300X = Part("AMD Instinct MI300X", 192, 8, amd=True)  # an 8-GPU MI300X platform, SPX/NPS1: whole GPUs
 
 
 @dataclass(frozen=True)
@@ -98,11 +100,12 @@ def node_report(name: str, part: Part, busy: list[int], *, age_s: float = 0, unh
     """One NodeReport (canonical JSON dict): `busy` whole devices held by pods, MIG and shares per `layout`."""
     r = report_pb2.NodeReport(node_name=name, agent_version="0.1.0", sequence=seq, agent_instance=f"{name}-a1")
     r.time.FromSeconds(int(FLEET_TIME - age_s))
-    states = {"nvidia": not part.tpu, "tpu": part.tpu, "kubelet": True, "node": True, "host": True}
+    states = {_NVIDIA.collector: not part.tpu and not part.amd, _TPU.collector: part.tpu, "kubelet": True,
+              "node": True, "host": True, **({_AMD.collector: True} if part.amd else {})}
     for collector, present in states.items():
         r.collectors.add(name=collector, duration_seconds=0.004,
                          state=report_pb2.COLLECTOR_STATE_OK if present else report_pb2.COLLECTOR_STATE_ABSENT)
-    resource = TPU if part.tpu else GPU
+    resource = _resource(part)
     held = len(busy)
     r.resources.add(name="cpu", allocatable=94.0, requested=2.0 + 10 * held, free=92.0 - 10 * held)
     mem = 700 * _GIB
@@ -114,7 +117,7 @@ def node_report(name: str, part: Part, busy: list[int], *, age_s: float = 0, unh
         _add_device(r, name, part, i, busy=i in busy, unhealthy=i in unhealthy, layout=layout)
     if layout is not WHOLE:
         _add_plugin_resources(r, part, layout)
-    label = _TPU.product_label if part.tpu else PRODUCT_LABEL
+    label = _TPU.product_label if part.tpu else (_AMD.product_label if part.amd else PRODUCT_LABEL)
     r.node.ready = True
     r.node.labels[label] = "tpu-v5-lite-podslice" if part.tpu else part.model.replace(" ", "-")
     if not part.tpu and layout is not WHOLE:
@@ -126,15 +129,22 @@ def node_report(name: str, part: Part, busy: list[int], *, age_s: float = 0, unh
     return json_format.MessageToDict(r)
 
 
+def _resource(part: Part) -> str:
+    return TPU if part.tpu else (AMD_GPU if part.amd else GPU)
+
+
 def _add_device(r: report_pb2.NodeReport, name: str, part: Part, i: int, *, busy: bool, unhealthy: bool,
                 layout: Layout) -> None:
     """Device i (and its MIG instances): held whole when `busy`, shares and instances per the layout."""
-    resource = TPU if part.tpu else GPU
+    resource = _resource(part)
     d = r.devices.add(index=i, model=part.model, assignment_known=True,
                       pci_bus_id=f"0000:{0x10 + i:02x}:00.0", memory_total_bytes=part.memory_gib * _GIB)
     d.health = report_pb2.HEALTH_UNHEALTHY if unhealthy else report_pb2.HEALTH_HEALTHY
     if part.tpu:
         d.kind, d.id, d.tpu_generation, d.tpu_cores = report_pb2.DEVICE_KIND_TPU_CHIP, d.pci_bus_id, "v5e", 1
+    elif part.amd:
+        d.kind, d.id = report_pb2.DEVICE_KIND_AMD_GPU, d.pci_bus_id
+        d.temperature_celsius, d.power_watts = 40.0, 140.0
     else:
         d.kind, d.id = report_pb2.DEVICE_KIND_NVIDIA_GPU, gpu_id(name, i)
         d.temperature_celsius, d.power_watts = 40.0, 90.0

@@ -83,10 +83,6 @@ class Placement:
     tolerations: tuple[Toleration, ...] = ()
     annotations: Mapping[str, str] = field(default_factory=dict)
 
-    def references(self) -> set[tuple[str, str]]:
-        """(APS name, score name) pairs this Placement ranks by."""
-        return {(c.resource_name, c.score_name) for c, _ in self.configurations if c.type == "AddOn"}
-
 
 @dataclass(frozen=True, slots=True)
 class ClusterInfo:

@@ -39,9 +39,21 @@ if TYPE_CHECKING:
 
 RESYNC_S = 600.0  # the placement controller's periodic resync (what notices a merely expired score)
 # Orders for clusters whose totals tie. OCM orders them by name; the others stand for other names: `reverse`
-# (every name order reversed) and `dead-first` (clusters whose accelscore object is absent, expired or
-# withdrawn at that moment sort before live ones: the worst case for sending a job to a dead cluster).
+# (every name order reversed), `random:<seed>` (one seeded permutation of the names, kept for the whole replay)
+# and `dead-first` (clusters whose accelscore object is absent, expired or withdrawn at that moment sort before
+# live ones: the worst case for sending a job to a dead cluster).
 TIE_BREAKS = ("name", "reverse", "dead-first")
+RANDOM = "random:"
+
+
+def tie_break_ok(order: str) -> bool:
+    """A tie-break order the replay knows: TIE_BREAKS, or `random:<seed>` with a whole-number seed."""
+    return order in TIE_BREAKS or (order.startswith(RANDOM) and order[len(RANDOM):].isdigit())
+
+
+def random_orders(count: int, *, first_seed: int = 1) -> tuple[str, ...]:
+    """`count` seeded random tie-break orders: random:1, random:2, ..."""
+    return tuple(f"{RANDOM}{seed}" for seed in range(first_seed, first_seed + count))
 
 
 _SUMMARY_FIELDS = NodeSummary.__slots__
@@ -115,6 +127,7 @@ class _Universe:
         initial = score_fleet(fleet, config, policy, self.custom)
         self.frozen = {c.cluster for c in initial if c.frozen}  # a dead scorer writes nothing
         self.dies = {c.name: c.dies_at_s for c in fleet.clusters if c.dies_at_s is not None}
+        self.killed: set[str] = set()  # died in this replay (`kill`)
         self.absent = {(c.name, aps) for c in fleet.clusters for aps, o in c.hub.items() if o.absent}
         self.hub: dict[str, dict[str, pl.PublishedScores]] = {c.cluster: dict(c.hub) for c in initial}
         self.published: dict[tuple[str, str], pp.PublishedState] = {}
@@ -148,6 +161,7 @@ class _Universe:
         for cluster in due:
             del self.dies[cluster]
             self.frozen.add(cluster)
+            self.killed.add(cluster)
             for node in self.nodes[cluster]:
                 node.dark = True
         return bool(due)
@@ -223,6 +237,10 @@ class _Universe:
         self.last_scored[cluster] = (key, sets)
         return sets
 
+    def dying(self, cluster: str, now: float) -> bool:
+        """Killed in this replay (scorer and agents stopped) while the hub still holds its last scores valid."""
+        return cluster in self.killed and not self.stale(cluster, now)
+
     def stale(self, cluster: str, now: float) -> bool:
         """The hub holds no usable accelscore scores for the cluster: absent, expired or withdrawn."""
         aps = self.hub.get(cluster, {}).get(ACCELSCORE_APS)
@@ -238,8 +256,9 @@ class Replay:
 
     def __init__(self, fleet: Fleet, jobs: Sequence[Job], entry: str, *, config: ScoringConfig,
                  policy: pp.PublishPolicy, opts: ReplayOptions, custom: CustomScores | None = None) -> None:
-        if opts.tie_break not in TIE_BREAKS:
-            raise ValueError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {opts.tie_break!r}")
+        if not tie_break_ok(opts.tie_break):
+            raise ValueError(f"tie_break must be one of {', '.join(TIE_BREAKS)} or {RANDOM}<seed>, "
+                             f"got {opts.tie_break!r}")
         self.fleet, self.jobs, self.entry, self.opts = fleet, tuple(jobs), entry, opts
         self.oracle = entry == routing.ORACLE
         self.route, self.by_name = routing.resolve(entry, self.jobs, {p.name: p for p in fleet.placements})
@@ -271,6 +290,11 @@ class Replay:
             return lambda c: position.get(c, len(position))
         if self.opts.tie_break == "dead-first":
             return lambda c: (not self.u.stale(c, now), c)
+        if self.opts.tie_break.startswith(RANDOM):
+            names = sorted(self.u.nodes)
+            random.Random(self.opts.tie_break).shuffle(names)
+            shuffled = {c: i for i, c in enumerate(names)}
+            return lambda c: shuffled.get(c, len(shuffled))
         return lambda c: c
 
     def _ever_fits(self, job: Job) -> bool:
@@ -400,6 +424,8 @@ class Replay:
             else:
                 if chosen and self.u.stale(chosen[0], now):
                     out.stale(job, chosen[0])  # it waits there, on a cluster the hub knows nothing current of
+                elif chosen and self.u.dying(chosen[0], now):
+                    out.dying(job)  # it waits at a cluster that died; the hub cannot know yet (docs/placement.md)
                 # Sent to a cluster that cannot run it only if some other cluster could have, right now;
                 # a job that fits nowhere just waits in the queue.
                 if chosen and any(self._fits_in(c, job) for c in self.u.nodes if c not in chosen):

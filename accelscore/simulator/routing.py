@@ -5,7 +5,8 @@ k-GPU pods goes through `PREFIX<k>`); `auto` (each job goes through the Placemen
 it serves the job: `accelscore.io/gpus-per-pod: "8"` and `accelscore.io/pods: "1"` or `"2-8"`, plus what
 sets the job apart: `accelscore.io/gpu-product` for a job pinned to a GPU product, `accelscore.io/mig-profile`
 for MIG instances, `accelscore.io/gpu-shares` for shares of a time-sliced or HAMi GPU,
-`accelscore.io/nvlink-domain: "true"` for a gang inside one NVLink domain); `oracle` (no Placement: each job
+`accelscore.io/nvlink-domain: "true"` for a gang inside one NVLink domain, `accelscore.io/gpu-resource` for
+whole GPUs asked under another vendor's resource, AMD's); `oracle` (no Placement: each job
 goes only where it can start now). A job that names a Placement always goes through it.
 
 A product or MIG-profile Placement is an example written for one product (profile): a job pinned to another
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from accelscore.simulator import placement as pl
 from accelscore.simulator.fleet import FleetError
 from accelscore.simulator.trace import Job
-from accelscore.simulator.truth import GPU
+from accelscore.simulator.truth import GPU, TPU
 
 GPUS_PER_POD = "accelscore.io/gpus-per-pod"
 PODS = "accelscore.io/pods"
@@ -31,12 +32,13 @@ GPU_PRODUCT = "accelscore.io/gpu-product"
 MIG_PROFILE = "accelscore.io/mig-profile"
 GPU_SHARES = "accelscore.io/gpu-shares"
 NVLINK_DOMAIN = "accelscore.io/nvlink-domain"
+GPU_RESOURCE = "accelscore.io/gpu-resource"
 COPY_OF = "simulate.accelscore.io/copy-of"  # on a copy made by `specialize`: the example it was made from
 AUTO = "auto"
 ORACLE = "oracle"
 SHAPE = "shape:"
 # What sets a job apart, most specific first: the kind whose Placement it goes through.
-KINDS = ("domain", "mig", "shares", "product", "gpus")
+KINDS = ("resource", "domain", "mig", "shares", "product", "gpus")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +48,7 @@ class Serves:
     kind: str
     per_pod: tuple[int, int]
     pods: tuple[int, int]
-    key: str = ""  # the GPU product (kind product) or MIG profile (kind mig) it was written for
+    key: str = ""  # the GPU product (kind product), MIG profile (mig) or resource (resource) it was written for
 
 
 def _range(text: str, where: str) -> tuple[int, int]:
@@ -73,6 +75,8 @@ def declares(placement: pl.Placement) -> Serves | None:
     if GPUS_PER_POD not in notes:
         return None
     per_pod = _range(notes[GPUS_PER_POD], f"{where}: {GPUS_PER_POD}")
+    if notes.get(GPU_RESOURCE, GPU) != GPU:
+        return Serves("resource", per_pod, pods, notes[GPU_RESOURCE])
     if notes.get(NVLINK_DOMAIN) == "true":
         return Serves("domain", per_pod, pods)
     if GPU_PRODUCT in notes:
@@ -94,6 +98,8 @@ def declared(placements: Iterable[pl.Placement]) -> list[pl.Placement]:
 def job_kind(job: Job) -> tuple[str, str]:
     """(kind, key) of a job: what sets it apart, and its product or MIG profile."""
     shape = job.shape
+    if shape.resource != GPU:
+        return "resource", shape.resource
     if shape.nvlink_domain:
         return "domain", ""
     if shape.mig_profile:
@@ -128,7 +134,7 @@ def example_of(placement: pl.Placement) -> str:
 def _auto(job: Job, placements: Sequence[pl.Placement], made: dict[str, pl.Placement]) -> str:
     """The first Placement (in name order) that declares it serves the job; a product or profile example made
     for the job's own key when one exists, else one made for another key, specialized."""
-    if job.shape.resource != GPU:
+    if job.shape.resource == TPU:
         raise FleetError(f"job {job.name}: no Placement serves {job.shape.resource} jobs")
     kind, key = job_kind(job)
     candidates = []
@@ -142,11 +148,12 @@ def _auto(job: Job, placements: Sequence[pl.Placement], made: dict[str, pl.Place
     if not candidates:
         what = f"{job.pods} x {job.shape.count} {job.shape.pool}" + (f" ({key})" if key else "")
         raise FleetError(f"job {job.name} ({what}): no Placement declares it serves this job ({GPUS_PER_POD} / "
-                         f"{PODS} / {GPU_PRODUCT} / {MIG_PROFILE} / {GPU_SHARES} / {NVLINK_DOMAIN} annotations)")
+                         f"{PODS} / {GPU_PRODUCT} / {MIG_PROFILE} / {GPU_SHARES} / {NVLINK_DOMAIN} / {GPU_RESOURCE} "
+                         "annotations)")
     other, chosen = min(candidates, key=lambda c: (c[0], c[1].name))
     if not other:
         return chosen.name
-    copy = specialize(chosen, MIG_PROFILE if kind == "mig" else GPU_PRODUCT, key)
+    copy = specialize(chosen, {"mig": MIG_PROFILE, "resource": GPU_RESOURCE}.get(kind, GPU_PRODUCT), key)
     made[copy.name] = copy
     return copy.name
 

@@ -13,11 +13,16 @@ from typing import TypedDict
 
 import yaml
 
+from accelscore.devices import AcceleratorFamily, family_resources
 from accelscore.simulator.fleet import FleetError, parse_problem, read_input
 from accelscore.simulator.truth import GPU, TPU, Shape
 
+# The whole-GPU resources a job may ask (`gpuResource`; default GPU): every GPU vendor's the simulator binds.
+_GPU_RESOURCES = family_resources(AcceleratorFamily.GPU)
+
 _KEYS = {"name", "arrivalSeconds", "pods", "gpusPerPod", "tpusPerPod", "gpuMemoryGiB", "durationSeconds",
-         "gpuModel", "placement", "gpuProduct", "migProfile", "gpuSharesPerPod", "nvlinkDomain"}
+         "gpuModel", "placement", "gpuProduct", "migProfile", "gpuSharesPerPod", "nvlinkDomain",
+         "gpuResource"}
 # What a pod asks for: exactly one of these (migProfile: one MIG instance of that profile per pod).
 _ASKS = ("gpusPerPod", "tpusPerPod", "migProfile", "gpuSharesPerPod")
 _PROFILE = re.compile(r"[1-9][0-9]*g\.[0-9]+gb(\+me)?")
@@ -38,6 +43,7 @@ class TraceJob(TypedDict, total=False):
     gpuModel: str
     gpuProduct: str
     nvlinkDomain: bool
+    gpuResource: str
     placement: str
 
 
@@ -87,7 +93,10 @@ def parse_job(doc: object, index: int) -> Job:
     asks = [k for k in _ASKS if k in doc]
     if len(asks) != 1:
         raise FleetError(f"{where}: give exactly one of {', '.join(_ASKS)}")
-    resource = TPU if asks[0] == "tpusPerPod" else GPU
+    resource = TPU if asks[0] == "tpusPerPod" else (_text(doc, "gpuResource", where) or GPU)
+    if resource != TPU and (resource not in _GPU_RESOURCES or (resource != GPU and asks[0] != "gpusPerPod")):
+        raise FleetError(f"{where}: gpuResource must be one of {', '.join(_GPU_RESOURCES)}, with gpusPerPod, "
+                         f"got {resource!r}")
     count = 1 if asks[0] == "migProfile" else _count(doc, asks[0], where, None)
     model, product, placement = (_text(doc, k, where) for k in ("gpuModel", "gpuProduct", "placement"))
     profile = _text(doc, "migProfile", where).lower()

@@ -7,6 +7,7 @@ import random
 from collections.abc import Iterator
 
 from accelscore.simulator.trace import TraceJob
+from accelscore.simulator.truth import AMD_GPU as AMD_RESOURCE
 
 # (gpusPerPod, weight, pods choices): training jobs are 8-GPU pods, often several; inference and
 # notebooks are 1-2 GPUs. By count the 8-GPU shape is the most common, as in a training-heavy fleet.
@@ -126,4 +127,34 @@ def _arrivals(count: int, seed: int, mean_interarrival_s: float) -> Iterator[tup
         yield i, round(t, 1), rng
 
 
-MIXES = {"whole": generate, "realistic": generate_realistic, "gangs": generate_gangs}
+# The issue-29 mix (the fleets of late 2026), by job count: plain whole-GPU jobs, gangs that need k trays of one
+# NVLink domain (4-GPU pods on NVL72 trays; a few 8-GPU pods on 8-GPU domain nodes), jobs pinned to AMD GPUs
+# (AMD's whole-GPU resource), MIG-instance jobs (which DRA partitionable GPUs also serve) and 8-GPU gangs.
+LATE_2026_KINDS: tuple[tuple[str, float], ...] = (
+    ("gpus", 0.50), ("trays", 0.14), ("domain8", 0.03), ("amd", 0.10), ("mig", 0.15), ("gang8", 0.08))
+
+
+def _late_2026_job(rng: random.Random) -> TraceJob:
+    """One job of the issue-29 mix (without name and arrival)."""
+    kind = _pick(rng, LATE_2026_KINDS)
+    if kind == "trays":
+        return {"pods": rng.choice((2, 4, 6, 8)), "gpusPerPod": 4, "nvlinkDomain": True}
+    if kind == "domain8":
+        return {"pods": 2, "gpusPerPod": 8, "nvlinkDomain": True}
+    if kind == "amd":
+        return {"pods": rng.choice((1, 1, 2, 4)), "gpusPerPod": 8, "gpuResource": AMD_RESOURCE}
+    if kind == "mig":
+        return {"pods": rng.choice((1, 1, 1, 2)), "migProfile": _pick(rng, MIG_PROFILES)}
+    if kind == "gang8":
+        return {"pods": rng.choice((2, 4)), "gpusPerPod": 8}
+    k = rng.choices([m[0] for m in DEFAULT_MIX], [m[1] for m in DEFAULT_MIX])[0]
+    return {"pods": rng.choice(dict((m[0], m[2]) for m in DEFAULT_MIX)[k]), "gpusPerPod": k}
+
+
+def generate_late_2026(count: int, *, seed: int, mean_interarrival_s: float = 60.0) -> list[TraceJob]:
+    """`count` jobs of the issue-29 mix as trace entries; the same seed gives the same trace."""
+    return [{"name": f"job-{i:05d}", "arrivalSeconds": t, **_late_2026_job(rng), "durationSeconds": _lognormal_s(rng)}
+            for i, t, rng in _arrivals(count, seed, mean_interarrival_s)]
+
+
+MIXES = {"whole": generate, "realistic": generate_realistic, "gangs": generate_gangs, "late2026": generate_late_2026}

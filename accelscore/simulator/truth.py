@@ -20,6 +20,10 @@ from accelscore.v1 import report_pb2
 _GIB = 1 << 30
 # The device-plugin resources a trace's jobs request (accelscore.devices vendor table).
 GPU, TPU = (vendor_row(k).resource for k in (DeviceKind.NVIDIA_GPU, DeviceKind.TPU_CHIP))
+# Another vendor's whole-GPU resource a job may ask instead of GPU (`gpuResource` in a trace): its own pool.
+AMD_GPU = vendor_row(DeviceKind.AMD_GPU).resource
+_WHOLE_KINDS = {report_pb2.DEVICE_KIND_NVIDIA_GPU: GPU, report_pb2.DEVICE_KIND_AMD_GPU: AMD_GPU}
+_PARTITION_KINDS = (report_pb2.DEVICE_KIND_NVIDIA_MIG, report_pb2.DEVICE_KIND_AMD_PARTITION)
 SHARE = "share"  # a time-slicing replica or HAMi share of a GPU
 MIG_POOL = "mig:"  # + profile: a MIG instance of that profile
 MIG_RESOURCE = GPU.rpartition("/")[0] + "/mig-"  # + profile: mig.strategy=mixed (the vendor table's partition regex)
@@ -38,7 +42,7 @@ class InvariantError(AssertionError):
 class Shape:
     """What one pod of a job needs: `count` slots of one pool, optionally of one GPU model, product or memory."""
 
-    resource: str = GPU  # GPU or TPU: the family the job's pods ask from
+    resource: str = GPU  # GPU, AMD_GPU or TPU: the resource the job's pods ask
     count: int = 1
     model: str = ""  # case-insensitive substring of the device model; empty = any
     memory_gib: float = 0.0
@@ -50,8 +54,8 @@ class Shape:
     @property
     def pool(self) -> str:
         """The pool the pod's slots come from."""
-        if self.resource == TPU:
-            return TPU
+        if self.resource != GPU:
+            return self.resource  # TPU chips, or another vendor's whole GPUs
         if self.mig_profile:
             return MIG_POOL + self.mig_profile
         return SHARE if self.shares else GPU
@@ -101,14 +105,14 @@ def _matches(dev: report_pb2.Device, shape: Shape) -> bool:
 
 
 def _mig_parents(report: report_pb2.NodeReport) -> set[str]:
-    """GPUs that are MIG-enabled: they take MIG-profile requests only, never a whole-GPU one."""
-    parents = {d.parent_id for d in report.devices if d.kind == report_pb2.DEVICE_KIND_NVIDIA_MIG}
+    """GPUs that are MIG-enabled (or partitioned, AMD): they take partition requests only, never a whole-GPU one."""
+    parents = {d.parent_id for d in report.devices if d.kind in _PARTITION_KINDS}
     return parents | {d.id for d in report.devices if d.kind == report_pb2.DEVICE_KIND_NVIDIA_GPU and d.mig_enabled}
 
 
 def _capacity_slots(report: report_pb2.NodeReport) -> dict[str, list[int]]:
     """Per pool, every usable slot of the node as if nothing were assigned (a shared GPU: one per share)."""
-    pools: dict[str, list[int]] = {GPU: [], TPU: [], SHARE: []}
+    pools: dict[str, list[int]] = {GPU: [], AMD_GPU: [], TPU: [], SHARE: []}
     parents = _mig_parents(report)
     for i, d in enumerate(report.devices):
         if d.health not in _USABLE:
@@ -117,11 +121,11 @@ def _capacity_slots(report: report_pb2.NodeReport) -> dict[str, list[int]]:
             pools[TPU].append(i)
         elif d.kind == report_pb2.DEVICE_KIND_NVIDIA_MIG and d.profile:
             pools.setdefault(MIG_POOL + d.profile, []).append(i)
-        elif d.kind == report_pb2.DEVICE_KIND_NVIDIA_GPU and d.id not in parents:
+        elif d.kind in _WHOLE_KINDS and d.id not in parents:
             if d.share_count > 1:
                 pools[SHARE].extend([i] * d.share_count)
             else:
-                pools[GPU].append(i)
+                pools[_WHOLE_KINDS[d.kind]].append(i)
     return pools
 
 
@@ -167,7 +171,7 @@ def _resource_name(node: NodeState, dev: report_pb2.Device, pool: str) -> str:
     """The extended resource a pod asks for these slots under."""
     if pool.startswith(MIG_POOL) and node.report.node.labels.get(MIG_STRATEGY_LABEL) != "single":
         return MIG_RESOURCE + dev.profile
-    return TPU if pool == TPU else GPU
+    return pool if pool in (TPU, AMD_GPU) else GPU
 
 
 def _add_request(node: NodeState, name: str, count: int) -> None:

@@ -10,12 +10,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from accelscore.agent.collectors.amd import AmdCollector, AmdSnapshot
 from accelscore.agent.collectors.base import State
 from accelscore.agent.collectors.kubelet import KubeletCollector
+from accelscore.agent.metrics import AgentMetrics
 from accelscore.agent.report import build_report
-from accelscore.agent.runner import Cycle
+from accelscore.agent.runner import CollectorSet, Cycle
 from accelscore.devices import DeviceKind, Health
 from accelscore.v1 import report_pb2 as pb
 from tests.fakes.fake_amdsmi import FakeAmdSmi
@@ -168,3 +172,24 @@ def test_a_collection_in_flight_does_not_block_close() -> None:
     assert done.wait(10)
     collector.close()
     collector.close()  # a second close is harmless
+
+
+def test_the_agent_metrics_export_amd_gpus_from_the_record_the_report_sends() -> None:
+    """One record per device: /metrics and the NodeReport read the same Accelerator (no AMD series before)."""
+    collectors = CollectorSet([_collector("mi300x-spx-nps1")])
+    try:
+        cycle = collectors.collect_all(now=1.0)
+        registry = CollectorRegistry()
+        registry.register(AgentMetrics(collectors=collectors, node_name="mi300x-0"))
+        text = generate_latest(registry).decode()
+    finally:
+        collectors.close()
+    samples = {(s.name, s.labels.get("uuid"), s.labels.get("state")): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    report = build_report(cycle, node_name="mi300x-0", sequence=1, instance="i", now=1.0)
+    for device in report.devices:
+        assert samples[("accelscore_gpu_info", device.id, None)] == 1.0
+        assert samples[("accelscore_gpu_health", device.id, "HEALTHY")] == 1.0
+        assert samples[("accelscore_gpu_memory_total_bytes", device.id, None)] == device.memory_total_bytes
+        assert samples[("accelscore_gpu_memory_used_bytes", device.id, None)] == device.memory_used_bytes
+    assert len(report.devices) == 8

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from accelscore.agent.collectors.nvidia_health import CRITICAL_XIDS, HealthSignals, derive_health
-from accelscore.agent.snapshots import Health
+from accelscore.devices import Health
 
 HEALTHY_BASE = {"remapped_rows_pending": False, "remapped_rows_failed": False, "clock_event_reasons": 0x1,
                 "temperature_celsius": 40.0}

@@ -7,7 +7,7 @@ import pytest
 
 from accelscore.agent.collectors.base import State
 from accelscore.agent.collectors.nvidia import NvidiaCollector
-from accelscore.agent.snapshots import Health
+from accelscore.devices import Health
 
 
 @pytest.mark.gpu

@@ -8,7 +8,8 @@ import pytest
 
 from accelscore.agent.collectors.base import State
 from accelscore.agent.collectors.nvidia import NvidiaCollector
-from accelscore.agent.snapshots import GpuSnapshot, Health, MigDevice
+from accelscore.agent.snapshots import GpuSnapshot, MigDevice
+from accelscore.devices import Health
 from tests.conftest import NvidiaFactory
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 

@@ -13,7 +13,7 @@ import pytest
 from accelscore.scorer.core.model import ACCELSCORE_APS, CUSTOM_APS, RESOURCE_USAGE_APS, ClusterSnapshot, ScoreSet
 from accelscore.scorer.core.totals import ClusterTotals
 from accelscore.scorer.custom.scores import MAX_DEFINITIONS, compile_scores, evaluate
-from accelscore.scorer.custom.source import MAX_FILE_BYTES, CustomScoresSource, load_text
+from accelscore.scorer.custom.scores_file import MAX_FILE_BYTES, CustomScoresFile, load_text
 from accelscore.scorer.ingest.node_table import NodeFacts
 from accelscore.scorer.service import ScorerService
 from accelscore.scorer.sources.base import Required
@@ -46,7 +46,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands_and_the_last_good_defini
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "scores.yaml"
     path.write_text(GOOD)
-    source = CustomScoresSource(path, check_every_s=0.0)
+    source = CustomScoresFile(path, check_every_s=0.0)
     assert [c.definition.name for c in source.current().scores] == ["gpuFreeX2"]
     path.write_text(ALIAS_BOMB)
     with caplog.at_level(logging.ERROR):
@@ -70,7 +70,7 @@ def test_no_error_line_grows_with_the_value_it_names(document: dict) -> None:
 def test_a_file_larger_than_the_limit_is_refused_unread_and_the_last_good_definitions_stay(tmp_path: Path) -> None:
     path = tmp_path / "scores.yaml"
     path.write_text(GOOD)
-    source = CustomScoresSource(path, check_every_s=0.0)
+    source = CustomScoresFile(path, check_every_s=0.0)
     source.current()
     path.write_text(GOOD + "#" * (10 * 1024 * 1024))  # 10 MB: once parsed for 11.6 s on the scoring thread
     assert [c.definition.name for c in source.current().scores] == ["gpuFreeX2"]

@@ -52,7 +52,7 @@ def test_bad_definition_is_one_line_logged_once_and_the_rest_publish(tmp_path: P
     path = tmp_path / "scores.yaml"
     path.write_text(GOOD_AND_BAD)
     service = _service(path)
-    with caplog.at_level(logging.ERROR, logger="accelscore.scorer.custom.source"):
+    with caplog.at_level(logging.ERROR, logger="accelscore.scorer.custom.scores_file"):
         service.score_once()
         service.score_once()
     sets = _sets(service)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from accelscore.scorer.core.model import ClusterSnapshot
-from accelscore.scorer.custom.source import CustomScoresSource
+from accelscore.scorer.custom.scores_file import CustomScoresFile
 
 ROOT = Path(__file__).resolve().parents[2]
 SCORES = """
@@ -30,7 +30,7 @@ def test_simulate_one_shot_prints_the_custom_scores(tmp_path: Path) -> None:
 
 
 def test_local_session_source_is_optional() -> None:
-    assert CustomScoresSource.from_values({"custom_scores": ""}) is None
-    source = CustomScoresSource.from_values({"custom_scores": "/nonexistent/scores.yaml", "custom_scores_budget": 7})
+    assert CustomScoresFile.from_values({"custom_scores": ""}) is None
+    source = CustomScoresFile.from_values({"custom_scores": "/nonexistent/scores.yaml", "custom_scores_budget": 7})
     assert source is not None and source.budget == 7
     assert source.evaluate(ClusterSnapshot("c", ()), now=0.0, stale_after_s=60) is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from importlib import metadata
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -63,3 +64,23 @@ def test_dockerignore_lets_the_build_inputs_through() -> None:
     assert "README.md" in sources
     for source in sources:
         assert f"!{source.rstrip('/')}" in ignore or f"!{source.rstrip('/')}/" in ignore, source
+
+
+def test_the_dev_install_takes_the_image_pins() -> None:
+    """`make` builds the venv with the constraints file the image installs, and rebuilds it when the pins change."""
+    makefile = (support.REPO / "Makefile").read_text()
+    [rule] = re.findall(r"^\$\(STAMP\):.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    assert re.search(r"^\$\(STAMP\):.*deploy/constraints\.txt", makefile, re.MULTILINE)
+    install = next(line for line in rule.splitlines() if "-e '.[test]'" in line)
+    assert "--constraint deploy/constraints.txt" in install
+
+
+def test_the_environment_under_test_runs_the_image_pins() -> None:
+    """Every pinned runtime dependency is installed here at the pinned version: what is tested is what ships."""
+    installed = {}
+    for name in _pins():
+        try:
+            installed[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            installed[name] = "absent"
+    assert installed == _pins()

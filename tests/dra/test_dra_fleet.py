@@ -52,7 +52,10 @@ def test_a_cluster_moving_to_dra_keeps_its_scores_and_the_dra_node_gives_4_free_
             accel["gpuClusterFit8"]) == (28, 28, 14, 7, 3)
     assert accel["gpuClusterHealthy"] == pytest.approx(100 * 31 / 32)
     assert dra[RESOURCE_USAGE_APS]["gpuClusterAvailable"] == 28.0
-    assert dra == plugin
+    # The same scores, plus the DRA DeviceClass's own (issue 29): equal to the plain nvidia.com/gpu ones here.
+    by_class = {name: v for name, v in accel.items() if name.endswith("@gpu.nvidia.com")}
+    assert by_class and all(v == accel[name.partition("@")[0]] for name, v in by_class.items())
+    assert {aps: {n: v for n, v in scores.items() if n not in by_class} for aps, scores in dra.items()} == plugin
     fleet = fl.load_fleet(FLEET)
     node = next(n for c in fleet.clusters if c.name == "h100-dra" for n in c.nodes
                 if n.report.node_name == "dra-h100-0")
@@ -65,7 +68,8 @@ def test_partitionable_mig_and_amd_clusters(tmp_path: Path) -> None:
     assert (mig["gpuClusterFree"], mig["gpuClusterHealthy"], mig["gpuClusterFit8"]) == (25, 100, 3)
     (tmp_path / "amd-mi300x.yaml").write_text(yaml.safe_dump(fleetgen_dra.amd_cluster()), encoding="utf-8")
     amd = _raw(tmp_path)["amd-mi300x"][ACCELSCORE_APS]
-    assert (amd["gpuClusterFree"], amd["gpuClusterFit8"]) == (29, 3)
+    assert (amd["gpuClusterFree"], amd["gpuClusterFit8@amd.com/gpu"]) == (29, 3)  # device plugin: no DeviceClass
+    assert amd["gpuClusterFit8"] == 0  # no GPU a pod asking nvidia.com/gpu can get (issue 29)
     assert Fraction(str(amd["gpuClusterComputeFree"])) == Fraction(29 * 58, 100)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from accelscore.agent.collectors.dra import DraSnapshot
 from accelscore.agent.collectors.kubelet import KubeletCollector
-from accelscore.agent.dra_join import dra_assignment_known, join_dra
+from accelscore.agent.dra_join import dra_assignment_known, join_dra, unknown_unless_handed_out
 from accelscore.agent.snapshots import DynamicAssignment, KubeletSnapshot, NodeSnapshot
 from accelscore.devices.dra import counted_devices
 from accelscore.kube.dra import parse_slice
@@ -110,3 +110,38 @@ def test_the_kubelet_collector_reads_dynamic_resources_over_grpc(kubelet_socket:
                     ("infer-0", "gpu-2", "infer-0-gpu-7xq2z")}
     assert reading.data.dynamic_pods == {("ml", "trainer-0"), ("ml", "infer-0")}
     assert reading.data.assignments == ()  # no device plugin on this node
+
+
+def test_a_dynamic_mig_partition_nvml_lists_joins_its_placement_and_the_node_stays_counted() -> None:
+    # Issue 29, item 2: in partitionable mode the slice lists MIG placements without `uuid`; the driver creates
+    # the MIG device for an allocated claim and NVML lists it under its parent. Unjoined, it was
+    # assignment-unknown and made the whole node's free GPUs and partitions unknown (0).
+    report = _report(2)
+    report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_MIG, id="MIG-1d3c5f7a-0b2e-5c4d-8e6f-a1b2c3d4e5f6", index=0,
+                       parent_id=UUIDS[0], model=f"{H100} MIG 3g.40gb", profile="3g.40gb", health=pb.HEALTH_HEALTHY,
+                       assignment_known=True, memory_total_bytes=40 << 30, memory_used_bytes=30 << 30)
+    report.devices[0].mig_enabled = True
+    join_dra(report, _snapshot("h100x2-partitionable.resourceslices"),
+             kubelet=_kubelet(_held("infer-0", "gpu-0-mig-3g40gb-9-0")), node=None)
+    unknown_unless_handed_out(report, set(), [])
+    gpu0, _, created = report.devices
+    assert (created.source, created.dra_device, created.assignment_known) == (
+        pb.DEVICE_SOURCE_DRA, "gpu-0-mig-3g40gb-9-0", True)
+    assert [a.pod for a in created.assignments] == ["infer-0"] and list(gpu0.assignments) == []
+    assert all(d.assignment_known for d in report.devices)
+    s = summarize(report, default_scoring_config(), received_at=1.0)
+    # GPU 1 is still a free whole GPU; GPU 0 offers what its counters still allow beside the cut 3g.40gb.
+    assert (s.gpu_total, s.gpu_healthy, s.gpu_free, s.gpu_free_known) == (2, 2, 1, True)
+    assert s.extras is not None
+    assert {p: (free, total) for p, free, total in s.extras.mig} == {
+        "1g.10gb": (3 + 7, 3 + 7), "2g.20gb": (1 + 3, 1 + 3), "3g.40gb": (1 + 2, 1 + 1 + 2), "4g.40gb": (1, 1),
+        "7g.80gb": (1, 1)}
+
+
+def test_a_created_partition_no_claim_holds_stays_unknown() -> None:
+    report = _report(1)
+    report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_MIG, id="MIG-9", parent_id=UUIDS[0], model=f"{H100} MIG 1g.10gb",
+                       profile="1g.10gb", health=pb.HEALTH_HEALTHY, assignment_known=True)
+    join_dra(report, _snapshot("h100x2-partitionable.resourceslices"), kubelet=_kubelet(), node=None)
+    unknown_unless_handed_out(report, set(), [])
+    assert report.devices[1].source != pb.DEVICE_SOURCE_DRA and not report.devices[1].assignment_known

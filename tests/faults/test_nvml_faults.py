@@ -5,7 +5,7 @@ it cannot see, and the scorer never counts a GPU it cannot read as free. Real ag
 from __future__ import annotations
 
 from accelscore.agent.collectors.base import State
-from accelscore.agent.snapshots import Health
+from accelscore.devices import Health
 from tests.rig.cluster import Rig
 from tests.rig.scorer import raw, summary
 from tests.rig.wait import wait_for

@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 from accelscore.scorer.service import ScorerService
 from tests.kubeapi.objects import node_body
 from tests.rig.cluster import Rig
-from tests.rig.scorer import fresh_total, node_names, raw
+from tests.rig.scorer import fresh_total, node_names, raw, source_watch
 from tests.rig.wait import wait_for
 
 NODES = r"^/api/v1/nodes$"
@@ -44,7 +44,7 @@ def test_a_500_on_the_node_list_leaves_the_scorer_unready_and_unpublished_until_
     wait_for(lambda: scorer.ready()[0])
     wait_for(lambda: raw(scorer).get("gpuClusterFree") == 9.0)
     assert node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2"]
-    assert scorer._node_watch.relists == 1 and scorer._node_watch.failures == 0
+    assert source_watch(scorer, "nodes").relists == 1 and source_watch(scorer, "nodes").failures == 0
 
 
 def test_an_unlistable_pending_pod_backlog_leaves_no_headroom(rig: Rig) -> None:
@@ -56,7 +56,7 @@ def test_an_unlistable_pending_pod_backlog_leaves_no_headroom(rig: Rig) -> None:
     assert values["gpuClusterHeadroom"] == 0.0  # an unknown backlog is never counted as no backlog
     assert scorer.ready()[0] is False
     assert not scorer.worker.active  # all nodes reported, yet within the grace period nothing is published
-    assert "500" in scorer._pending_watch.last_error
+    assert "500" in source_watch(scorer, "pending-pods").last_error
 
 
 def test_410_gone_after_a_dropped_watch_relists_keeps_every_node_and_never_counts_unreported_nodes_free(
@@ -73,7 +73,7 @@ def test_410_gone_after_a_dropped_watch_relists_keeps_every_node_and_never_count
     core.create_node(node_body("gpu-new"))  # exists, never reports
     server.compact()
     wait_for(lambda: node_names(scorer) == ["gpu-0", "gpu-1", "gpu-new"])
-    assert scorer._node_watch.relists == 2  # the initial list and one relist after 410 Gone
+    assert source_watch(scorer, "nodes").relists == 2  # the initial list and one relist after 410 Gone
     assert any(r.path == "/api/v1/nodes" and "watch=" not in r.query for r in server.requests[-20:])
     wait_for(lambda: raw(scorer).get("gpuClusterFree") == 6.0)  # gpu-0, gpu-1; gpu-new is unknown, not 8 free
     assert fresh_total(scorer) == (2, 3)
@@ -86,7 +86,7 @@ def test_an_http_410_on_the_re_watch_relists_without_losing_the_reports(rig: Rig
     rig.api_server.inject("GET", NODES, 410, reason="Expired",
                           message="too old resource version: 1 (2)")
     rig.api_server.drop_watches(NODES)
-    wait_for(lambda: scorer._node_watch.relists == 2)
+    wait_for(lambda: source_watch(scorer, "nodes").relists == 2)
     time.sleep(0.3)  # a few scoring passes after the relist
     assert raw(scorer)["gpuClusterFree"] == 9.0 and fresh_total(scorer) == (3, 3)
 
@@ -100,7 +100,7 @@ def test_a_watch_dropped_mid_stream_resumes_from_its_resource_version_and_keeps_
     assert node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2"]  # nothing dropped with the connection
     core.patch_node("gpu-1", {"spec": {"unschedulable": True}})
     wait_for(lambda: raw(scorer).get("gpuClusterFree") == 6.0)  # the change made after the drop arrives
-    assert scorer._node_watch.relists == 1  # resumed, not relisted: history was still there
+    assert source_watch(scorer, "nodes").relists == 1  # resumed, not relisted: history was still there
     watches = [r for r in server.requests if r.path == "/api/v1/nodes" and "watch=" in r.query]
     assert len(watches) >= 2
 
@@ -128,7 +128,7 @@ def test_a_stalled_watch_keeps_the_last_state_then_times_out_and_re_watches(
     wait_for(lambda: _node_watches(rig) >= before + 1, timeout_s=10)  # read timeout, then a new watch
     wait_for(lambda: node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2", "gpu-new"], timeout_s=10)
     wait_for(lambda: raw(scorer).get("gpuClusterFree") == 6.0)  # gpu-1 cordoned; gpu-new never reported
-    assert scorer._node_watch.relists == 1  # re-watched from its resourceVersion, no relist
+    assert source_watch(scorer, "nodes").relists == 1  # re-watched from its resourceVersion, no relist
     assert fresh_total(scorer) == (2, 3)
     assert any("Read timed out" in r.getMessage() for r in caplog.records if r.name == "accelscore.kube.watch")
 
@@ -155,5 +155,5 @@ def test_the_pending_pod_watch_relists_after_410_gone_and_its_backlog_follows(ri
     _pending_pod(core, "wants-3", 3)
     server.compact()
     wait_for(lambda: raw(scorer).get("gpuClusterHeadroom") == 6.0)
-    assert scorer._pending_watch.relists == 2
+    assert source_watch(scorer, "pending-pods").relists == 2
     assert raw(scorer)["gpuClusterFree"] == 9.0 and scorer.ready()[0]

@@ -24,6 +24,7 @@ from tests.ingest.sample import eight_gpu_report
 from tests.kubeapi.objects import node_body
 from tests.kubeapi.server import KubeApiServer
 from tests.rig.cluster import Rig
+from tests.rig.scorer import source_watch
 from tests.rig.wait import wait_for
 
 GPU = "nvidia.com/gpu"
@@ -103,7 +104,7 @@ def test_the_scorer_caps_a_stale_idle_claim_by_its_own_watch_of_bound_pods(
 
     def applied() -> bool:
         scorer.score_once()
-        return scorer._bound_watch.synced.is_set() and scorer._node_watch.synced.is_set()
+        return source_watch(scorer, "bound-pods").synced.is_set() and source_watch(scorer, "nodes").synced.is_set()
 
     wait_for(applied)
     scorer.score_once()

@@ -121,7 +121,7 @@ def test_a_restarted_agent_starts_a_new_sequence_but_an_older_instance_cannot_ov
 def test_a_failing_accept_is_internal_and_not_recorded_as_newest() -> None:
     calls: list[int] = []
 
-    def accept(report: pb.NodeReport, received_at: float) -> None:
+    def accept(report: pb.NodeReport, received_at: float, *, read: object = None) -> None:
         calls.append(report.sequence)
         if len(calls) == 1:
             raise RuntimeError("node table full")

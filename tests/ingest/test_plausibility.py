@@ -141,7 +141,7 @@ def test_reports_dated_1970_or_beyond_the_skew_window_are_refused_as_clock_skew(
 
 def test_the_clock_skew_window_is_configurable() -> None:
     stats = IngestStats()
-    server, port = build_ingest_server(address="127.0.0.1:0", accept=lambda r, t: None, authenticator=None,
+    server, port = build_ingest_server(address="127.0.0.1:0", accept=lambda r, t, read=None: None, authenticator=None,
                                        max_report_bytes=1 << 20, counters=stats, max_clock_skew_s=10.0)
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")

@@ -144,7 +144,7 @@ def test_an_older_kueue_serving_only_v1beta1_is_read_in_v1beta1(tmp_path: Path) 
     import yaml
 
     from accelscore.kube import kueue as kube_kueue
-    from accelscore.scorer.kueue.source import KueueSource
+    from accelscore.scorer.kueue.view import KueueView
 
     files = []
     for path in kueue_crd_paths():
@@ -164,7 +164,7 @@ def test_an_older_kueue_serving_only_v1beta1_is_read_in_v1beta1(tmp_path: Path) 
         body["apiVersion"] = f"{KUEUE}/v1beta1"
         body["spec"]["cohort"] = "legacy"
         custom.create_cluster_custom_object(KUEUE, "v1beta1", "clusterqueues", body)
-        source = KueueSource.start(api)
+        source = KueueView.start(api)
         state = wait_for(source.state)
         assert [(q.name, q.cohort) for q in state.queues] == [("old", "legacy")]
     finally:
@@ -192,9 +192,9 @@ def test_kueue_without_queues_publishes_one_empty_object_and_does_not_rewrite_it
 
 def test_kueue_installed_after_the_scorer_started_is_found_without_a_restart(
         plain_cluster: Rig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    from accelscore.scorer.kueue import source as kueue_source
+    from accelscore.scorer.kueue import view as kueue_view
 
-    monkeypatch.setattr(kueue_source, "REDISCOVER_S", 0.2)
+    monkeypatch.setattr(kueue_view, "REDISCOVER_S", 0.2)
     c = plain_cluster
     with caplog.at_level(logging.INFO, logger="accelscore"):
         scorer = start(c)

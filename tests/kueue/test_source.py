@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from accelscore.scorer.kueue.headroom import Quota
-from accelscore.scorer.kueue.source import cluster_queue, cohort, resource_flavor
+from accelscore.scorer.kueue.view import cluster_queue, cohort, resource_flavor
 
 GPU, TPU = "nvidia.com/gpu", "google.com/tpu"
 

@@ -105,7 +105,7 @@ class Accepted:
     def __post_init__(self) -> None:
         self.arrived = threading.Condition(self.lock)
 
-    def __call__(self, report: pb.NodeReport, received_at: float) -> None:
+    def __call__(self, report: pb.NodeReport, received_at: float, *, read: object = None) -> None:
         with self.arrived:
             self.reports.append((report, received_at))
             self.arrived.notify_all()

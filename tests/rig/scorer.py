@@ -9,10 +9,12 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from accelscore.kube.watch import WatchCache
 from accelscore.options import Option, add_options, resolve
 from accelscore.scorer.config import SCORER_OPTIONS, ScorerConfig, scorer_config_from
 from accelscore.scorer.core.model import ACCELSCORE_APS, NodeSummary, ScoreSet
 from accelscore.scorer.service import ScorerService
+from accelscore.scorer.sources.base import WatchSource
 from tests.rig.wait import wait_for
 
 # What every test scorer gets unless it says otherwise: ports the kernel picks, so tests can run side by side.
@@ -47,14 +49,21 @@ def run_in_thread(scorer: ScorerService, *, rescore_every_s: float = 0.1, name: 
     return thread
 
 
+def source_watch(scorer: ScorerService, name: str) -> WatchCache[Any, Any]:
+    """The list+watch behind the started scorer's watch source `name` (nodes, pending-pods, bound-pods)."""
+    source = next(s for s in scorer.sources if s.name == name)
+    assert isinstance(source, WatchSource) and source.watch is not None, f"{name} is not a started watch source"
+    return source.watch
+
+
 def score_until_dra_synced(scorer: ScorerService) -> None:
     """Scoring passes (a test driving them itself) until the Node, bound-pod and DRA watches have synced: the
     cluster serves DRA and its slices and claims are listed."""
     def synced() -> bool:
         scorer.score_once()
         dra = scorer.dra
-        return (dra is not None and dra.synced and scorer._node_watch.synced.is_set()
-                and scorer._bound_watch.synced.is_set())
+        return (dra is not None and dra.synced and source_watch(scorer, "nodes").synced.is_set()
+                and source_watch(scorer, "bound-pods").synced.is_set())
     wait_for(synced)
 
 

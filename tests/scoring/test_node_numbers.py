@@ -21,7 +21,7 @@ def test_every_per_node_number_is_catalogued_once_with_a_type_unit_and_doc() -> 
     assert len(names) == len(set(names))
     catalogued = {n.field for n in NODE_NUMBERS}
     # Not numbers: the packed lanes, the bit sets, and what the pass groups by (product, the keyed extras).
-    assert catalogued == {f.name for f in fields(NodeScan)} - {"counts", "gpu_free_bit", "tpu_free_bit",
+    assert catalogued == {f.name for f in fields(NodeScan)} - {"counts", "gpu_free_bit", "gpu_fit_bit", "tpu_free_bit",
                                                                 "gpu_product", "extras"}
     for number in (*NODE_NUMBERS, *CLUSTER_NUMBERS):
         assert number.cel_type in {"int", "double"} or number.cel_type.startswith("map(string, ")

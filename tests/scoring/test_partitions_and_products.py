@@ -154,6 +154,23 @@ def test_nvlink_domains_free_and_the_largest_free_domain() -> None:
     assert (scores["gpuClusterDomainsFree"], scores["gpuClusterDomainFreeMax"]) == (13, 17)
 
 
+def test_a_gang_domain_score_counts_whole_trays_not_scattered_free_gpus() -> None:
+    # The issue's numbers (issue 29, item 3): a domain with 34 free GPUs scattered 1-2 per tray and no tray
+    # wholly free beat one with 26 free, 6 trays wholly free, on gpuClusterDomainFreeMax; a gang of 4-GPU pods
+    # needs whole trays.
+    scattered = [_tray(f"s{i}", "fab.s", busy=2 if i < 16 else 3) for i in range(18)]  # 16 x 2 + 2 x 1 = 34
+    whole = [_tray(f"w{i}", "fab.w", busy=0 if i < 6 else (4 if i < 16 else 3)) for i in range(18)]  # 24 + 2
+    s_scores, s_raw = _scores(*scattered)
+    w_scores, w_raw = _scores(*whole)
+    assert (s_raw["gpuClusterDomainFreeMax"], w_raw["gpuClusterDomainFreeMax"]) == (34, 26)
+    assert (s_raw["gpuClusterDomainFit4"], w_raw["gpuClusterDomainFit4"]) == (0, 6)
+    assert (s_scores["gpuClusterDomainFit4"], w_scores["gpuClusterDomainFit4"]) == (0, 34)  # ceil(600 / 18)
+    assert (s_raw["gpuClusterDomainFit2"], w_raw["gpuClusterDomainFit2"]) == (16, 12)  # pods of 2: 16 trays take one
+    # Both domains in one cluster: the largest count over its domains.
+    _, both = _scores(*scattered, *whole)
+    assert (both["gpuClusterDomainFit4"], both["gpuClusterDomainFreeMax"]) == (6, 34)
+
+
 def test_a_domain_with_a_stale_member_is_never_wholly_free() -> None:
     fresh, stale = _tray("w0", "fab.9"), _tray("w1", "fab.9")
     entries = [NodeEntry("w0", True, summarize(fresh, CONFIG, received_at=1000.0)),

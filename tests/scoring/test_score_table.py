@@ -27,7 +27,9 @@ def test_the_table_publishes_the_design_names_in_order() -> None:
                          "gpuClusterHealthy", "tpuNodeFree", "tpuClusterFree", "clusterFreshness",
                          "gpuClusterBestFit1", "gpuClusterBestFit2", "gpuClusterBestFit4", "gpuClusterBestFit8",
                          "clusterLive", "gpuClusterPack1", "gpuClusterPack2", "gpuClusterPack4", "gpuClusterPack8",
-                         "gpuClusterSharesFree", "gpuClusterDomainsFree", "gpuClusterDomainFreeMax"),
+                         "gpuClusterSharesFree", "gpuClusterDomainsFree", "gpuClusterDomainFreeMax",
+                         "gpuClusterDomainFit1", "gpuClusterDomainFit2", "gpuClusterDomainFit4",
+                         "gpuClusterDomainFit8"),
     }
 
 

@@ -28,9 +28,9 @@ def test_shipped_examples_are_found_beside_the_package_and_load() -> None:
     assert simulate_cli.shipped_placements() == EXAMPLES
     # clustersetbinding.yaml and kustomization.yaml are not Placements: skipped, not errors
     assert _shipped_names() == ["best-fit-1gpu", "best-fit-2gpu", "best-fit-4gpu", "gang-1gpu", "gang-2gpu",
-                                "gang-4gpu", "gang-8gpu", "inference-shared-gpu", "mig-3g-40gb", "model-h100-1gpu",
-                                "model-h100-2gpu", "model-h100-4gpu", "model-h100-8gpu", "nvlink-gang", "shared-gpu",
-                                "training-8gpu"]
+                                "gang-4gpu", "gang-8gpu", "gang-amd-8gpu", "inference-shared-gpu", "mig-3g-40gb",
+                                "model-h100-1gpu", "model-h100-2gpu", "model-h100-4gpu", "model-h100-8gpu",
+                                "nvlink-gang", "nvlink-gang-8gpu", "shared-gpu", "training-8gpu"]
 
 
 @pytest.mark.parametrize("fleet", FLEETS)

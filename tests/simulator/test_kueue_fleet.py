@@ -136,7 +136,7 @@ scores:
 
 def test_custom_scores_see_fleet_labels_and_taints_in_one_shot_and_replay(tmp_path: Path) -> None:
     from accelscore.scorer.core.model import CUSTOM_APS
-    from accelscore.scorer.custom.source import load_text
+    from accelscore.scorer.custom.scores_file import load_text
 
     custom = load_text(CUSTOM)
     assert not custom.errors, custom.errors

@@ -111,12 +111,15 @@ def test_a_mixed_nvidia_and_amd_cluster_publishes_per_vendor_and_total_scores(wo
     now = time.time()
     totals = cluster_totals(table.snapshot(), now=now, stale_after_s=config.stale_after_s)
     assert (totals.gpu_total, totals.gpu_healthy, totals.gpu_free_sum) == (32, 32, 16)
-    assert (totals.gpu_fit(4), totals.gpu_fit(8), totals.gpu_free_node_max) == (3, 1, 8)
+    # Fits are per requested resource (issue 29): nvidia.com/gpu's plain, AMD's under its own name.
+    assert (totals.gpu_fit(4), totals.gpu_fit(8), totals.gpu_free_node_max) == (2, 1, 8)
+    assert (totals.resources[AMD].fit(4), totals.resources[AMD].fit(8)) == (1, 0)
     assert totals.gpu_compute_free == Fraction(774, 100)
     assert totals.gpu_api_free_sum == 16.0
     usage, accel = score_cluster(table.snapshot(), config, now=now)
     assert accel.raw["gpuClusterFree"] == 16 and accel.as_dict()["gpuClusterHealthy"] == 100
     assert accel.raw["gpuClusterFitMigcpx_nps4"] == 61  # partitions count per profile, any vendor's
+    assert (accel.raw["gpuClusterFit4"], accel.raw[f"gpuClusterFit4@{AMD}"]) == (2, 1)
     assert usage.raw["gpuClusterAvailable"] == 16.0
 
     # Per vendor: one ClusterQueue per vendor resource, each on its vendor's nodes (flavor nodeLabels).

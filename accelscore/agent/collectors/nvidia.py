@@ -12,8 +12,8 @@ from accelscore.agent.collectors.base import CollectorError, Reading, State, tim
 from accelscore.agent.collectors.nvidia_events import XidWatcher
 from accelscore.agent.collectors.nvidia_read import GpuGone, GpuIdentity, GpuReader, Nvml
 from accelscore.agent.collectors.nvidia_worker import NvmlCallTimeout, NvmlWorker
-from accelscore.agent.snapshots import GpuSnapshot, Health, NvidiaSnapshot
-from accelscore.devices import CollectorName, DeviceKind, vendor_row
+from accelscore.agent.snapshots import GpuSnapshot, NvidiaSnapshot
+from accelscore.devices import CollectorName, DeviceKind, Health, vendor_row
 
 if TYPE_CHECKING:
     from pynvml import c_nvmlEventSet_t as EventSet
@@ -66,11 +66,6 @@ class NvidiaCollector:
         if reading.state is State.OK and self._xid_note:
             return dataclasses.replace(reading, reason=self._xid_note)
         return reading
-
-    @property
-    def xid_events(self) -> str:
-        """"" while XID events are registered for every GPU (or not tried yet), else what failed."""
-        return self._xid_note
 
     def close(self) -> None:
         """Stop the XID thread, free the event set and shut NVML down (skipped while a call is hung)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from accelscore.agent.snapshots import Health
+from accelscore.devices import Health
 
 # XIDs that mean "take this GPU out of service" (REFERENCE §5). Application faults (13, 31, 43, ...) are
 # deliberately absent: they say a workload crashed, not that the hardware is bad.

@@ -11,14 +11,40 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from accelscore.scorer.core import lanes
+from accelscore.scorer.core.best_fit import free_bit
 from accelscore.scorer.core.model import FIT_SIZES, SUMMARY_LANES, ClusterSnapshot, NodeExtras
 from accelscore.scorer.core.node_state import NodeCensus
 
 _WIDTH = len(SUMMARY_LANES)
 _FIT = tuple(SUMMARY_LANES.index(f"gpu_fit{k}") for k in FIT_SIZES)
 _TOTAL = SUMMARY_LANES.index("gpu_total")
+
+
+class Domain(NamedTuple):
+    """One NVLink domain's counts over the counted nodes labelled with its clique."""
+
+    clique: str
+    free: int  # free whole GPUs
+    total: int  # GPUs
+    complete: bool  # every node of the domain the cluster knows is counted
+    fits: tuple[int, ...]  # per FIT_SIZES: Σ over its nodes ⌊free / k⌋ (k-GPU pods of a gang inside the domain)
+
+    def fit(self, k: int) -> int:
+        return self.fits[FIT_SIZES.index(k)]
+
+
+class ResourceSums(NamedTuple):
+    """Whole GPUs a pod can ask under one resource (a vendor's device-plugin resource or a DRA DeviceClass)."""
+
+    fits: tuple[int, ...]  # per FIT_SIZES: Σ over counted nodes ⌊free / k⌋
+    seen: int  # best_fit's bit set of the nodes' free counts
+    total: int  # GPUs
+
+    def fit(self, k: int) -> int:
+        return self.fits[FIT_SIZES.index(k)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +55,8 @@ class KeyedSums:
     mig: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # profile -> (free, total)
     shares_free: int = 0
     shares_total: int = 0
-    # (clique, free GPUs, GPUs, complete): complete = every node of the domain the cluster knows is counted
-    domains: tuple[tuple[str, int, int, bool], ...] = ()
+    domains: tuple[Domain, ...] = ()
+    resources: Mapping[str, ResourceSums] = field(default_factory=dict)  # resource -> its sums (extras.resources)
 
 
 NONE = KeyedSums()
@@ -60,42 +86,59 @@ def sums(by_product: Mapping[str, int], by_keys: Mapping[tuple[str, ...], int], 
             acc[1] += counts[2 * i + 1]
         shares_free += counts[-2]
         shares_total += counts[-1]
+    resources: dict[str, list[int]] = {}  # resource -> [fits per FIT_SIZES..., seen, total]
     for extra in rare:
         for name, free, total in extra.products:
             acc = products.setdefault(name, [0] * _WIDTH)
             for i, value in enumerate(_product_lanes(free, total)):
                 acc[i] += value
+        for name, free, total in extra.resources:
+            acc = resources.setdefault(name, [0] * (len(FIT_SIZES) + 2))
+            for i, k in enumerate(FIT_SIZES):
+                acc[i] += max(0, free) // k
+            acc[-2] |= free_bit(max(0, free))
+            acc[-1] += max(0, total)
     domains = _domains(snapshot, census) if any(extra.clique for extra in rare) else {}
     return KeyedSums(
         products={name: tuple(v) for name, v in products.items()},
         mig={name: (v[0], v[1]) for name, v in mig.items()},
         shares_free=shares_free, shares_total=shares_total,
-        domains=tuple((c, v[0], v[1], bool(v[2])) for c, v in sorted(domains.items())))
+        domains=tuple(Domain(c, v[0], v[1], bool(v[2]), tuple(v[3:])) for c, v in sorted(domains.items())),
+        resources={name: ResourceSums(tuple(v[:-2]), v[-2], v[-1]) for name, v in sorted(resources.items())})
 
 
 def _domains(snapshot: ClusterSnapshot, census: NodeCensus) -> dict[str, list[int]]:
-    """clique -> [free GPUs, GPUs, complete] over the counted nodes; a domain with a member the cluster lists
-    but does not count (stale, cordoned, unknown) is incomplete: it is never wholly free."""
+    """clique -> [free GPUs, GPUs, complete, fits per FIT_SIZES...] over the counted nodes; a domain with a member
+    the cluster lists but does not count (stale, cordoned, unknown) is incomplete: it is never wholly free."""
     counted = {id(s) for s in census.counted}
     out: dict[str, list[int]] = {}
     for entry in snapshot.nodes:
         s = entry.summary
         if s is None or s.extras is None or not s.extras.clique:
             continue
-        acc = out.setdefault(s.extras.clique, [0, 0, 1])
+        acc = out.setdefault(s.extras.clique, [0, 0, 1, *(0 for _ in FIT_SIZES)])
         if id(s) in counted:
-            acc[0] += s.scan.gpu_free  # free whole GPUs (0 when unknown)
+            free = s.scan.gpu_free  # free whole GPUs (0 when unknown)
+            acc[0] += free
             acc[1] += max(0, s.gpu_total)
+            for i, k in enumerate(FIT_SIZES, 3):
+                acc[i] += free // k  # a pod takes GPUs of one node (tray): what a gang inside the domain can use
         else:
             acc[2] = 0  # a member that reported but is not counted now (stale or cordoned)
     return out
 
 
-def whole_domains_free(domains: Iterable[tuple[str, int, int, bool]]) -> int:
+def whole_domains_free(domains: Iterable[Domain]) -> int:
     """NVLink domains whose every GPU is free (and every member counted)."""
-    return sum(1 for _, free, total, complete in domains if complete and total and free == total)
+    return sum(1 for d in domains if d.complete and d.total and d.free == d.total)
 
 
-def domain_free_max(domains: Iterable[tuple[str, int, int, bool]]) -> int:
+def domain_free_max(domains: Iterable[Domain]) -> int:
     """Most free GPUs inside one NVLink domain."""
-    return max((free for _, free, _, _ in domains), default=0)
+    return max((d.free for d in domains), default=0)
+
+
+def domain_fit_max(domains: Iterable[Domain], k: int) -> int:
+    """Most k-GPU pods that fit inside one NVLink domain: max over domains of Σ over its nodes ⌊free / k⌋ (on
+    NVL72 trays of 4 GPUs, k = 4 counts the domain's wholly free trays)."""
+    return max((d.fit(k) for d in domains), default=0)

@@ -13,7 +13,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, TypedDict, TypeVar, dataclass_transform
 
-from accelscore.devices import AcceleratorFamily, family_resources
+from accelscore.devices import AcceleratorFamily, DeviceKind, family_resources, vendor_row
 from accelscore.scorer.core import lanes as _lanes
 from accelscore.scorer.core.best_fit import free_bit as _free_bit
 
@@ -31,8 +31,13 @@ FIT_SIZES = (1, 2, 4, 8)
 COMPUTE_SCALE = 10**9
 # Lanes of the packed int `NodeScan.counts`: what a scoring pass only sums (accelscore.scorer.core.lanes).
 # compute_units last: the top lane is the one that may exceed 2**32.
+# gpu_fit<k> count every vendor's free whole GPUs (the per-product fits read them); gpu_plain_fit<k> only those a
+# pod asking the plain resource (PLAIN_GPU_RESOURCE) can get: what gpuClusterFit<k> and its kin read.
 SUMMARY_LANES = (*(f"gpu_fit{k}" for k in FIT_SIZES), "gpu_total", "gpu_healthy", "tpu_free", "tpu_total",
-                 "compute_units")
+                 *(f"gpu_plain_fit{k}" for k in FIT_SIZES), "compute_units")
+# The resource a plain whole-GPU job asks (docs/scores.md, "Whole GPUs per requested resource"): the plain
+# gpuClusterFit<k>, gpuClusterBestFit<k> and gpuClusterPack<k> count the GPUs a pod asking it can get.
+PLAIN_GPU_RESOURCE = vendor_row(DeviceKind.NVIDIA_GPU).resource
 
 
 # Every vendor's physical-device resource per family (accelscore.devices), as the number docs name them.
@@ -63,13 +68,17 @@ class NodeExtras:
     shares_total: int = 0
     clique: str = ""  # NVLink domain: the vendor's domain label (GPU feature discovery: <clusterUUID>.<cliqueId>)
     products: tuple[tuple[str, int, int], ...] = ()  # (product, free whole GPUs, GPUs): only with several products
+    # (resource, free whole GPUs, GPUs) per resource a pod can ask them under (the vendor's device-plugin resource,
+    # and for a DRA device its driver's DeviceClass): only on a node with a GPU that is not a device-plugin
+    # plain-resource GPU (AMD, DRA); a node without it offers every free whole GPU as PLAIN_GPU_RESOURCE.
+    resources: tuple[tuple[str, int, int], ...] = ()
     dra_shared: tuple[DraShare, ...] = ()  # shareable DRA devices, counted once the scorer's DRA view is folded in
     # Derived for the scoring pass: the profiles (one tuple object per distinct list, so nodes of one layout
     # share it), and the counts packed as lanes (free and total per profile, then shares free and total):
     # the pass sums the packs of nodes with the same profiles in one addition each (accelscore.scorer.core.keyed).
     lane_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
     packed: int = field(init=False, repr=False, compare=False)
-    rare: bool = field(init=False, repr=False, compare=False)  # a domain or several products: folded one by one
+    rare: bool = field(init=False, repr=False, compare=False)  # a domain, several products or resources: one by one
 
     def __post_init__(self) -> None:
         keys = tuple(profile for profile, _, _ in self.mig)
@@ -77,7 +86,7 @@ class NodeExtras:
         counts = [max(0, c) for _, free, total in self.mig for c in (free, total)]
         object.__setattr__(self, "lane_keys", keys)
         object.__setattr__(self, "packed", _lanes.pack([*counts, max(0, self.shares_free), max(0, self.shares_total)]))
-        object.__setattr__(self, "rare", bool(self.clique or self.products))
+        object.__setattr__(self, "rare", bool(self.clique or self.products or self.resources))
 
 
 # One tuple object per distinct profile list (a memo, not state: equal lists give equal results either way).
@@ -127,7 +136,8 @@ class NodeScan:
                                "healthy physical GPUs with nothing assigned (0 when the assignment is unknown)")
     tpu_free: int = catalogued("tpuFree", "int", "chips", "healthy TPU chips with nothing assigned (0 when unknown)")
     counts: int  # SUMMARY_LANES packed (accelscore.scorer.core.lanes): the pass sums them in one addition
-    gpu_free_bit: int  # best_fit.free_bit(gpu_free): the pass ORs these; node maxima and best fit read the set
+    gpu_free_bit: int  # best_fit.free_bit(gpu_free): the pass ORs these; node maxima read the set
+    gpu_fit_bit: int  # best_fit.free_bit(free whole GPUs a plain-resource pod can get): best fit reads the set
     tpu_free_bit: int
     gpu_healthy: int = catalogued("gpuHealthy", "int", "GPUs", "physical GPUs HEALTHY or DEGRADED")
     gpu_total: int = catalogued("gpuTotal", "int", "GPUs", "physical GPUs seen by the GPU collector")
@@ -152,7 +162,7 @@ class NodeScan:
 # `NodeSummary.row`: unpacking one plain tuple costs ~20 ns/node less than eight named reads (1 ms of a
 # 50,000-node pass, bench/bench_scoring.py), so the row is built once at ingest from the scan, by these names.
 PASS_ROW = ("cpu_free_cores", "memory_free_bytes", "gpu_api_free", "tpu_api_free", "gpu_mem_free_max_bytes",
-            "gpu_free_bit", "tpu_free_bit", "counts", "gpu_product", "extras")
+            "gpu_free_bit", "gpu_fit_bit", "tpu_free_bit", "counts", "gpu_product", "extras")
 _pass_row = attrgetter(*PASS_ROW)
 
 
@@ -187,7 +197,8 @@ def _zero(cel_type: str) -> Any:
 
 
 # The scan of a node without a usable summary: every number 0 (custom scores' filters still see such nodes).
-ZERO_SCAN = NodeScan(counts=0, gpu_free_bit=0, tpu_free_bit=0, **{n.field: _zero(n.cel_type) for n in NODE_NUMBERS})
+ZERO_SCAN = NodeScan(counts=0, gpu_free_bit=0, gpu_fit_bit=0, tpu_free_bit=0,
+                     **{n.field: _zero(n.cel_type) for n in NODE_NUMBERS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +229,7 @@ class NodeSummary:
     extras: NodeExtras | None = None  # MIG profiles, shares, NVLink domain, several products; None = none of those
     # Derived once here: every per-node number by name, and the scoring pass's row (PASS_ROW) of them.
     scan: NodeScan = field(init=False, repr=False, compare=False)
-    row: tuple[float, float, float, float, float, int, int, int, str, NodeExtras | None] = field(
+    row: tuple[float, float, float, float, float, int, int, int, int, str, NodeExtras | None] = field(
         init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -227,18 +238,29 @@ class NodeSummary:
         # summarize() stores units / COMPUTE_SCALE, so rounding recovers the exact units (< 2**51 of them).
         units = max(0, round(self.gpu_compute_free * COMPUTE_SCALE)) if self.gpu_free_known else 0
         gpu_total, gpu_healthy, tpu_total = max(0, self.gpu_total), max(0, self.gpu_healthy), max(0, self.tpu_total)
-        packed = _lanes.pack([*(gpu_free // k for k in FIT_SIZES), gpu_total, gpu_healthy, tpu_free, tpu_total, units])
+        plain = plain_free(self.extras, gpu_free)
+        packed = _lanes.pack([*(gpu_free // k for k in FIT_SIZES), gpu_total, gpu_healthy, tpu_free, tpu_total,
+                              *(plain // k for k in FIT_SIZES), units])
         # Unknown API amounts are 0, which no sum or node maximum sees. `+ 0.0` makes fresh float objects
         # allocated together, so a pass over 50,000 nodes touches one or two cache lines per node for them.
         scan = NodeScan(
             cpu_free_cores=(self.cpu_free_cores or 0.0) + 0.0, memory_free_bytes=(self.memory_free_bytes or 0.0) + 0.0,
             gpu_api_free=(self.gpu_free_api or 0.0) + 0.0, tpu_api_free=(self.tpu_free_api or 0.0) + 0.0,
             gpu_mem_free_max_bytes=self.gpu_mem_free_max_bytes + 0.0, gpu_free=gpu_free, tpu_free=tpu_free,
-            counts=packed, gpu_free_bit=_free_bit(gpu_free), tpu_free_bit=_free_bit(tpu_free),
+            counts=packed, gpu_free_bit=_free_bit(gpu_free), gpu_fit_bit=_free_bit(plain),
+            tpu_free_bit=_free_bit(tpu_free),
             gpu_healthy=gpu_healthy, gpu_total=gpu_total,
             gpu_compute_free=units / COMPUTE_SCALE, tpu_total=tpu_total, **_keyed_numbers(self, gpu_free))
         object.__setattr__(self, "scan", scan)
         object.__setattr__(self, "row", _pass_row(scan))
+
+
+def plain_free(extras: NodeExtras | None, gpu_free: int) -> int:
+    """The free whole GPUs a pod asking PLAIN_GPU_RESOURCE can get on a node with `gpu_free` free whole GPUs
+    (0 when unknown): all of them, unless its extras list them per resource."""
+    if extras is None or not extras.resources or not gpu_free:
+        return gpu_free
+    return min(gpu_free, next((max(0, free) for name, free, _ in extras.resources if name == PLAIN_GPU_RESOURCE), 0))
 
 
 class _KeyedNumbers(TypedDict):

@@ -17,7 +17,13 @@ from types import MappingProxyType
 
 from accelscore.devices import AcceleratorFamily, family_resources
 from accelscore.scorer.core import best_fit, keyed
-from accelscore.scorer.core.model import ACCELSCORE_APS, FIT_SIZES, RESOURCE_USAGE_APS, SUMMARY_LANES
+from accelscore.scorer.core.model import (
+    ACCELSCORE_APS,
+    FIT_SIZES,
+    PLAIN_GPU_RESOURCE,
+    RESOURCE_USAGE_APS,
+    SUMMARY_LANES,
+)
 from accelscore.scorer.core.totals import DOMAIN_LABELS_DOC, PRODUCT_LABELS_DOC, ClusterTotals
 
 Raw = int | float | Fraction
@@ -107,29 +113,41 @@ def _headroom(t: ClusterTotals) -> Raw:
     return max(Fraction(0), t.gpu_free_sum - Fraction(pending))
 
 
+_PLAIN = f"`{PLAIN_GPU_RESOURCE}`"
+
+
 def _fit(k: int) -> ScoreSpec:
     """gpuClusterFit<k>: its ref is 64/k so every fit score saturates at the same 64-GPU cluster."""
     return _ceil(f"gpuClusterFit{k}", 64.0 / k, "pods",
-                 f"how many pods asking {k} whole GPU{'s' if k > 1 else ''} fit",
-                 f"Σ over counted nodes ⌊free GPUs / {k}⌋", lambda t: t.gpu_fit(k))
+                 f"how many pods asking {k} whole {_PLAIN} fit (another resource: `gpuClusterFit{k}@<resource>`)",
+                 f"Σ over counted nodes ⌊free {_PLAIN} GPUs / {k}⌋", lambda t: t.gpu_fit(k))
 
 
 def _best_fit(k: int) -> ScoreSpec:
     """gpuClusterBestFit<k> (accelscore.scorer.core.best_fit): 100 for an exact fit, lower the more GPUs left idle."""
     return _ceil(f"gpuClusterBestFit{k}", 1.0, "1 / (1 + idle GPUs)",
-                 f"how tightly the best node takes a pod of {k} whole GPU{'s' if k > 1 else ''} "
+                 f"how tightly the best node takes a pod of {k} whole {_PLAIN} "
                  "(0 = no node can; 100 = it fills a node's free GPUs exactly)",
-                 f"1 / (1 + min over counted nodes with ≥ {k} free of (free GPUs - {k})); 0 when none: "
+                 f"1 / (1 + min over counted nodes with ≥ {k} free {_PLAIN} of (free - {k})); 0 when none: "
                  "ceil(100 / (1 + idle)) at the ref of 1", lambda t: best_fit.tightness(t.gpu_free_seen, k))
 
 
 def _pack(k: int) -> ScoreSpec:
     """gpuClusterPack<k>: 100 / (k-GPU pods that fit), so a single pod goes where it uses up the least room."""
     return _ceil(f"gpuClusterPack{k}", 1.0, "1 / pods that fit",
-                 f"how little of the cluster's room for {k}-GPU pods one more takes (0 = none fits; 100 = it takes "
-                 "the last place): best fit by cluster, keeping the roomiest clusters for gangs",
+                 f"how little of the cluster's room for pods of {k} {_PLAIN} one more takes (0 = none fits; "
+                 "100 = it takes the last place): best fit by cluster, keeping the roomiest clusters for gangs",
                  f"1 / gpuClusterFit{k} raw; 0 when nothing fits: ceil(100 / pods that fit) at the ref of 1",
                  lambda t: Fraction(1, t.gpu_fit(k)) if t.gpu_fit(k) else Fraction(0))
+
+
+def _domain_fit(k: int) -> ScoreSpec:
+    """gpuClusterDomainFit<k>: the most k-GPU pods one NVLink domain takes (ref: an NVL72 rack's 72 GPUs / k)."""
+    return _ceil(f"gpuClusterDomainFit{k}", 72.0 / k, "pods",
+                 f"most pods of {k} whole GPU{'s' if k > 1 else ''} that fit inside one NVLink domain (a gang of "
+                 f"such pods that must share a domain; on NVL72 trays of 4 GPUs, k = 4 counts wholly free trays)",
+                 f"max over {DOMAIN_LABELS_DOC} domains of Σ over their counted nodes ⌊free GPUs / {k}⌋",
+                 lambda t: keyed.domain_fit_max(t.domains, k))
 
 
 _CPU, _MEM, _GPU, _TPU = (0.0, 100.0), (0.0, 1048576.0), (0.0, 20.0), (0.0, 20.0)  # upstream (memory in MiB)
@@ -203,6 +221,8 @@ SCORES: tuple[ScoreSpec, ...] = (
           "most free GPUs inside one NVLink domain (what one gang that must share a domain can get)",
           f"max over {DOMAIN_LABELS_DOC} domains of Σ free whole GPUs on their counted nodes",
           lambda t: keyed.domain_free_max(t.domains)),
+    # Added for issue 29: what a gang of k-GPU pods inside one domain can use (trays with k free, not GPUs).
+    *(_domain_fit(k) for k in FIT_SIZES),
 )
 
 BY_NAME: Mapping[str, ScoreSpec] = MappingProxyType({spec.name: spec for spec in SCORES})
@@ -267,6 +287,37 @@ def _product_fit(k: int) -> KeyedSpec:
                      f"Σ over counted nodes ⌊free GPUs of the product / {k}⌋")
 
 
+RESOURCE_KEY = "<resource>"  # a vendor's device-plugin resource, or a DRA DeviceClass (named after its driver)
+
+
+def _resource_keys(t: ClusterTotals) -> list[str]:
+    """The resources other than the plain one (whose scores are the plain names) the cluster has GPUs of."""
+    return _bounded({name: sums.total for name, sums in t.resources.items()
+                     if sums.total and name != PLAIN_GPU_RESOURCE})
+
+
+def _resource_raw(raw: Callable[[keyed.ResourceSums], Raw]) -> Callable[[ClusterTotals, str], Raw]:
+    return lambda t, name: raw(t.resources[name])
+
+
+def _per_resource(base: ScoreSpec, raw: Callable[[keyed.ResourceSums], Raw], what: str) -> KeyedSpec:
+    """`<base>@<resource>`: the plain score's rule over the whole GPUs a pod asking another resource can get."""
+    return KeyedSpec(f"{base.name}@", RESOURCE_KEY, _resource_keys, _resource_raw(raw), base.config_key, base.ref,
+                     base.unit, f"{base.name} for pods asking whole GPUs as the resource ({what}; one score per "
+                     "resource the cluster's counted nodes have GPUs of)",
+                     f"{base.name}'s rule over the free whole GPUs a pod asking the resource can get")
+
+
+def _resource_families(k: int) -> tuple[KeyedSpec, ...]:
+    what = "a vendor's device-plugin resource, or the DRA DeviceClass a claim names"
+    return (
+        _per_resource(BY_NAME[f"gpuClusterFit{k}"], lambda r: r.fit(k), what),
+        _per_resource(BY_NAME[f"gpuClusterBestFit{k}"], lambda r: best_fit.tightness(r.seen, k), what),
+        _per_resource(BY_NAME[f"gpuClusterPack{k}"],
+                      lambda r: Fraction(1, r.fit(k)) if r.fit(k) else Fraction(0), what),
+    )
+
+
 KEYED: tuple[KeyedSpec, ...] = (
     KeyedSpec("gpuClusterFree.", PRODUCT_KEY, _products, _product_lane(1), "gpuClusterFree", 64.0, "GPUs",
               "gpuClusterFree counting only GPUs of one product (one score per product in the cluster)",
@@ -278,6 +329,7 @@ KEYED: tuple[KeyedSpec, ...] = (
               "resource on a mig.strategy=single node)",
               "Σ over healthy MIG-enabled GPUs on counted nodes of unassigned instances of the profile, plus the "
               "partitions of the profile DRA partitionable GPUs still allow"),
+    *(family for k in FIT_SIZES for family in _resource_families(k)),  # issue 29
 )
 
 

@@ -23,6 +23,7 @@ from accelscore.scorer.core.model import (
     COMPUTE_SCALE,
     FIT_SIZES,
     GPU_RESOURCES_DOC,
+    PLAIN_GPU_RESOURCE,
     SUMMARY_LANES,
     TPU_RESOURCES_DOC,
     ClusterSnapshot,
@@ -63,7 +64,8 @@ class ClusterTotals:
                                               f"allocatable - requested {_TPU}, {_NODE_MAX}")
     tpu_api_free_sum: float = catalogued("tpuApiFree", "double", "chips", f"allocatable - requested {_TPU}, summed")
     gpu_free_node_max: int = catalogued("gpuFreeNodeMax", "int", "GPUs", f"healthy, unassigned GPUs, {_NODE_MAX}")
-    gpu_fits: tuple[int, ...]  # per FIT_SIZES: sum over nodes of floor(free / k) (gpuFit<k> below)
+    gpu_fits: tuple[int, ...]  # per FIT_SIZES: sum over nodes of floor(free / k), every vendor's whole GPUs
+    gpu_plain_fits: tuple[int, ...]  # the same over the GPUs a pod asking PLAIN_GPU_RESOURCE can get (gpuFit<k>)
     gpu_total: int = catalogued("gpuTotal", "int", "GPUs", "GPUs, summed")
     gpu_healthy: int = catalogued("gpuHealthy", "int", "GPUs", "healthy (or degraded) GPUs, summed")
     gpu_mem_free_node_max_bytes: float = catalogued("gpuMemFreeNodeMaxBytes", "double", "bytes",
@@ -83,7 +85,8 @@ class ClusterTotals:
                                              f"{_TPU} requested by Pending pods with no node, plus the chips their "
                                              "unallocated ResourceClaims ask (whole cluster, never filtered; "
                                              "infinite while unknown)")
-    # Bit f set: some counted node has exactly f free GPUs (f capped; accelscore.scorer.core.best_fit reads it).
+    # Bit f set: some counted node has exactly f free GPUs a plain-resource pod can get (f capped;
+    # accelscore.scorer.core.best_fit reads it).
     gpu_free_seen: int = 0
     # Keyed (accelscore.scorer.core.keyed): per GPU product its SUMMARY_LANES sums; per MIG profile (free, total);
     # shares; per NVLink domain (clique, free GPUs, GPUs, every member counted).
@@ -91,7 +94,9 @@ class ClusterTotals:
     mig: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     shares_free: int = 0
     shares_total: int = 0
-    domains: tuple[tuple[str, int, int, bool], ...] = ()
+    domains: tuple[keyed.Domain, ...] = ()
+    # Per resource other than PLAIN_GPU_RESOURCE a pod can ask whole GPUs under (accelscore.scorer.core.keyed).
+    resources: Mapping[str, keyed.ResourceSums] = field(default_factory=dict)
 
     @property
     def gpu_free_sum(self) -> int:
@@ -106,8 +111,8 @@ class ClusterTotals:
         return self.census.fresh_nodes
 
     def gpu_fit(self, k: int) -> int:
-        """How many pods of k whole GPUs fit: sum over nodes of floor(free / k), for k in FIT_SIZES."""
-        return self.gpu_fits[FIT_SIZES.index(k)]
+        """How many pods asking k whole PLAIN_GPU_RESOURCE fit: sum over nodes of floor(free / k), k in FIT_SIZES."""
+        return self.gpu_plain_fits[FIT_SIZES.index(k)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +127,7 @@ class ClusterNumber:
 
 
 def _fit_number(k: int) -> ClusterNumber:
-    return ClusterNumber(f"gpuFit{k}", "int", "pods", f"pods of {k} whole GPU{'s' if k > 1 else ''} that fit: "
+    return ClusterNumber(f"gpuFit{k}", "int", "pods", f"pods asking {k} whole `{PLAIN_GPU_RESOURCE}` that fit: "
                          f"Σ ⌊free GPUs / {k}⌋", lambda t: t.gpu_fit(k))
 
 
@@ -167,7 +172,7 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
     nodes = census(snapshot.nodes, now=now, stale_after_s=stale_after_s)
     cpu_max = cpu_sum = mem_max = mem_sum = gpu_api_max = gpu_api_sum = tpu_api_max = tpu_api_sum = 0.0
     gpu_mem_max = 0.0
-    seen = tpu_seen = run = 0
+    seen = fit_seen = tpu_seen = run = 0
     by_product: dict[str, int] = {}
     product_now = ""  # the product of the current run of nodes; its packed sums wait in `run`
     rare: list[NodeExtras] = []  # nodes with an NVLink domain or several products
@@ -177,7 +182,7 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
     # Locals only; the float sums run in snapshot order, as they always have (the same values to the last bit).
     # Free GPU and TPU counts enter as one bit each (NodeScan.*_free_bit): their node maxima are the highest bit.
     for s in nodes.counted:
-        cpu, mem, gpu_api, tpu_api, gpu_mem, gpu_bit, tpu_bit, counts, product, extra = s.row  # model.PASS_ROW
+        cpu, mem, gpu_api, tpu_api, gpu_mem, gpu_bit, fit_bit, tpu_bit, counts, product, extra = s.row  # PASS_ROW
         cpu_sum += cpu
         if cpu > cpu_max:
             cpu_max = cpu
@@ -193,6 +198,7 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
         if gpu_mem > gpu_mem_max:
             gpu_mem_max = gpu_mem
         seen |= gpu_bit
+        fit_seen |= fit_bit
         tpu_seen |= tpu_bit
         # Every device count and the compute units in one addition, per product: nodes of one product come
         # in runs (a node pool), so most nodes cost one identity test (products are interned at ingest).
@@ -225,6 +231,7 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
         tpu_api_free_node_max=tpu_api_max, tpu_api_free_sum=tpu_api_sum,
         gpu_free_node_max=_node_max(seen, nodes.counted, "gpu_free"),
         gpu_fits=tuple(sums[f"gpu_fit{k}"] for k in FIT_SIZES),
+        gpu_plain_fits=tuple(sums[f"gpu_plain_fit{k}"] for k in FIT_SIZES),
         gpu_total=sums["gpu_total"], gpu_healthy=sums["gpu_healthy"],
         gpu_mem_free_node_max_bytes=gpu_mem_max,
         gpu_compute_free=Fraction(sums["compute_units"], COMPUTE_SCALE),
@@ -232,7 +239,7 @@ def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: floa
         tpu_total=sums["tpu_total"],
         pending_gpu_requests=snapshot.pending_gpu_requests,
         pending_tpu_requests=snapshot.pending_tpu_requests,
-        gpu_free_seen=seen,
+        gpu_free_seen=fit_seen,
         gpu_by_product=keyed_sums.products, mig=keyed_sums.mig, shares_free=keyed_sums.shares_free,
-        shares_total=keyed_sums.shares_total, domains=keyed_sums.domains,
+        shares_total=keyed_sums.shares_total, domains=keyed_sums.domains, resources=keyed_sums.resources,
     )

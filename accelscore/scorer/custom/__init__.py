@@ -1,1 +1,2 @@
-"""User-defined scores: CEL definitions (cel-expr-python), the mounted ConfigMap source, and PromQL inputs."""
+"""User-defined scores: CEL definitions (cel-expr-python), the mounted ConfigMap's file (`scores_file`), and PromQL
+inputs."""

@@ -18,7 +18,7 @@ fails to evaluate (division by zero, a missing map key, an unknown `prom` value,
 its score unknown, published at the bottom of its range (0 for `ceil`, -100 for `signed`), with a reason.
 
 No I/O, no clock, no kube/grpc/yaml (CEL and the AST reader aside): the file source is
-`accelscore.scorer.custom.source`.
+`accelscore.scorer.custom.scores_file`.
 """
 
 from __future__ import annotations

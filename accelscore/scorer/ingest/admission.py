@@ -77,8 +77,3 @@ class NodeCalls:
                     self._calls[node] = left
                 else:
                     del self._calls[node]
-
-    def in_progress(self) -> int:
-        """Calls holding a slot now, all nodes."""
-        with self._lock:
-            return sum(self._calls.values())

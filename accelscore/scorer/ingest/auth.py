@@ -294,16 +294,6 @@ class TokenAuthenticator:
                 return f"{kind}/{name[:253]}"
         return ""
 
-    def is_known(self, token: str | None) -> bool:
-        """Whether `token` has an unexpired positive answer cached (cheap: no review, no I/O)."""
-        if not token or len(token) > _MAX_TOKEN_CHARS:
-            return False
-        key = hashlib.sha256(token.encode()).digest()
-        now = self._clock()
-        with self._lock:
-            entry = self._cache.get(key)
-            return entry is not None and entry.expires_at > now
-
     def valid_until(self, token: str | None) -> float:
         """When `token`'s cached positive answer runs out (clock time; 0 when none is cached)."""
         if not token or len(token) > _MAX_TOKEN_CHARS:
@@ -312,12 +302,6 @@ class TokenAuthenticator:
         with self._lock:
             entry = self._cache.get(key)
             return entry.expires_at if entry is not None else 0.0
-
-    def authorize(self, token: str | None, node: str) -> Identity:
-        """`authenticate`, then require the token's pod to run on `node`."""
-        identity = self.authenticate(token)
-        check_node(identity, node)
-        return identity
 
     def cache_len(self) -> int:
         """Number of cached answers (positive and negative)."""

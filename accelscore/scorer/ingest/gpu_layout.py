@@ -15,8 +15,8 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
-from accelscore.devices import VENDORS
-from accelscore.scorer.core.model import DraShare, NodeExtras
+from accelscore.devices import VENDORS, vendor_of_kind
+from accelscore.scorer.core.model import PLAIN_GPU_RESOURCE, DraShare, NodeExtras
 from accelscore.v1 import report_pb2
 
 # The Node labels naming a node's NVLink domain (the vendor table: GPU feature discovery's clique label).
@@ -89,6 +89,34 @@ def _products(gpus: Devices, free_whole: Devices) -> tuple[tuple[str, int, int],
     return tuple((name, f, t) for name, (f, t) in sorted(products.items()))
 
 
+@functools.lru_cache(maxsize=256)
+def _request_keys(kind: int, source: int, driver: str) -> tuple[str, ...]:
+    """The resources a pod can ask one whole GPU under: its vendor's device-plugin resource (a DRA GPU too: a
+    DeviceClass's `extendedResourceName` maps it, KEP-5004) and, for a DRA device, its driver's DeviceClass (the
+    NVIDIA and AMD DRA drivers' charts name their whole-GPU DeviceClass after the driver)."""
+    vendor = vendor_of_kind(kind)
+    keys: tuple[str, ...] = (vendor.resource,) if vendor is not None else ()
+    if source == report_pb2.DEVICE_SOURCE_DRA and driver:
+        keys += (sys.intern(driver[:_MAX_KEY]),)
+    return keys
+
+
+def _resources(gpus: Devices, free_whole: Devices) -> tuple[tuple[str, int, int], ...]:
+    """(resource, free whole GPUs, GPUs) per resource a pod can ask the node's GPUs under; () when every GPU is a
+    device-plugin PLAIN_GPU_RESOURCE (most nodes: the plain scores count them all)."""
+    keys = [_request_keys(g.kind, g.source, g.dra_driver) for g in gpus]
+    if all(k == (PLAIN_GPU_RESOURCE,) for k in keys):
+        return ()
+    counts: dict[str, list[int]] = {}
+    for names in keys:
+        for name in names:
+            counts.setdefault(name, [0, 0])[1] += 1
+    for gpu in free_whole:
+        for name in _request_keys(gpu.kind, gpu.source, gpu.dra_driver):
+            counts[name][0] += 1
+    return tuple((name, f, t) for name, (f, t) in sorted(counts.items()))
+
+
 def extras(gpus: Devices, migs: Mapping[str, Devices], report: report_pb2.NodeReport, *, usable: Devices,
            free_whole: Devices, free_known: bool, dra_shared: tuple[DraShare, ...] = ()
            ) -> tuple[str, NodeExtras | None]:
@@ -114,15 +142,17 @@ def extras(gpus: Devices, migs: Mapping[str, Devices], report: report_pb2.NodeRe
         offers = offers or len(gpu.partitions_available) > 0
     partitions = _partitions(usable, migs, free_known) if offers else ()
     clique = _clique(report)
-    if not (partitions or shares_total or clique or several or dra_shared):
+    resources = _resources(gpus, free_whole)
+    if not (partitions or shares_total or clique or several or dra_shared or resources):
         return only, None
     return only, NodeExtras(mig=partitions, shares_free=shares_free, shares_total=shares_total,
-                            clique=clique, products=several, dra_shared=dra_shared)
+                            clique=clique, products=several, dra_shared=dra_shared, resources=resources)
 
 
 def whole_gpus_extras(model: str | None, report: report_pb2.NodeReport) -> tuple[str, NodeExtras | None]:
-    """`extras` of a node whose GPUs are all whole, unshared and of one `model` (None: no GPU), as ingest's hot
-    path (`whole_gpus`) finds them: no partition, no share, one product, so only the NVLink domain is left."""
+    """`extras` of a node whose GPUs are all whole, unshared, device-plugin PLAIN_GPU_RESOURCE GPUs of one `model`
+    (None: no GPU), as ingest's hot path (`whole_gpus`) finds them: no partition, no share, one product, one
+    resource, so only the NVLink domain is left."""
     clique = _clique(report)
     return "" if model is None else product(model), NodeExtras(clique=clique) if clique else None
 

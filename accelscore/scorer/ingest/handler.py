@@ -23,12 +23,12 @@ after the metadata checks pass.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractContextManager, nullcontext
+from typing import Protocol
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -70,9 +70,11 @@ CODES: dict[RejectReason, grpc.StatusCode] = {
     RejectReason.INTERNAL: grpc.StatusCode.INTERNAL,
 }
 
-# accept(report, received_at): take a validated report or raise ReportRefused. One that also takes `read=` is
-# handed what ingest read of the report already (`whole_gpus.read_report`, None: nothing).
-Accept = Callable[..., None]
+class Accept(Protocol):
+    """Where a validated report goes (`NodeTable.accept`, the service's): take it or raise ReportRefused; `read` is
+    what ingest read of the report already (`whole_gpus.read_report`, None: nothing)."""
+
+    def __call__(self, report: pb.NodeReport, received_at: float, *, read: ReportRows | None = None) -> object: ...
 
 
 def _accepted_answer(received_at: float) -> bytes:
@@ -172,7 +174,6 @@ class ReportIngest:
                  max_clock_skew_s: float = MAX_CLOCK_SKEW_S, node_calls: NodeCalls | None = None,
                  call_deadline_s: float = CALL_DEADLINE_S, stream_idle_s: float = STREAM_IDLE_S) -> None:
         self._accept = accept
-        self._accept_read = "read" in inspect.signature(accept).parameters
         self._auth = authenticator
         self._max_bytes = max_report_bytes
         self._stats = stats
@@ -313,10 +314,7 @@ class ReportIngest:
                 log.debug("dropped stale report for %s/%s/%d", node, instance, sequence)
                 return pb.PushReportResponse(dropped_reason=RejectReason.STALE_SEQUENCE.value).SerializeToString()
             try:
-                if self._accept_read:
-                    self._accept(report, received_at, read=read)
-                else:
-                    self._accept(report, received_at)
+                self._accept(report, received_at, read=read)
             except ReportRefused as refused:
                 raise _Refused(refused.rejection) from None
             except Exception:

@@ -267,6 +267,10 @@ def cap_free(summary: NodeSummary, *, allocatable: Mapping[str, float], requeste
         capped.append(_label(tpus, allocatable, dra))
     if not capped:
         return summary, ()
-    return (dataclasses.replace(summary, gpu_free=gpu_free, gpu_compute_free=gpu_compute_free,
+    extras = summary.extras
+    if extras is not None and extras.resources and gpu_free < summary.gpu_free:  # no resource offers more
+        extras = dataclasses.replace(extras, resources=tuple((name, min(free, gpu_free), total)
+                                                             for name, free, total in extras.resources))
+    return (dataclasses.replace(summary, gpu_free=gpu_free, gpu_compute_free=gpu_compute_free, extras=extras,
                                 gpu_free_api=gpu_free_api, tpu_free=tpu_free, tpu_free_api=tpu_free_api),
             tuple(dict.fromkeys(capped)))  # each resource once

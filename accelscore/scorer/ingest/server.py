@@ -122,9 +122,6 @@ class IngestServer:
             self._stopped.set()
         return self._stopped
 
-    def wait_for_termination(self, timeout: float | None = None) -> bool:
-        return self._stopped.wait(timeout)
-
     async def _stop(self, grace: float | None) -> None:
         try:
             if self._server is not None:

@@ -18,8 +18,8 @@ import math
 from operator import attrgetter
 from typing import Any
 
-from accelscore.devices import CollectorName
-from accelscore.scorer.core.model import COMPUTE_SCALE, NodeSummary
+from accelscore.devices import CollectorName, vendor_of_kind
+from accelscore.scorer.core.model import COMPUTE_SCALE, PLAIN_GPU_RESOURCE, NodeSummary
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.ingest import gpu_layout
 from accelscore.scorer.ingest.plausible import DeviceCounts
@@ -56,6 +56,9 @@ _FIELDS = attrgetter("id", "kind", "health", "index", "utilization_ratio", "memo
                      "share_count", "partitions_available", "assignment_known", "memory_total_bytes",
                      "memory_used_bytes", "memory_reserved_bytes")
 _DRA = report_pb2.DEVICE_SOURCE_DRA
+# The kind whose whole GPUs a pod asks as PLAIN_GPU_RESOURCE; another vendor's take the general path (its extras
+# list them per resource, gpu_layout).
+_PLAIN_KIND = next(k for k in GPU_KINDS if (v := vendor_of_kind(k)) is not None and v.resource == PLAIN_GPU_RESOURCE)
 _NODE, _KUBELET = CollectorName.NODE.value, CollectorName.KUBELET.value
 _KUBELET_OK = frozenset((None, OK, report_pb2.COLLECTOR_STATE_ABSENT))
 _HEALTHS = frozenset(report_pb2.Health.values())
@@ -66,22 +69,22 @@ Row = tuple[Any, ...]  # a device's _FIELDS, in the report's order of devices
 
 
 def read_devices(report: report_pb2.NodeReport) -> tuple[Row, ...] | None:
-    """Each device's fields, when every device is a valid whole GPU of one model (device plugin or host,
-    not MIG-enabled, not shared, no partitions): what `validate.check_devices` would pass. None for any other
-    report, valid or not (the general path checks it and names the first problem)."""
+    """Each device's fields, when every device is a valid whole GPU of one model asked as PLAIN_GPU_RESOURCE
+    (device plugin or host, not MIG-enabled, not shared, no partitions): what `validate.check_devices` would pass.
+    None for any other report, valid or not (the general path checks it and names the first problem)."""
     devices = report.devices
     if len(devices) > MAX_DEVICES:
         return None
     rows = []
     seen: set[str] = set()
     model = None
-    gpu_kinds, healths, ratio, limit, inf = GPU_KINDS, _HEALTHS, _MAX_RATIO, MAX_ID_CHARS, _INF
+    plain_kind, healths, ratio, limit, inf = _PLAIN_KIND, _HEALTHS, _MAX_RATIO, MAX_ID_CHARS, _INF
     for device in devices:
         fields = _FIELDS(device)
         (dev_id, kind, health, index, util, mem_util, duty, temperature, power, power_limit, energy, dev_model,
          parent_id, assignments, xids, source, mig_enabled, share_count, partitions, _, _, _, _) = fields
         # validate.check_devices' combined check, then the shape this path handles.
-        if not (0 < len(dev_id) <= limit and dev_id not in seen and kind in gpu_kinds and health in healths
+        if not (0 < len(dev_id) <= limit and dev_id not in seen and kind == plain_kind and health in healths
                 and index >= 0 and 0.0 <= util <= ratio and 0.0 <= mem_util <= ratio and 0.0 <= duty <= ratio
                 and 0.0 <= temperature < inf and 0.0 <= power < inf and 0.0 <= power_limit < inf
                 and 0.0 <= energy < inf and len(dev_model) <= limit and not parent_id

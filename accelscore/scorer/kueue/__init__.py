@@ -1,1 +1,1 @@
-"""Kueue ClusterQueue headroom: the pure headroom rule and the source that feeds it from the watches."""
+"""Kueue ClusterQueue headroom: the pure headroom rule and the view of the queues that the watches feed."""

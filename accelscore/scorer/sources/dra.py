@@ -3,7 +3,7 @@ ResourceClaims, folded into the node table once per pass for plausibility and th
 
 Optional: discovered at start and looked for again every few minutes while the cluster serves no
 `resource.k8s.io`; until its watches sync the table holds "DRA view unknown" (DRA nodes then get no DRA bound),
-never "no DRA devices". Kueue reads the same view for its DRA quota resources (`dra_source()`).
+never "no DRA devices". Kueue reads the same view for its DRA quota resources (`view()`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.sources import dra_watch as dra_source_module
 from accelscore.scorer.sources.base import Required, Wake
 from accelscore.scorer.sources.discovered import DiscoveredSource
-from accelscore.scorer.sources.dra_watch import DraSource
+from accelscore.scorer.sources.dra_watch import DraView
 
 
-class DraInput(DiscoveredSource[DraSource]):
+class DraSource(DiscoveredSource[DraView]):
     """The DRA watches (once the cluster serves ResourceSlices) and the per-node views they give each pass."""
 
     name = "dra"
@@ -34,13 +34,13 @@ class DraInput(DiscoveredSource[DraSource]):
         self._applied = False  # the table holds the synced views
         self._marked_unknown = False
 
-    def _discover(self, log_absent: bool) -> DraSource:
-        return DraSource.start(self._api, on_change=self._changed, log_absent=log_absent, **self._options)
+    def _discover(self, log_absent: bool) -> DraView:
+        return DraView.start(self._api, on_change=self._changed, log_absent=log_absent, **self._options)
 
     def _every(self) -> float:
         return dra_source_module.REDISCOVER_S if self._rediscover_s is None else self._rediscover_s
 
-    def dra_source(self) -> DraSource | None:
+    def view(self) -> DraView | None:
         """The DRA source once found (Kueue on DRA reads its free devices)."""
         return self._found
 

@@ -34,14 +34,14 @@ from accelscore.kube.nodes import JsonObject
 from accelscore.kube.watch import WatchCache, WatchOptions
 from accelscore.scorer.sources.dra_demand import Backlog, ClaimRef, Families, FamilyCache, backlog
 
-__all__ = ["REDISCOVER_S", "DraSource"]
+__all__ = ["REDISCOVER_S", "DraView"]
 
 log = logging.getLogger(__name__)
 
 REDISCOVER_S = 300.0
 
 
-class DraSource:
+class DraView:
     """Owns the DRA watches; `views()` gives every node's view (None while unknown) and whether any changed."""
 
     def __init__(self, api_client: ApiClient, *, on_change: Callable[[], None] | None = None,
@@ -71,7 +71,7 @@ class DraSource:
 
     @classmethod
     def start(cls, api_client: ApiClient, *, on_change: Callable[[], None] | None = None, log_absent: bool = True,
-              **watch_options: Unpack[WatchOptions]) -> DraSource:
+              **watch_options: Unpack[WatchOptions]) -> DraView:
         """Discover and start the watches; `present` says whether the cluster serves ResourceSlices."""
         source = cls(api_client, on_change=on_change, **watch_options)
         try:

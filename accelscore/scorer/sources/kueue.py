@@ -13,32 +13,32 @@ from accelscore.kube.config import ApiClient
 from accelscore.scorer.core.model import ClusterSnapshot, ScoreSet
 from accelscore.scorer.core.totals import ClusterTotals
 from accelscore.scorer.ingest.node_table import NodeTable
-from accelscore.scorer.kueue import source as kueue_source
-from accelscore.scorer.kueue.source import KueueSource
+from accelscore.scorer.kueue import view as kueue_view
+from accelscore.scorer.kueue.view import KueueView
 from accelscore.scorer.sources.base import Required, Wake
 from accelscore.scorer.sources.discovered import DiscoveredSource
 
 log = logging.getLogger(__name__)
 
 
-class KueueInput(DiscoveredSource[KueueSource]):
+class KueueSource(DiscoveredSource[KueueView]):
     """The Kueue watches (once Kueue is found) and the `accelscore-kueue` set they give each pass."""
 
     name = "kueue"
     required = Required.NO
 
     def __init__(self, api_client: ApiClient, *, wake: Wake, stale_after_s: float, rediscover_s: float | None = None,
-                 dra: Callable[[], kueue_source.DraFree | None] | None = None) -> None:
+                 dra: Callable[[], kueue_view.DraFree | None] | None = None) -> None:
         super().__init__(api_client, wake=wake)
         self._stale_after_s = stale_after_s
-        self._rediscover_s = rediscover_s  # None: kueue.source.REDISCOVER_S, read when the look-again loop starts
+        self._rediscover_s = rediscover_s  # None: kueue.view.REDISCOVER_S, read when the look-again loop starts
         self._dra = dra  # the DRA source, once found (Kueue on DRA: scorer.kueue.dra)
 
-    def _discover(self, log_absent: bool) -> KueueSource:
-        return KueueSource.start(self._api, on_change=self._changed, log_absent=log_absent)
+    def _discover(self, log_absent: bool) -> KueueView:
+        return KueueView.start(self._api, on_change=self._changed, log_absent=log_absent)
 
     def _every(self) -> float:
-        return kueue_source.REDISCOVER_S if self._rediscover_s is None else self._rediscover_s
+        return kueue_view.REDISCOVER_S if self._rediscover_s is None else self._rediscover_s
 
     def synced(self) -> bool:
         found = self._found
@@ -54,7 +54,7 @@ class KueueInput(DiscoveredSource[KueueSource]):
         self._link_dra(found)
         return found.score_set(snapshot, now, self._stale_after_s)
 
-    def _link_dra(self, found: KueueSource) -> None:
+    def _link_dra(self, found: KueueView) -> None:
         """Once both Kueue and DRA are there (in either order): count DRA devices for Kueue's DRA quota resources."""
         source = None if self._dra is None or found.dra is not None else self._dra()
         if source is None:

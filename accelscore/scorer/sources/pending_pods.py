@@ -22,7 +22,7 @@ from accelscore.kube.watch import OnChange, WatchCache, WatchOptions
 from accelscore.scorer.ingest.node_table import NodeTable
 from accelscore.scorer.sources.base import Required, Wake, WatchSource
 from accelscore.scorer.sources.dra_demand import ClaimRef
-from accelscore.scorer.sources.dra_watch import DraSource
+from accelscore.scorer.sources.dra_watch import DraView
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class PendingPodsSource(WatchSource[tuple[str, str], PendingDemand]):
     required = Required.GRACE
 
     def __init__(self, api_client: ApiClient, *, wake: Wake, watch_options: dict[str, Any] | None = None,
-                 dra: Callable[[], DraSource | None] | None = None) -> None:
+                 dra: Callable[[], DraView | None] | None = None) -> None:
         super().__init__(api_client, wake=wake, watch_options=watch_options)
         self._dra = dra  # the DRA source once found: it resolves what pending claims ask for
         self._stamp: object = None  # the DRA inputs the last copy counted with

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
 
 
-class TlsSource(Protocol):
+class TlsProvider(Protocol):
     """Something that can say, cheaply and often, which serving pair is current."""
 
     def current(self) -> KeyPair: ...
@@ -201,7 +201,7 @@ def _material_from(data: dict[str, bytes]) -> ServingMaterial | None:
     return ServingMaterial(ca=KeyPair(data[CA_CERT], data[CA_KEY]), serving=KeyPair(data[TLS_CERT], data[TLS_KEY]))
 
 
-def server_credentials(source: TlsSource, *, check_every_s: float = 60.0,
+def server_credentials(source: TlsProvider, *, check_every_s: float = 60.0,
                        monotonic: Callable[[], float] = time.monotonic) -> grpc.ServerCredentials:
     """grpc server credentials serving `source`'s pair; a handshake at most every `check_every_s` asks again."""
     rotation = _Rotation(source, check_every_s=check_every_s, monotonic=monotonic)
@@ -217,7 +217,7 @@ def server_credentials(source: TlsSource, *, check_every_s: float = 60.0,
 class _Rotation:
     """grpc's certificate-configuration fetcher: None = keep serving the current pair."""
 
-    def __init__(self, source: TlsSource, *, check_every_s: float, monotonic: Callable[[], float]) -> None:
+    def __init__(self, source: TlsProvider, *, check_every_s: float, monotonic: Callable[[], float]) -> None:
         self._source = source
         self._every = check_every_s
         self._monotonic = monotonic

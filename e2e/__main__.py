@@ -1,0 +1,65 @@
+"""`python -m e2e up [--no-node] | down | check [CHECK...] | run [CHECK...]` (e2e/README.md)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from types import FrameType
+
+from e2e.rig import lifecycle, procs
+from e2e.rig.config import Config
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM/SIGHUP as an exception, so every `finally` (the teardown) runs."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from e2e.checks import CHECKS, run_checks
+
+    parser = argparse.ArgumentParser(prog="python -m e2e", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="bring the rig up and leave it running (kubeconfigs in the state directory)")
+    up.add_argument("--no-node", action="store_true", help="hub + managed cluster (joined) only: no kubelet")
+    up.add_argument("--apiservers-only", action="store_true",
+                    help="the two apiservers (OCM's CRDs on the hub) and controller-managers: no OCM, no node")
+    sub.add_parser("down", help="stop everything the rig started; unmount what it mounted")
+    for name, text in (("check", "run checks against the running rig"),
+                       ("run", "up, the checks, down (always): what `make e2e` runs")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("checks", nargs="*", metavar="CHECK", help=f"some of {', '.join(CHECKS)} (default: all)")
+    args = parser.parse_args(argv)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+    cfg = Config.from_env()
+    try:
+        if args.command == "down":
+            lifecycle.down(cfg)
+            return 0
+        if args.command == "up":
+            try:
+                lifecycle.up(cfg, with_node=not args.no_node, apiservers_only=args.apiservers_only)
+            except BaseException:
+                lifecycle.down(cfg)
+                raise
+            print(f"export KUBECONFIG={cfg.managed_kubeconfig} HUB_KUBECONFIG={cfg.hub_kubeconfig}")
+            return 0
+        if args.command == "check":
+            return run_checks(cfg, args.checks)
+        t0 = time.monotonic()
+        try:
+            lifecycle.up(cfg)
+            return run_checks(cfg, args.checks)
+        finally:
+            lifecycle.down(cfg)
+            lifecycle.log(f"total {time.monotonic() - t0:.0f} s")
+    except procs.RigError as err:
+        print(f"e2e: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""faults: the scorer Pod deleted → its replacement takes over with no withdrawal on the hub (every version of the
+score object the hub served meanwhile still holds scores); the scorer stopped (node cordoned, its Pod deleted, the
+new one Pending) → with the hub guard running, a Placement that needs a live cluster drops it within 60 s of the
+score object's validUntil."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from e2e.checks.hub import valid_until
+from e2e.checks.install import ADDON_NS, SCORER, all_ready, install_addon, running_on_node
+from e2e.checks.log import Checker
+from e2e.rig import lifecycle, procs
+from e2e.rig.config import AGENTLESS_CLUSTER, MANAGED_CLUSTER, NODE_NAME
+from e2e.rig.kube import Kubectl, write_kubeconfig
+
+LIVE = "e2e-live"
+GUARD_NS = "accelscore-hub"
+DROP_WITHIN_S = 60
+
+
+class Watch:
+    """Every version of one object the apiserver serves while it runs (`kubectl get --watch -o json`)."""
+
+    def __init__(self, k: Kubectl, kind: str, name: str, namespace: str) -> None:
+        self.proc = subprocess.Popen(["kubectl", "--kubeconfig", str(k.kubeconfig), "get", kind, name, "-n", namespace,
+                                      "--watch", "--output-watch-events", "-o", "json"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+
+    def stop(self) -> list[dict[str, Any]]:
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=10)
+        decoder, events, at = json.JSONDecoder(), [], 0
+        while at < len(out):
+            while at < len(out) and out[at].isspace():
+                at += 1
+            if at >= len(out):
+                break
+            event, at = decoder.raw_decode(out, at)
+            events.append(event)
+        return events
+
+
+def scorer_pods(c: Checker) -> list[str]:
+    return [line.split()[0] for line in running_on_node(c.managed, ADDON_NS, SCORER)]
+
+
+def pod_deleted(c: Checker) -> None:
+    before = scorer_pods(c)
+    watch = Watch(c.hub, "addonplacementscore", "accelscore", MANAGED_CLUSTER)
+    time.sleep(1)
+    c.managed.run("delete", "pod", "-n", ADDON_NS, *before, "--wait=true", timeout_s=120)
+    c.wait("faults: a new scorer Pod Running and Ready after the delete", f"1 new Pod Running on {NODE_NAME}",
+           lambda: [p for p in running_on_node(c.managed, ADDON_NS, SCORER) if p.split()[0] not in before],
+           all_ready, 180)
+    first_until = valid_until(c.hub.get("addonplacementscore", "accelscore", MANAGED_CLUSTER))
+    # the new scorer publishes (a refresh of validUntil) before the watch stops, so its writes are in it too
+    c.wait("faults: the new scorer refreshed validUntil", "a later validUntil",
+           lambda: valid_until(c.hub.get("addonplacementscore", "accelscore", MANAGED_CLUSTER)),
+           lambda v: first_until is not None and v is not None and v > first_until, 90, every_s=2)
+    events = watch.stop()
+    versions = [e["object"] for e in events if e.get("type") in ("ADDED", "MODIFIED")]
+    emptied = [v["metadata"].get("resourceVersion") for v in versions if not (v.get("status") or {}).get("scores")]
+    deleted = [e for e in events if e.get("type") == "DELETED"]
+    c.check("faults: scorer Pod deleted → no withdrawal (every version on the hub holds scores)",
+            "0 versions without scores", f"{len(emptied) + len(deleted)} of {len(versions)} versions without scores",
+            bool(versions) and not emptied and not deleted)
+
+
+def guard_kubeconfig(c: Checker) -> str:
+    """A token of the hub guard's own ServiceAccount (the install made it): the guard runs as it would in its Pod."""
+    token = c.hub.run("-n", GUARD_NS, "create", "token", "accelscore-hub-guard", "--duration", "1h").stdout.strip()
+    hub = lifecycle.hub(c.cfg)
+    return str(write_kubeconfig(c.cfg.state / "hub-guard.kubeconfig", server=hub.server, ca=hub.ca.cert,
+                                name="accelscore-hub-guard", token=token))
+
+
+def live_placement() -> dict[str, Any]:
+    return {"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+            "metadata": {"name": LIVE, "namespace": "default"},
+            "spec": {"clusterSets": ["global"], "predicates": [{"requiredClusterSelector": {"celSelector": {
+                "celExpressions": ['managedCluster.scores("accelscore").exists(s, s.name == "clusterLive" '
+                                   "&& s.value > 0)"]}}}]}}
+
+
+def decisions(c: Checker) -> list[str]:
+    return sorted(d["clusterName"] for pd in c.hub.items("placementdecisions", "default",
+                                                          f"cluster.open-cluster-management.io/placement={LIVE}")
+                  for d in (pd.get("status") or {}).get("decisions") or [])
+
+
+def scorer_stopped(c: Checker) -> None:
+    import sys
+
+    # the hub guard: the shipped Deployment cannot run on the hub (it has no node), so the same program runs here
+    # with the Deployment's settings and its ServiceAccount's token
+    guard = Path(sys.executable).parent / "accelscore"
+    procs.start(c.cfg, "hub-guard", [guard, "hub-guard"], env={
+        "KUBECONFIG": guard_kubeconfig(c), "ACCELSCORE_GUARD_GRACE": "2",
+        "ACCELSCORE_METRICS_ADDRESS": f"127.0.0.1:{c.cfg.port('hub-guard-metrics')}"})
+    c.hub.run("delete", "addonplacementscore", "accelscore", "-n", AGENTLESS_CLUSTER, "--ignore-not-found")
+    c.hub.apply([live_placement()])
+    try:
+        c.wait(f"faults: Placement {LIVE} selects the live cluster", [MANAGED_CLUSTER], lambda: decisions(c),
+               lambda d: d == [MANAGED_CLUSTER], 90)
+        # stop the scorer: nowhere to run (node cordoned), its Pod deleted; the replacement stays Pending
+        c.managed.run("cordon", NODE_NAME)
+        c.managed.run("delete", "pod", "-n", ADDON_NS, *scorer_pods(c), "--wait=true", timeout_s=120)
+        until = valid_until(c.hub.get("addonplacementscore", "accelscore", MANAGED_CLUSTER)) or time.time()
+        procs.wait_until("the scorer's validUntil", lambda: time.time() > until, 180, every_s=1)
+        dropped = c.wait(f"faults: Placement {LIVE} drops the cluster whose scorer stopped (hub guard)", "[]",
+                         lambda: decisions(c), lambda d: MANAGED_CLUSTER not in d, DROP_WITHIN_S + 30)
+        late = time.time() - until
+        c.check("faults: dropped within 60 s of validUntil", f"<= {DROP_WITHIN_S} s",
+                f"{late:.1f} s", MANAGED_CLUSTER not in dropped and late <= DROP_WITHIN_S)
+    finally:
+        c.managed.run("uncordon", NODE_NAME, check=False)
+        c.hub.run("delete", "placement", LIVE, "-n", "default", "--ignore-not-found", check=False)
+        procs.require_alive(c.cfg, "hub-guard")
+        procs.stop(c.cfg, "hub-guard")
+    c.wait("faults: the scorer back after uncordon", f"1 Pod Running on {NODE_NAME}",
+           lambda: running_on_node(c.managed, ADDON_NS, SCORER), all_ready, 180)
+
+
+def run(c: Checker) -> None:
+    install_addon(c)
+    pod_deleted(c)
+    scorer_stopped(c)

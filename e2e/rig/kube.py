@@ -1,0 +1,87 @@
+"""kubectl against one of the rig's clusters, and the kubeconfigs the rig writes."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class KubectlError(RuntimeError):
+    """kubectl exited non-zero; the message carries its stderr."""
+
+
+def write_kubeconfig(path: Path, *, server: str, ca: Path, name: str, token: str | None = None,
+                     cert: Path | None = None, key: Path | None = None) -> Path:
+    """A one-context kubeconfig (token or client certificate), the CA embedded so it can be copied anywhere."""
+    user: dict[str, str] = {"token": token} if token else {
+        "client-certificate-data": base64.b64encode(Path(str(cert)).read_bytes()).decode(),
+        "client-key-data": base64.b64encode(Path(str(key)).read_bytes()).decode()}
+    doc = {
+        "apiVersion": "v1", "kind": "Config", "current-context": name,
+        "clusters": [{"name": name, "cluster": {
+            "server": server, "certificate-authority-data": base64.b64encode(ca.read_bytes()).decode()}}],
+        "users": [{"name": name, "user": user}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1))
+    path.chmod(0o600)
+    return path
+
+
+@dataclass(frozen=True)
+class Kubectl:
+    """kubectl with one kubeconfig."""
+
+    kubeconfig: Path
+    name: str
+
+    def run(self, *args: str, stdin: str | None = None, timeout_s: float = 120, check: bool = True
+            ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(["kubectl", "--kubeconfig", str(self.kubeconfig), *args], input=stdin,
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
+        if check and proc.returncode != 0:
+            raise KubectlError(f"kubectl ({self.name}) {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
+        return proc
+
+    def ok(self, *args: str, stdin: str | None = None) -> bool:
+        return self.run(*args, stdin=stdin, check=False).returncode == 0
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.run(*args, "-o", "json").stdout)
+
+    def get(self, kind: str, name: str = "", namespace: str | None = None) -> Any | None:
+        """The object, or None when it does not exist."""
+        args = ["get", kind, *([name] if name else []), *(["-n", namespace] if namespace else []), "-o", "json"]
+        proc = self.run(*args, check=False)
+        if proc.returncode != 0:
+            if "NotFound" in proc.stderr or "not found" in proc.stderr:
+                return None
+            raise KubectlError(f"kubectl ({self.name}) {' '.join(args)}: {proc.stderr.strip()}")
+        return json.loads(proc.stdout)
+
+    def items(self, kind: str, namespace: str | None = None, selector: str | None = None) -> list[Any]:
+        args = ["get", kind, *(["-n", namespace] if namespace else ["-A"]), *(["-l", selector] if selector else [])]
+        return list(self.json(*args).get("items", []))
+
+    def apply(self, manifest: str | Sequence[dict[str, Any]], *, server_side: bool = True) -> None:
+        text = manifest if isinstance(manifest, str) else json.dumps({"apiVersion": "v1", "kind": "List",
+                                                                      "items": list(manifest)})
+        self.run("apply", *(["--server-side", "--force-conflicts"] if server_side else []), "-f", "-", stdin=text)
+
+    def ready(self) -> bool:
+        proc = self.run("get", "--raw", "/readyz", check=False, timeout_s=10)
+        return proc.returncode == 0 and proc.stdout.strip() == "ok"
+
+
+def condition(obj: Any | None, kind: str) -> str | None:
+    """The status ("True"/"False"/"Unknown") of condition `kind` of an object, or None."""
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return str(cond.get("status"))
+    return None

@@ -1,0 +1,66 @@
+"""The e2e overlays (e2e/overlays) render for any port base and state directory, and every patch lands where it
+means to: hostNetwork, loopback listeners on the rig's ports, the apiserver by address, the imported image never
+pulled, the rig kubelet's PodResources directory. `make e2e` applies exactly this output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.rig import overlay
+from e2e.rig.config import Config
+
+
+def workloads(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    if doc["kind"] == "AddOnTemplate":
+        manifests = doc["spec"]["agentSpec"]["workload"]["manifests"]
+        return [m for m in manifests if m["kind"] in ("DaemonSet", "Deployment")]
+    return [doc] if doc["kind"] in ("DaemonSet", "Deployment") else []
+
+
+@pytest.mark.parametrize("name", ["addon-template", "daemonset"])
+def test_overlay_patches_every_workload(name: str, tmp_path: Path) -> None:
+    cfg = Config(cache=tmp_path / "cache", state=tmp_path / "state", port_base=41000)
+    text = overlay.build(cfg, name)
+    assert "${E2E_" not in text
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    found = [w for d in docs for w in workloads(d) if w["metadata"]["name"] != "accelscore-hub-guard"]
+    assert sorted(w["kind"] for w in found) == ["DaemonSet", "Deployment"]
+    prefix = "" if name == "addon-template" else "ds-"
+    for w in found:
+        spec = w["spec"]["template"]["spec"]
+        container = spec["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert spec["hostNetwork"] is True
+        assert (container["image"], container["imagePullPolicy"]) == ("accelscore:e2e", "Never")
+        assert env["KUBERNETES_SERVICE_HOST"] == "127.0.0.1"
+        assert env["KUBERNETES_SERVICE_PORT"] == str(cfg.port("managed-apiserver"))
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        if w["kind"] == "DaemonSet":
+            assert env["ACCELSCORE_SCORER_ADDRESS"] == f"127.0.0.1:{cfg.port(prefix + 'scorer-ingest')}"
+            assert env["ACCELSCORE_METRICS_ADDRESS"] == f"127.0.0.1:{ports['metrics']}"
+            assert ports["metrics"] == cfg.port(prefix + "agent-metrics")
+            assert spec["volumes"][0]["hostPath"]["path"] == str(cfg.kubelet_root / "pod-resources")
+        else:
+            assert w["spec"]["replicas"] == 1
+            assert env["ACCELSCORE_LISTEN_ADDRESS"] == f"127.0.0.1:{ports['grpc']}"
+            assert env["ACCELSCORE_METRICS_ADDRESS"] == f"127.0.0.1:{ports['metrics']}"
+
+
+def test_addon_overlay_shortens_valid_for(tmp_path: Path) -> None:
+    cfg = Config(cache=tmp_path, state=tmp_path, port_base=41000)
+    docs = [d for d in yaml.safe_load_all(overlay.build(cfg, "addon-template")) if d]
+    config = next(d for d in docs if d["kind"] == "AddOnDeploymentConfig")
+    assert {v["name"]: v["value"] for v in config["spec"]["customizedVariables"]}["ACCELSCORE_VALID_FOR"] == "60"
+
+
+def test_unknown_value_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tmp_path / "overlays" / "x"
+    source.mkdir(parents=True)
+    (source / "kustomization.yaml").write_text("value: ${E2E_NOT_A_PORT}\n")
+    monkeypatch.setattr(overlay, "OVERLAYS", tmp_path / "overlays")
+    with pytest.raises(KeyError, match="E2E_NOT_A_PORT"):
+        overlay.render(Config(cache=tmp_path, state=tmp_path / "state", port_base=41000), "x")
