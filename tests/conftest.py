@@ -3,6 +3,7 @@ collectors over their fakes and real peers (here)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -106,3 +107,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 groups.add(f"{baseid} session fixtures")
         if groups:
             item.add_marker(pytest.mark.xdist_group(min(groups)))
+
+
+_REALAPI_ERROR = pytest.StashKey[str]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A test marked `realapi` needs real clusters: `make test` deselects them (pyproject.toml's addopts), and
+    selecting one without $KUBECONFIG and $HUB_KUBECONFIG is an error, never a skip or a fall back to the test
+    server (`make e2e` runs them: e2e/realapi-tests, docs/testing.md). Under pytest-xdist the workers collect (the
+    controller sees no items), so there each such test fails at setup with the same message."""
+    missing = [name for name in ("KUBECONFIG", "HUB_KUBECONFIG") if not os.environ.get(name)]
+    chosen = [item.nodeid for item in session.items if item.get_closest_marker("realapi")]
+    if not (chosen and missing):
+        return
+    message = (f"{len(chosen)} selected tests are marked realapi (e.g. {chosen[0]}) but ${' and $'.join(missing)} "
+               f"{'is' if len(missing) == 1 else 'are'} not set: they run against real clusters "
+               "(e2e/realapi-tests); `make test` deselects them")
+    if hasattr(session.config, "workerinput"):
+        session.config.stash[_REALAPI_ERROR] = message
+        return
+    raise pytest.UsageError(message)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On an xdist worker: a realapi test selected without the kubeconfigs fails (see above)."""
+    message = item.config.stash.get(_REALAPI_ERROR, "")
+    if message and item.get_closest_marker("realapi"):
+        pytest.fail(message, pytrace=False)

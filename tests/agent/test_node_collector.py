@@ -86,6 +86,7 @@ def node_collector(kube_api: ApiHandle, cluster: Cluster) -> Iterator[NodeCollec
     col.close()
 
 
+@pytest.mark.anyapi
 def test_snapshot_sums_effective_requests_of_non_terminal_pods(cluster: Cluster, node_collector: NodeCollector) -> None:
     cluster.core.create_node(node_body(cluster.node))
     cluster.pod("train", gpus=2, cpu="2")
@@ -108,6 +109,7 @@ def test_snapshot_sums_effective_requests_of_non_terminal_pods(cluster: Cluster,
     assert snap.pod_phases == {(cluster.ns, "train"): "Pending", (cluster.ns, "infer"): "Running"}
 
 
+@pytest.mark.anyapi
 def test_pods_added_finished_and_deleted_show_up_through_the_watch(kube_api: ApiHandle, cluster: Cluster,
                                                                   node_collector: NodeCollector) -> None:
     cluster.core.create_node(node_body(cluster.node))
@@ -125,6 +127,7 @@ def test_pods_added_finished_and_deleted_show_up_through_the_watch(kube_api: Api
         assert len(lists) == 1
 
 
+@pytest.mark.anyapi
 def test_unschedulable_and_not_ready_node_is_reported(cluster: Cluster, node_collector: NodeCollector) -> None:
     body = node_body(cluster.node, unschedulable=True)
     body["status"]["conditions"][0].update(status="False", reason="KubeletNotReady")
@@ -133,12 +136,14 @@ def test_unschedulable_and_not_ready_node_is_reported(cluster: Cluster, node_col
     assert reading.data is not None and reading.data.unschedulable and not reading.data.ready
 
 
+@pytest.mark.anyapi
 def test_missing_node_is_unknown(cluster: Cluster, node_collector: NodeCollector) -> None:
     reading = until(node_collector, lambda r: "not found" in r.reason)
     assert reading.state is State.UNKNOWN and reading.data is None
     assert reading.reason == f"node {cluster.node} not found"
 
 
+@pytest.mark.anyapi
 def test_pod_with_absurd_request_is_left_out_and_named(cluster: Cluster, node_collector: NodeCollector) -> None:
     cluster.core.create_node(node_body(cluster.node))
     cluster.pod("good", cpu="1")

@@ -109,6 +109,7 @@ def matrix_clusters(hub: HubPolicies) -> tuple[str, str]:
     return c1, c2
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize(("user", "name", "expected"), [m[1:] for m in MATRIX], ids=[m[0] for m in MATRIX])
 def test_every_identity_and_verb_is_decided(hub: HubPolicies, clusters: tuple[str, str],
                                             user: Callable[[str, str, str], str], name: str,
@@ -121,6 +122,7 @@ def test_every_identity_and_verb_is_decided(hub: HubPolicies, clusters: tuple[st
     assert dict(zip(VERBS, got, strict=True)) == dict(zip(VERBS, expected, strict=True)), who
 
 
+@pytest.mark.realapi
 def test_the_accelscore_group_alone_reaches_no_other_clusters_objects(hub: HubPolicies,
                                                                       clusters: tuple[str, str]) -> None:
     """OCM binds the group every cluster's accelscore identity belongs to: c2's agent, through that group alone
@@ -131,6 +133,7 @@ def test_the_accelscore_group_alone_reaches_no_other_clusters_objects(hub: HubPo
     assert hub.attempt(agent(c2), "CREATE", c1, "evil", group=addon_group()) == D
 
 
+@pytest.mark.realapi
 def test_a_collection_delete_is_admitted_per_item_without_a_name(hub: HubPolicies,
                                                                  clusters: tuple[str, str]) -> None:
     """A DELETECOLLECTION item has no request name (on v1.36.2 the old `request.name == ''` failed with "no
@@ -145,6 +148,7 @@ def test_a_collection_delete_is_admitted_per_item_without_a_name(hub: HubPolicie
         assert hub.attempt(ADMIN, "DELETECOLLECTION", c1, name) == A, name
 
 
+@pytest.mark.realapi
 def test_an_admin_collection_delete_of_a_namespaces_scores_deletes_them_all(hub: HubPolicies) -> None:
     """One DELETECOLLECTION of every score object in a cluster namespace, accelscore's and other addons'.
     It stops at its first refused item: the previous policies refused accelscore's (422), so the other
@@ -157,6 +161,7 @@ def test_an_admin_collection_delete_of_a_namespaces_scores_deletes_them_all(hub:
     assert [name for name in (*OWNED_APS, "gpu-score", "other-score") if hub.exists(ns, name)] == []
 
 
+@pytest.mark.realapi
 def test_a_cluster_namespace_holding_scores_is_deleted(hub: HubPolicies) -> None:
     """The namespace controller empties it with DELETECOLLECTION through admission (on v1.36.2 the old
     policy left such namespaces Terminating with NamespaceDeletionContentFailure)."""
@@ -167,6 +172,7 @@ def test_a_cluster_namespace_holding_scores_is_deleted(hub: HubPolicies) -> None
     assert gone, f"namespace {ns} still there after 60 s: {last.get('status')}"
 
 
+@pytest.mark.realapi
 def test_without_the_hub_guard_component_its_identity_writes_nothing(hub_api: ApiHandle, tmp_path: Path) -> None:
     with HubPolicies(hub_api, hub_objects(tmp_path)) as plain:
         guard = GUARD.format(install_ns=plain.install_ns)
@@ -184,6 +190,7 @@ def _documented_patch() -> str:
     return block[:block.index("```")]
 
 
+@pytest.mark.realapi
 def test_the_documented_settings_patch_takes_effect(hub_api: ApiHandle, tmp_path: Path) -> None:
     """An overlay with exactly the patch of docs/install.md: its admin group may write, the Go addon not."""
     overlay = tmp_path / "overlay"

@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client, dynamic
 
@@ -65,6 +66,7 @@ def test_the_fleet_manifestworkreplicaset_ships_exactly_the_configmap_example() 
     assert mwrs["spec"]["placementRefs"] == [{"name": placement["metadata"]["name"]}]
 
 
+@pytest.mark.realapi
 def test_the_hub_api_accepts_the_fleet_objects(hub_api: ApiHandle) -> None:
     api = hub_api.api_client()
     namespace = f"accelscore-t-{uuid.uuid4().hex[:8]}"

@@ -35,12 +35,14 @@ def _as_c1(hub: HubPolicies, clusters: tuple[str, str], verb: str, ns: str, name
     return hub.attempt(agent(clusters[0]), verb, ns, name, group=addon_group())
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize("name", ["accelscore", "resource-usage-score", "accelscore-custom", "accelscore-kueue"])
 def test_an_addon_identity_creates_its_own_clusters_score_objects(hub: HubPolicies, clusters: tuple[str, str],
                                                                   name: str) -> None:
     assert _as_c1(hub, clusters, "CREATE", clusters[0], name) == "admitted"
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize(("verb", "where", "name"), [
     ("CREATE", "own", "evil"),  # a name that is not accelscore's
     ("UPDATE-status", "own", "gpu-score"),  # another addon's object in its own namespace
@@ -54,6 +56,7 @@ def test_an_addon_identity_cannot_write_another_addons_or_clusters_scores(
     assert _as_c1(hub, clusters, verb, ns, name) == "denied:403"
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize("verb", ["UPDATE", "DELETE", "DELETECOLLECTION"])
 def test_the_shipped_role_gives_no_other_verbs(hub: HubPolicies, clusters: tuple[str, str], verb: str) -> None:
     assert _as_c1(hub, clusters, verb, clusters[1], "accelscore") == "forbidden"

@@ -1,17 +1,18 @@
 """Every object the shipped kustomizations render is accepted by an API server, created through the client.
 
-The hub side (deploy/addon-template, with and without its components) goes to `hub_api` (the test server
-with the vendored OCM CRDs, or $HUB_KUBECONFIG's hub); deploy/daemonset (default and each component) and
-the manifests the addon-manager would apply on a managed cluster go to `kube_api` (or $KUBECONFIG's
-cluster). Nothing is left behind on a real cluster: each set gets its own namespace, cluster-scoped
-objects get a unique name suffix, and every object but that namespace is created with `dryRun=All`
-(validated and admitted like a real write, stored nowhere).
+The hub side (deploy/addon-template, with and without its components) goes to $HUB_KUBECONFIG's hub;
+deploy/daemonset (default and each component) and the manifests the addon-manager would apply on a managed
+cluster go to $KUBECONFIG's cluster (marker realapi: validation and dryRun are a real apiserver's). Nothing
+is left behind: each set gets its own namespace, cluster-scoped objects get a unique name suffix, and every
+object but that namespace is created with `dryRun=All` (validated and admitted like a real write, stored
+nowhere).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from tests.deploy import support
-from tests.kubeapi import ApiHandle, objectmeta
+from tests.kubeapi import ApiHandle
 
 # Not built into Kubernetes: created where its CRD is served, else only its ObjectMeta is checked here.
 # (Their schemas are checked against the vendored Prometheus Operator CRDs in tests/monitoring.)
@@ -40,11 +41,24 @@ def _relocate(objs: list[support.Obj], namespace: str, fresh: str, suffix: str) 
     return moved
 
 
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+
+
+def _qualified(key: str) -> bool:
+    """A label or annotation key: an optional DNS-subdomain prefix and `/`, then a name of at most 63."""
+    prefix, _, name = key.rpartition("/")
+    return (not prefix or bool(_SUBDOMAIN.fullmatch(prefix))) and len(name) <= 63 and bool(_NAME_PART.fullmatch(name))
+
+
 def _check_locally(obj: support.Obj) -> None:
-    meta = obj["metadata"]
-    check = objectmeta.name_check(obj["kind"])
-    causes = objectmeta.object_meta_causes(meta, namespaced="namespace" in meta, check=check)
-    assert causes == [], f"{obj['kind']}/{meta['name']}: {causes}"
+    """The ObjectMeta rules a real apiserver applies to a kind it does not serve here: a DNS-subdomain name,
+    qualified label and annotation keys, label values of at most 63 name characters."""
+    meta, where = obj["metadata"], f"{obj['kind']}/{obj['metadata']['name']}"
+    assert len(meta["name"]) <= 253 and _SUBDOMAIN.fullmatch(meta["name"]), where
+    assert all(_qualified(k) for k in [*(meta.get("labels") or {}), *(meta.get("annotations") or {})]), where
+    values = (meta.get("labels") or {}).values()
+    assert all(v == "" or (len(v) <= 63 and _NAME_PART.fullmatch(v)) for v in values), where
 
 
 def _create_all(handle: ApiHandle, objs: list[support.Obj], namespace: str,
@@ -93,6 +107,7 @@ def _sets(tmp_path: Path, base: Path, components: list[Path]) -> Iterator[tuple[
         yield component.name, support.kustomize_with_components(overlay, base, [component])
 
 
+@pytest.mark.realapi
 def test_daemonset_install_default_and_each_component_is_accepted(kube_api: ApiHandle, tmp_path: Path) -> None:
     for label, objs in _sets(tmp_path, support.DAEMONSET, support.COMPONENTS):
         created = _create_all(kube_api, objs, "accelscore")
@@ -101,6 +116,7 @@ def test_daemonset_install_default_and_each_component_is_accepted(kube_api: ApiH
             label, created)
 
 
+@pytest.mark.realapi
 def test_hub_install_with_and_without_components_is_accepted(hub_api: ApiHandle, tmp_path: Path) -> None:
     for label, objs in _sets(tmp_path, support.ADDON, support.ADDON_COMPONENTS):
         created = _create_all(hub_api, objs, "accelscore-hub")
@@ -109,6 +125,7 @@ def test_hub_install_with_and_without_components_is_accepted(hub_api: ApiHandle,
                 "ValidatingAdmissionPolicy", "ClusterRole"} <= kinds, (label, created)
 
 
+@pytest.mark.realapi
 def test_what_the_addon_manager_applies_on_a_managed_cluster_is_accepted(kube_api: ApiHandle, tmp_path: Path) -> None:
     for label, hub in _sets(tmp_path, support.ADDON, support.ADDON_COMPONENTS):
         rendered, empty = support.render_addon(hub)
@@ -120,6 +137,7 @@ def test_what_the_addon_manager_applies_on_a_managed_cluster_is_accepted(kube_ap
         assert len(created) == len(rendered) + 1, (label, created)  # + the test's own namespace
 
 
+@pytest.mark.realapi
 def test_the_addon_admin_access_component_needs_the_labelled_namespace(kube_api: ApiHandle, tmp_path: Path) -> None:
     """Without the label docs/dra.md asks for, the agent's claim template is refused, as a v1.36.2 apiserver did."""
     component = next(c for c in support.ADDON_COMPONENTS if c.name == "dra-admin-access")
@@ -136,6 +154,7 @@ def _template(hub_objs: list[support.Obj]) -> support.Obj:
     return template
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize(
     ("where", "value", "field"),
     [
@@ -162,6 +181,7 @@ def test_a_placeholder_in_manifest_metadata_is_refused_by_the_hub(
     assert field.format(i=index) in [c.get("field") for c in causes], causes
 
 
+@pytest.mark.realapi
 def test_the_shipped_template_passes_the_same_check(hub_api: ApiHandle) -> None:
     template = _template(support.kustomize(support.ADDON))
     custom = client.CustomObjectsApi(hub_api.api_client())

@@ -1,12 +1,12 @@
 """Issue 21: each of five plausible mistakes in the admission policy (a mutant of
 deploy/addon-template/admission-policy.yaml) is caught by the identity-and-verb matrix of
-test_admission_policy.py. Each mutant is applied to a copy of the install, installed on a fresh test server
-(never on a real hub), and the matrix must disagree with its expectations on the row that guards it."""
+test_admission_policy.py. Each mutant is applied to a copy of the install, installed relocated on the real hub
+of $HUB_KUBECONFIG (marker realapi: `HubPolicies` binds it only to namespaces it creates), and the matrix must
+disagree with its expectations on the row that guards it."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ import pytest
 from tests.deploy import support
 from tests.deploy.hub_admission import HubPolicies
 from tests.deploy.test_admission_policy import MATRIX, VERBS, matrix_clusters
-from tests.kubeapi import ApiHandle, KubeApiServer, ocm_crd_files
+from tests.kubeapi import ApiHandle
 
 OWN_AGENT = """        variables.user.startsWith('system:open-cluster-management:cluster:' + request.namespace +
         ':addon:accelscore:agent:')"""
@@ -40,14 +40,6 @@ MUTANTS = {
 }
 
 
-@pytest.fixture
-def hub_server(tmp_path: Path) -> Iterator[ApiHandle]:
-    server = KubeApiServer(crd_files=ocm_crd_files())
-    handle = ApiHandle(kubeconfig=server.write_kubeconfig(tmp_path / "hub.yaml"), server=server)
-    yield handle
-    handle.close()
-
-
 def _mutated_install(tmp: Path, text: str, mutant: str) -> list[support.Obj]:
     base = tmp / "addon-template"
     shutil.copytree(support.ADDON, base)
@@ -64,11 +56,12 @@ def test_the_unmutated_texts_are_in_the_policy() -> None:
     assert all(source.count(text) == 1 and text != mutant for text, mutant, _ in MUTANTS.values())
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize("name", MUTANTS)
-def test_the_matrix_catches_the_mutant(name: str, hub_server: ApiHandle, tmp_path: Path) -> None:
+def test_the_matrix_catches_the_mutant(name: str, hub_api: ApiHandle, tmp_path: Path) -> None:
     text, mutant, row = MUTANTS[name]
     rows = {m[0]: m for m in MATRIX}
-    with HubPolicies(hub_server, _mutated_install(tmp_path, text, mutant)) as hub:
+    with HubPolicies(hub_api, _mutated_install(tmp_path, text, mutant)) as hub:
         c1, c2 = matrix_clusters(hub)
         _, user, obj, expected = rows[row]
         got = tuple(hub.attempt(user(c1, c2, hub.install_ns), verb, c1, obj) for verb in VERBS)

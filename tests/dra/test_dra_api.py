@@ -52,6 +52,7 @@ def _create_slice(custom: client.CustomObjectsApi, doc: Doc) -> Doc:
     return result
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize("fixture", SLICE_FIXTURES)
 def test_every_fixture_slice_is_taken_whole(kube_api: ApiHandle, fixture: str) -> None:
     custom = client.CustomObjectsApi(kube_api.api_client())
@@ -101,6 +102,7 @@ def _create_claim(custom: client.CustomObjectsApi, doc: Doc) -> Doc:
     return stored
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize("fixture", CLAIM_FIXTURES)
 def test_every_fixture_claim_and_its_allocation_are_taken_whole(kube_api: ApiHandle, claim_namespace: str,
                                                                 fixture: str) -> None:
@@ -133,6 +135,7 @@ BAD_SLICES: dict[str, tuple[str, Callable[[Doc], Any], int]] = {
 }
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize("what", BAD_SLICES)
 def test_a_slice_the_apiserver_refuses_is_refused_alike(kube_api: ApiHandle, what: str) -> None:
     fixture, breaks, status = BAD_SLICES[what]
@@ -143,6 +146,7 @@ def test_a_slice_the_apiserver_refuses_is_refused_alike(kube_api: ApiHandle, wha
     assert err.value.status == status
 
 
+@pytest.mark.realapi
 def test_a_capacity_without_value_is_zero(kube_api: ApiHandle) -> None:
     """Decoded into a zero `resource.Quantity` (a v1.36.2 apiserver took it), never refused: the agent and scorer
     read such a device's memory as 0."""
@@ -158,6 +162,7 @@ BAD_RESULTS: dict[str, Callable[[Doc], Any]] = {
 }
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize("verb", ["patch", "put"])
 @pytest.mark.parametrize("what", BAD_RESULTS)
 def test_a_shared_allocation_of_the_wrong_shape_is_refused_alike(kube_api: ApiHandle, claim_namespace: str,
@@ -183,6 +188,7 @@ def test_a_shared_allocation_of_the_wrong_shape_is_refused_alike(kube_api: ApiHa
         assert err.value.status == 400
 
 
+@pytest.mark.realapi
 def test_an_admin_access_claim_outside_a_labelled_namespace_is_refused_alike(kube_api: ApiHandle,
                                                                            plain_namespace: str) -> None:
     doc = next(d for d in _claims("h100x8.claims", plain_namespace) if d["metadata"]["name"] == "dcgm-probe")
@@ -193,6 +199,7 @@ def test_an_admin_access_claim_outside_a_labelled_namespace_is_refused_alike(kub
         "spec.devices.requests[0].adminAccess"]
 
 
+@pytest.mark.anyapi
 def test_the_agent_reads_its_node_slices_through_the_api(kube_api: ApiHandle, tmp_path: Path) -> None:
     """The DRA collector's list and watch (field selector `spec.nodeName`) against the API: the newest generation of
     its node's pool, the tainted GPU unhealthy. A node name of the test's own, its slices deleted afterwards."""

@@ -22,6 +22,8 @@ from tests.kubeapi.fixtures import ApiHandle, unique
 from tests.rig.cluster import Rig
 from tests.rig.wait import wait_for
 
+pytestmark = pytest.mark.anyapi  # on the test server in make test, on the real hub in make e2e
+
 
 @pytest.fixture
 def fleet(hub_api: ApiHandle, make_rig: Callable[..., Rig]) -> list[Rig]:
@@ -83,6 +85,7 @@ def test_a_gpu_freed_on_a_node_reaches_the_hub_within_the_min_interval_plus_2s(f
     assert a.hub_scores("accelscore")["gpuClusterFit8"] == 25  # two whole nodes now
 
 
+@pytest.mark.realapi
 def test_the_crd_schema_rejects_a_value_out_of_range_like_a_real_apiserver(fleet: list[Rig],
                                                                           hub_api: ApiHandle) -> None:
     a, _ = fleet

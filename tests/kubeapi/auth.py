@@ -37,32 +37,15 @@ class TokenTable:
         self._lock = threading.Lock()
         self._tokens: dict[str, TokenInfo] = {}
 
-    def add(
-        self,
-        token: str,
-        *,
-        username: str,
-        audiences: Sequence[str] = ("accelscore",),
-        expires_at: float | None = None,
-        extra: Mapping[str, Sequence[str]] | None = None,
-        groups: Sequence[str] = (),
-    ) -> None:
+    def add(self, token: str, *, username: str, audiences: Sequence[str] = ("accelscore",),
+            expires_at: float | None = None, extra: Mapping[str, Sequence[str]] | None = None,
+            groups: Sequence[str] = ()) -> None:
         """Register (or replace) a token."""
-        info = TokenInfo(
-            username=username,
-            audiences=tuple(audiences),
-            expires_at=expires_at,
-            extra={k: list(v) for k, v in (extra or {}).items()},
-            groups=tuple(groups),
-            uid=str(uuid.uuid4()),
-        )
+        info = TokenInfo(username=username, audiences=tuple(audiences), expires_at=expires_at,
+                         extra={k: list(v) for k, v in (extra or {}).items()}, groups=tuple(groups),
+                         uid=str(uuid.uuid4()))
         with self._lock:
             self._tokens[token] = info
-
-    def remove(self, token: str) -> None:
-        """Forget a token (a revoked or deleted service account)."""
-        with self._lock:
-            self._tokens.pop(token, None)
 
     def review(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Answer a TokenReview: authenticated only for a known, unexpired token with a shared audience."""

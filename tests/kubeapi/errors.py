@@ -4,41 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-REASONS: dict[int, str] = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    405: "MethodNotAllowed",
-    406: "NotAcceptable",
-    409: "Conflict",
-    410: "Gone",
-    415: "UnsupportedMediaType",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
-}
+REASONS: dict[int, str] = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
+                            405: "MethodNotAllowed", 409: "Conflict", 410: "Gone", 415: "UnsupportedMediaType",
+                            422: "Invalid", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
+                            504: "Timeout"}
 
 
-def status_body(
-    code: int,
-    message: str,
-    *,
-    reason: str = "",
-    details: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def status_body(code: int, message: str, *, reason: str = "", details: dict[str, Any] | None = None) -> dict[str, Any]:
     """A `Status` object with status Failure."""
-    body: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason or REASONS.get(code, "Unknown"),
-        "code": code,
-    }
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                            "message": message, "reason": reason or REASONS.get(code, "Unknown"), "code": code}
     if details is not None:
         body["details"] = details
     return body
@@ -93,22 +68,6 @@ class ApiError(Exception):
         if group:
             details["group"] = group
         return cls(422, f'{kind_group} "{name}" is invalid: {joined}', details=details)
-
-
-class DecodeError(ApiError):
-    """The body does not decode into the kind's Go type (a string where a bool goes): 400 `<Kind> in version "v1"
-    cannot be handled as a <Kind>` on create and update, as a v1.36.2 apiserver answered. A PATCH whose result
-    does not decode is answered 422 instead, with one cause on the field `patch` (`invalid_patch`)."""
-
-    def __init__(self, kind: str, version: str, detail: str) -> None:
-        super().__init__(400, f'{kind} in version "{version}" cannot be handled as a {kind}: {detail}')
-        self.detail = detail
-
-    def invalid_patch(self) -> ApiError:
-        """What the apiserver answers when a patch's result does not decode (seen on v1.36.2)."""
-        message = f"Invalid value: {self.detail}"
-        return ApiError(422, f' "" is invalid: patch: {message}',
-                        details={"causes": [{"reason": "FieldValueInvalid", "message": message, "field": "patch"}]})
 
 
 def _named(resource: str, group: str, name: str) -> tuple[str, dict[str, str]]:

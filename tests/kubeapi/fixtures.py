@@ -1,4 +1,6 @@
-"""pytest fixtures `kube_api` and `hub_api`: a test server, or a real cluster when a kubeconfig is given."""
+"""pytest fixtures `kube_api` and `hub_api`: the test server, or for a test marked `realapi` or `anyapi` the real
+cluster of $KUBECONFIG / $HUB_KUBECONFIG (`make e2e`: e2e/realapi-tests). An unmarked test always gets the test
+server, so `make test` never touches a cluster whatever the environment says."""
 
 from __future__ import annotations
 
@@ -53,9 +55,20 @@ class ApiHandle:
             self.server.stop()
 
 
-def _handle(env_var: str, tmp_path: Path, crd_files: list[Path]) -> Iterator[ApiHandle]:
+def _marked(request: pytest.FixtureRequest, mark: str) -> bool:
+    """Whether the test asking (for a module fixture: any selected test of that module) carries `mark`."""
+    if request.scope == "function":
+        return request.node.get_closest_marker(mark) is not None
+    prefix = request.node.nodeid
+    return any(item.get_closest_marker(mark) for item in request.session.items if item.nodeid.startswith(prefix))
+
+
+def _handle(request: pytest.FixtureRequest, env_var: str, tmp_path: Path, crd_files: list[Path]
+            ) -> Iterator[ApiHandle]:
     real = os.environ.get(env_var)
-    if real:
+    if _marked(request, "realapi") and not real:
+        pytest.fail(f"a realapi test needs ${env_var}: a real cluster (docs/testing.md)")
+    if real and (_marked(request, "realapi") or _marked(request, "anyapi")):
         handle = ApiHandle(kubeconfig=Path(real))
     else:
         server = KubeApiServer(crd_files=crd_files)
@@ -67,21 +80,21 @@ def _handle(env_var: str, tmp_path: Path, crd_files: list[Path]) -> Iterator[Api
 
 
 @pytest.fixture
-def kube_api(tmp_path: Path) -> Iterator[ApiHandle]:
-    """The managed cluster's API: $KUBECONFIG's cluster if set, else a fresh test server."""
-    yield from _handle("KUBECONFIG", tmp_path, [])
+def kube_api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApiHandle]:
+    """The managed cluster's API: $KUBECONFIG's cluster for a marked test when set, else a fresh test server."""
+    yield from _handle(request, "KUBECONFIG", tmp_path, [])
 
 
 @pytest.fixture
-def hub_api(tmp_path: Path) -> Iterator[ApiHandle]:
-    """The OCM hub's API: $HUB_KUBECONFIG's cluster if set, else a test server with the OCM CRDs."""
-    yield from _handle("HUB_KUBECONFIG", tmp_path, ocm_crd_files())
+def hub_api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApiHandle]:
+    """The OCM hub's API: $HUB_KUBECONFIG's hub for a marked test when set, else a test server with OCM's CRDs."""
+    yield from _handle(request, "HUB_KUBECONFIG", tmp_path, ocm_crd_files())
 
 
 @pytest.fixture(scope="module")
-def hub_api_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiHandle]:
+def hub_api_module(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiHandle]:
     """`hub_api` shared by one test module (for set-ups a real hub takes seconds to enforce)."""
-    yield from _handle("HUB_KUBECONFIG", tmp_path_factory.mktemp("hub"), ocm_crd_files())
+    yield from _handle(request, "HUB_KUBECONFIG", tmp_path_factory.mktemp("hub"), ocm_crd_files())
 
 
 @pytest.fixture

@@ -11,25 +11,16 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.kubeapi import resources
-from tests.kubeapi.errors import ApiError, DecodeError, status_body
-from tests.kubeapi.identity import ADMIN, UserInfo, impersonated
+from tests.kubeapi.errors import ApiError, status_body
 from tests.kubeapi.patch import apply_patch
-from tests.kubeapi.rbac import Request, forbidden_message
 from tests.kubeapi.resources import ResourceType
 from tests.kubeapi.selectors import parse_field_selector, parse_label_selector
 from tests.kubeapi.state import RequestRecord, ServerState
 
 _OPEN_PATHS = ("/version", "/healthz", "/readyz", "/livez")
 _NOT_FOUND = "the server could not find the requested resource"
-
-
-def _dry_run(query: dict[str, list[str]]) -> bool:
-    """`dryRun=All`: validate and answer as if written, store nothing; any other value is a 400."""
-    values = query.get("dryRun") or []
-    for value in values:
-        if value != "All":
-            raise ApiError.bad_request(f'Invalid value: "{value}": supported values: "All"')
-    return bool(values)
+_REAL_ONLY = ("what a real apiserver does (docs/testing.md: mark the test realapi), the test server does not: {}; "
+              "refused rather than ignored")
 
 
 class _Route:
@@ -46,7 +37,6 @@ class KubeHandler(BaseHTTPRequestHandler):
     server_version = "kubeapi-test"
     _code = 0
     _record: tuple[str, str, str] = ("", "", "")
-    user: UserInfo = ADMIN
 
     def setup(self) -> None:
         """No Nagle: a header write then a body write must not wait for a delayed ACK."""
@@ -86,7 +76,7 @@ class KubeHandler(BaseHTTPRequestHandler):
         try:
             body = self._read_body()
             self._authenticate(path)
-            self.user = impersonated(ADMIN, list(self.headers.items()))
+            self._refuse_real_only(query)
             delay = self.state.latency(method, path)
             if delay:
                 time.sleep(delay)
@@ -129,6 +119,14 @@ class KubeHandler(BaseHTTPRequestHandler):
         if token not in self.state.api_tokens:
             raise ApiError(401, "Unauthorized")
 
+    def _refuse_real_only(self, query: dict[str, list[str]]) -> None:
+        """Impersonation (RBAC, admission by user) and dryRun (validation) are a real apiserver's: a 400 here, so a
+        test that needs them fails instead of passing as the admin or writing for real."""
+        if any(header.lower().startswith("impersonate-") for header in self.headers):
+            raise ApiError.bad_request(_REAL_ONLY.format("impersonation"))
+        if "dryRun" in query:
+            raise ApiError.bad_request(_REAL_ONLY.format("dryRun"))
+
     def _send_json(self, code: int, body: Any) -> None:
         data = json.dumps(body).encode()
         self._start(code)
@@ -152,7 +150,6 @@ class KubeHandler(BaseHTTPRequestHandler):
             self._send_json(201, self.state.tokens.review(body or {}))
             return
         route = self._route(path)
-        self._authorize(method, route, query)
         if route.name is None:
             self._collection(method, route, query, body)
         else:
@@ -201,24 +198,6 @@ class KubeHandler(BaseHTTPRequestHandler):
             raise ApiError(404, _NOT_FOUND)
         return _Route(rt, version, ns, rest[1] if len(rest) > 1 else None, len(rest) == 3)
 
-    def _authorize(self, method: str, route: _Route, query: dict[str, list[str]]) -> None:
-        """RBAC for the resource request (the test server's own tokens are system:masters; impersonated
-        users are checked against the stored Roles and bindings)."""
-        watch = (query.get("watch") or [""])[-1] in ("true", "1")
-        if route.name is None:
-            verb = {"GET": "watch" if watch else "list", "POST": "create", "DELETE": "deletecollection"}.get(method, "")
-        else:
-            verb = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, "")
-        if not verb:
-            return  # 405 follows
-        req = Request(verb, route.rt.group, route.rt.plural, "status" if route.status else "", route.ns or "",
-                      route.name or "")
-        if not self.state.authorizer.allowed(self.user, req):
-            details = {"name": req.name, "kind": req.resource}
-            if req.group:
-                details["group"] = req.group
-            raise ApiError(403, forbidden_message(self.user, req), reason="Forbidden", details=details)
-
     # ------------------------------------------------------------ verbs
 
     def _collection(self, method: str, route: _Route, query: dict[str, list[str]], body: Any) -> None:
@@ -226,12 +205,7 @@ class KubeHandler(BaseHTTPRequestHandler):
         if method == "POST":
             if rt.namespaced and route.ns is None:
                 raise ApiError(405, "the server does not allow this method on the requested resource")
-            created = self.state.store.create(rt, route.version, route.ns or "", body or {}, dry_run=_dry_run(query),
-                                              user=self.user)
-            self._send_json(201, created)
-            return
-        if method == "DELETE":
-            self._delete_collection(route, query, body)
+            self._send_json(201, self.state.store.create(rt, route.version, route.ns or "", body or {}))
             return
         if method != "GET":
             raise ApiError(405, "the server does not allow this method on the requested resource")
@@ -250,22 +224,6 @@ class KubeHandler(BaseHTTPRequestHandler):
         items, meta = self._paginate(items, meta, q)
         self._send_json(200, {"kind": f"{rt.kind}List", "apiVersion": rt.api_version(route.version),
                               "metadata": meta, "items": items})
-
-    def _delete_collection(self, route: _Route, query: dict[str, list[str]], body: Any) -> None:
-        rt = route.rt
-        q = {k: v[-1] for k, v in query.items()}
-        fsel = parse_field_selector(q.get("fieldSelector", ""), rt.kind)
-        lsel = parse_label_selector(q.get("labelSelector", ""))
-        options = dict(body or {})
-        if "gracePeriodSeconds" in query:
-            options["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
-        deleted = self.state.store.delete_collection(rt, route.ns, lambda o: fsel(o) and lsel(o), options,
-                                                     dry_run=_dry_run(query), user=self.user, version=route.version)
-        if rt.kind == "Namespace" and not _dry_run(query):
-            for ns in deleted:
-                self.state.namespaces.sync(ns["metadata"]["name"])
-        self._send_json(200, {"kind": f"{rt.kind}List", "apiVersion": rt.api_version(route.version),
-                              "metadata": {"resourceVersion": str(self.state.store.rv)}, "items": deleted})
 
     def _paginate(self, items: list[Any], meta: dict[str, Any], q: dict[str, str]) -> tuple[list[Any], dict[str, Any]]:
         """limit/continue; a continue token older than the history window is 410 Expired."""
@@ -295,26 +253,18 @@ class KubeHandler(BaseHTTPRequestHandler):
         if method == "GET":
             self._send_json(200, store.get(rt, ns, name))
         elif method == "PUT":
-            self._send_json(200, store.update(rt, route.version, ns, name, body or {}, status_only=route.status,
-                                              dry_run=_dry_run(query), user=self.user))
+            self._send_json(200, store.update(rt, route.version, ns, name, body or {}, status_only=route.status))
         elif method == "PATCH":
             with store.cond:  # read-patch-write is atomic, as in the apiserver's retry loop
                 current = store.get(rt, ns, name)
                 patched = apply_patch(current, self.headers.get("Content-Type") or "", body, custom=rt.custom)
-                try:
-                    result = store.update(rt, route.version, ns, name, patched, status_only=route.status,
-                                          dry_run=_dry_run(query), user=self.user)
-                except DecodeError as err:  # the patched object does not decode: 422 on `patch`, not 400
-                    raise err.invalid_patch() from err
+                result = store.update(rt, route.version, ns, name, patched, status_only=route.status)
             self._send_json(200, result)
         elif method == "DELETE" and not route.status:
             options = dict(body or {})
             if "gracePeriodSeconds" in query:
                 options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"][-1])
-            result = store.delete(rt, ns, name, options, dry_run=_dry_run(query), user=self.user, version=route.version)
-            if rt.kind == "Namespace" and not _dry_run(query):
-                self.state.namespaces.sync(name)
-            self._send_json(200, result)
+            self._send_json(200, store.delete(rt, ns, name, options))
         else:
             raise ApiError(405, "the server does not allow this method on the requested resource")
 

@@ -1,10 +1,10 @@
-"""The kinds the test server serves (built-ins plus CRDs from YAML) and their discovery documents."""
+"""The kinds the test server serves (built-ins, DRA, CRDs from YAML: storage only, no schema) and discovery."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,52 +23,43 @@ class ResourceType:
     has_status: bool
     # What create does with .status: "drop" (CRs with /status), "keep" (nodes), or a default dict.
     create_status: str | dict[str, Any] = "drop"
-    schemas: dict[str, dict[str, Any]] = field(default_factory=dict)  # version -> openAPIV3Schema
     custom: bool = False
-    short_names: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
         """Storage identity: (group, plural); all served versions share one store."""
         return (self.group, self.plural)
 
-    @property
-    def qualified(self) -> str:
-        """`plural.group` as it appears in error messages."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
     def api_version(self, version: str) -> str:
         """apiVersion string for `version`."""
         return f"{self.group}/{version}" if self.group else version
 
 
-RBAC_GROUP = "rbac.authorization.k8s.io"
-ADMISSION_GROUP = "admissionregistration.k8s.io"
 BUILTINS: tuple[ResourceType, ...] = (
-    ResourceType("", ("v1",), "nodes", "Node", False, True, create_status="keep", short_names=("no",)),
-    ResourceType("", ("v1",), "pods", "Pod", True, True, create_status={"phase": "Pending"}, short_names=("po",)),
+    ResourceType("", ("v1",), "nodes", "Node", False, True, create_status="keep"),
+    ResourceType("", ("v1",), "pods", "Pod", True, True, create_status={"phase": "Pending"}),
     ResourceType("", ("v1",), "namespaces", "Namespace", False, True, create_status={"phase": "Active"}),
-    # Kinds kept as generic storage (ObjectMeta validated, no schema), so rendered installs can be created.
-    ResourceType("", ("v1",), "serviceaccounts", "ServiceAccount", True, False, short_names=("sa",)),
-    ResourceType("", ("v1",), "services", "Service", True, True, short_names=("svc",)),
-    ResourceType("", ("v1",), "configmaps", "ConfigMap", True, False, short_names=("cm",)),
+    ResourceType("", ("v1",), "configmaps", "ConfigMap", True, False),
     ResourceType("", ("v1",), "secrets", "Secret", True, False),
-    ResourceType("apps", ("v1",), "deployments", "Deployment", True, True, short_names=("deploy",)),
-    ResourceType("apps", ("v1",), "daemonsets", "DaemonSet", True, True, short_names=("ds",)),
-    ResourceType(RBAC_GROUP, ("v1",), "clusterroles", "ClusterRole", False, False),
-    ResourceType(RBAC_GROUP, ("v1",), "clusterrolebindings", "ClusterRoleBinding", False, False),
-    ResourceType(RBAC_GROUP, ("v1",), "roles", "Role", True, False),
-    ResourceType(RBAC_GROUP, ("v1",), "rolebindings", "RoleBinding", True, False),
-    ResourceType(ADMISSION_GROUP, ("v1",), "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False, True),
-    ResourceType(ADMISSION_GROUP, ("v1",), "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding",
-                 False, False),
-    ResourceType("node.k8s.io", ("v1",), "runtimeclasses", "RuntimeClass", False, False),
     # Leader election's store: no status; an update with a stale resourceVersion gets 409, like any kind.
     ResourceType("coordination.k8s.io", ("v1",), "leases", "Lease", True, False),
-    ResourceType("policy", ("v1",), "poddisruptionbudgets", "PodDisruptionBudget", True, True, short_names=("pdb",)),
-    ResourceType("networking.k8s.io", ("v1",), "networkpolicies", "NetworkPolicy", True, False,
-                 short_names=("netpol",)),
 )
+DRA_GROUP = "resource.k8s.io"
+DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")  # what a v1.34+ cluster serves; 1.32-1.33: ("v1beta2", "v1beta1")
+
+
+def dra_types(versions: Sequence[str] = DRA_VERSIONS) -> list[ResourceType]:
+    """ResourceSlice, ResourceClaim(Template), DeviceClass in the given versions (preferred first), DeviceTaintRule
+    (v1beta2 only); storage without validation."""
+    kinds = [("resourceslices", "ResourceSlice", False, False), ("resourceclaims", "ResourceClaim", True, True),
+             ("resourceclaimtemplates", "ResourceClaimTemplate", True, False),
+             ("deviceclasses", "DeviceClass", False, False)]
+    types = [ResourceType(DRA_GROUP, tuple(versions), *kind) for kind in kinds] if versions else []
+    if "v1beta2" in versions:
+        types.append(ResourceType(DRA_GROUP, ("v1beta2",), "devicetaintrules", "DeviceTaintRule", False, True))
+    return types
+
+
 TOKEN_REVIEW_GROUP = "authentication.k8s.io"
 
 
@@ -99,37 +90,20 @@ def load_crds(paths: Iterable[Path]) -> list[ResourceType]:
                     kind=spec["names"]["kind"],
                     namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                     has_status=any("status" in (v.get("subresources") or {}) for v in served),
-                    schemas={v["name"]: (v.get("schema") or {}).get("openAPIV3Schema") or {} for v in served},
                     custom=True,
-                    short_names=tuple(spec["names"].get("shortNames") or ()),
                 )
             )
     return out
 
 
-def _api_resources(types: Sequence[ResourceType], version: str) -> list[dict[str, Any]]:
-    verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
+def _api_resources(types: Sequence[ResourceType]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for rt in types:
-        singular = rt.kind.lower()
-        out.append(
-            {
-                "name": rt.plural,
-                "singularName": singular,
-                "namespaced": rt.namespaced,
-                "kind": rt.kind,
-                "verbs": verbs,
-                "shortNames": list(rt.short_names),
-            }
-        )
+        out.append({"name": rt.plural, "singularName": rt.kind.lower(), "namespaced": rt.namespaced, "kind": rt.kind,
+                    "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]})
         if rt.has_status:
-            out.append(
-                {"name": f"{rt.plural}/status", "singularName": "", "namespaced": rt.namespaced, "kind": rt.kind,
-                 "verbs": ["get", "patch", "update"]}
-            )
-    if version == "v1" and any(rt.group == TOKEN_REVIEW_GROUP for rt in types):
-        out.append({"name": "tokenreviews", "singularName": "tokenreview", "namespaced": False,
-                    "kind": "TokenReview", "verbs": ["create"]})
+            out.append({"name": f"{rt.plural}/status", "singularName": "", "namespaced": rt.namespaced,
+                        "kind": rt.kind, "verbs": ["get", "patch", "update"]})
     return out
 
 
@@ -138,7 +112,7 @@ def resource_list(group: str, version: str, types: Sequence[ResourceType]) -> di
     chosen = [rt for rt in types if rt.group == group and version in rt.versions]
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
-            "resources": _api_resources(chosen, version)}
+            "resources": _api_resources(chosen)}
 
 
 def groups(types: Sequence[ResourceType]) -> dict[str, list[str]]:

@@ -13,20 +13,9 @@ Predicate = Callable[[Mapping[str, Any]], bool]
 
 # Field labels each kind supports (the real apiserver rejects any other with 400).
 FIELD_LABELS: dict[str, frozenset[str]] = {
-    "Pod": frozenset(
-        {
-            "metadata.name",
-            "metadata.namespace",
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        }
-    ),
+    "Pod": frozenset({"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
+                      "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
+                      "status.podIP", "status.nominatedNodeName"}),
     "Node": frozenset({"metadata.name", "spec.unschedulable"}),
     "Namespace": frozenset({"metadata.name", "status.phase"}),
     "ResourceSlice": frozenset({"metadata.name", "spec.nodeName", "spec.driver"}),
@@ -128,25 +117,3 @@ def parse_label_selector(text: str) -> Predicate:
         return all(t(labels) for t in terms)
 
     return match
-
-
-def selector_matches(selector: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
-    """A metav1.LabelSelector (matchLabels, matchExpressions: In, NotIn, Exists, DoesNotExist) against an
-    object's labels; the empty selector matches everything."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        present = key in labels
-        if op == "In" and not (present and labels[key] in values):
-            return False
-        if op == "NotIn" and present and labels[key] in values:
-            return False
-        if op == "Exists" and not present:
-            return False
-        if op == "DoesNotExist" and present:
-            return False
-        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            raise ApiError.bad_request(f'"{op}" is not a valid label selector operator')
-    return True

@@ -1,10 +1,9 @@
 """`KubeApiServer`: a Kubernetes API test server on loopback HTTP that the official client talks to unchanged.
 
-Semantics kept real: one global resourceVersion, optimistic concurrency (409 on a stale update),
-status subresources (status dropped on create, ignored on main-resource writes), CRD schema
-validation (422 with apiserver-style causes) and pruning, field/label selectors, watches streamed as
-chunked newline-delimited JSON with bookmarks, selector moves sent as DELETED/ADDED, and 410 Gone
-(an ERROR event in the stream) for a watch older than the retained history.
+Semantics kept real (the package docstring says why these and no more): one global resourceVersion, optimistic
+concurrency (409 on a stale update), status subresources (status dropped on create, ignored on main-resource
+writes), field/label selectors, watches streamed as chunked newline-delimited JSON with bookmarks, selector moves
+sent as DELETED/ADDED, and 410 Gone (an ERROR event in the stream) for a watch older than the retained history.
 """
 
 from __future__ import annotations
@@ -18,16 +17,11 @@ from collections.abc import Sequence
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import yaml
 
-from tests.kubeapi import dra
-from tests.kubeapi.admission import Admission, policy_causes
 from tests.kubeapi.handler import KubeHandler
-from tests.kubeapi.namespaces import NamespaceController
-from tests.kubeapi.rbac import BOOTSTRAP, RBAC_GROUP, Authorizer
-from tests.kubeapi.resources import BUILTINS, load_crds
+from tests.kubeapi.resources import BUILTINS, DRA_VERSIONS, dra_types, load_crds
 from tests.kubeapi.state import Fault, RequestRecord, ServerState, WatchFault
 from tests.kubeapi.store import Store
 
@@ -43,9 +37,9 @@ class KubeApiServer:
     """A running test apiserver (context manager); `.url` is its base URL."""
 
     def __init__(self, *, crd_files: Sequence[Path] = (), history_window: int = 1000,
-                 dra_versions: Sequence[str] = dra.VERSIONS) -> None:
+                 dra_versions: Sequence[str] = DRA_VERSIONS) -> None:
         """`dra_versions`: the resource.k8s.io versions served (a 1.32-1.33 cluster: v1beta2, v1beta1; none: ())."""
-        types = list(BUILTINS) + (dra.dra_types(dra_versions) if dra_versions else []) + load_crds(crd_files)
+        types = list(BUILTINS) + dra_types(dra_versions) + load_crds(crd_files)
         self._state = ServerState(store=Store(history_window=history_window), types=types)
         self.token = secrets.token_hex(16)
         self._state.api_tokens.add(self.token)
@@ -53,33 +47,15 @@ class KubeApiServer:
         ns_type = next(rt for rt in types if rt.kind == "Namespace")
         for ns in _INITIAL_NAMESPACES:
             store.create(ns_type, "v1", "", {"metadata": {"name": ns}})
-        for plural, obj in BOOTSTRAP:
-            rbac_type = next(rt for rt in types if (rt.group, rt.plural) == (RBAC_GROUP, plural))
-            store.create(rbac_type, "v1", "", obj)
-        builtin = {rt.key for rt in types if not rt.custom}
-        admission = Admission(store.lookup, lambda group, plural: (group, plural) in builtin)
-        store.admission = admission.validate
-        store.listeners.append(admission.note_change)
-        store.kind_checks["ValidatingAdmissionPolicy"] = policy_causes
-        def namespace_labels(ns: str) -> dict[str, str]:
-            meta = (store.lookup("", "namespaces").get(("", ns)) or {}).get("metadata") or {}
-            return dict(meta.get("labels") or {})
-
-        store.kind_checks.update(dra.kind_checks(namespace_labels))
-        store.status_checked.update(dra.STATUS_CHECKED)
-        self._state.authorizer = Authorizer(lambda plural: store.lookup(RBAC_GROUP, plural))
-        self._state.namespaces = NamespaceController(store, lambda: self._state.types)
         self._httpd = _HTTPServer(("127.0.0.1", 0), KubeHandler)
         self._httpd.state = self._state
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, args=(0.05,), name="kubeapi-test", daemon=True
-        )
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="kubeapi-test",
+                                        daemon=True)
         self._thread.start()
         self._stopped = False
         # Tokens TokenReview authenticates (service-account style): add_token(token, username=..., audiences=...,
-        # extra=...), remove_token(token).
+        # extra=...).
         self.add_token = self._state.tokens.add
-        self.remove_token = self._state.tokens.remove
         # The service-account issuer: issuer.sign(claims) is a token whose signature the JWKS it serves verifies.
         self.issuer = self._state.issuer
 
@@ -158,11 +134,6 @@ class KubeApiServer:
                 sock.shutdown(socket.SHUT_RDWR)
         return len(sockets)
 
-    def open_watch_count(self, path_regex: str) -> int:
-        """How many watches on a matching URL path are being served right now."""
-        with self._state.lock:
-            return sum(1 for path, _ in self._state.open_watches.values() if re.search(path_regex, path))
-
     @property
     def requests(self) -> list[RequestRecord]:
         """A copy of the request log: (method, path, status, query)."""
@@ -207,9 +178,3 @@ class KubeApiServer:
 
     def __repr__(self) -> str:
         return f"KubeApiServer({self.url})"
-
-    def _debug_objects(self) -> dict[str, Any]:
-        """All stored objects, for failure messages."""
-        with self._state.store.cond:
-            return {f"{g}/{p}": sorted(f"{ns}/{n}" for ns, n in objs) for (g, p), objs in
-                    self._state.store.objects.items()}

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tests.kubeapi.auth import Issuer, TokenTable
-from tests.kubeapi.rbac import Authorizer
 from tests.kubeapi.resources import ResourceType
 from tests.kubeapi.store import Store
 
@@ -62,8 +61,6 @@ class ServerState:
     bookmark_interval_s: float = 1.0
     default_watch_timeout_s: float = 1800.0
     lock: threading.Lock = field(default_factory=threading.Lock)
-    authorizer: Authorizer | None = None  # set by the server (RBAC over the store)
-    namespaces: Any = None  # the NamespaceController, set by the server
 
     def find_type(self, group: str, version: str, plural: str) -> ResourceType | None:
         """The served kind at group/version/plural, if any."""

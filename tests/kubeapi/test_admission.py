@@ -1,10 +1,10 @@
 """Admission, RBAC and namespace deletion as kube-apiserver v1.36.2 does them, through the official client.
 
-Each rule here was seen on the real apiserver (docs/install.md, "Checked on a real hub") and is one the test
-server must keep: policies compiled at create, `request` with absent (not empty) fields, 403 or 422 by the
-validation's reason, collection items admitted without a name, impersonation with RBAC, and the namespace
-controller held up by a policy. With $KUBECONFIG they run against that cluster: every policy is bound only
-to a namespace the test creates, and removed after it.
+Each rule here was seen on the real apiserver (docs/install.md, "Checked on a real hub") and is one the project's
+policies are written for: policies compiled at create, `request` with absent (not empty) fields, 403 or 422 by
+the validation's reason, collection items admitted without a name, impersonation with RBAC, and the namespace
+controller held up by a policy. Marked `realapi`: only a real apiserver does these (`make e2e` runs them, with
+$KUBECONFIG); every policy is bound only to a namespace the test creates, and removed after it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.kubeapi import ApiHandle, unique
 
+pytestmark = pytest.mark.realapi
 LABEL = "accelscore.test/admission"
 
 
@@ -231,43 +232,3 @@ def test_a_namespace_whose_content_admission_refuses_stays_terminating_until_it_
     while _status_of(lambda: core.read_namespace(ns))[0] != 404:
         assert time.monotonic() < deadline, "the namespace was not removed once admission allowed it"
         time.sleep(0.5)
-
-
-def test_a_builtin_parameter_kind_is_frozen_once_no_binding_uses_it(kube_test_server: ApiHandle) -> None:
-    """kube-apiserver 1.36.2 (kubernetes/kubernetes#130887, seen on the real hub): once no binding of a policy
-    with a built-in paramKind is left, its parameter informer stops for good, so a ConfigMap parameter made
-    later is never found and a `parameterNotFoundAction: Deny` binding denies everything it matches. Only the
-    test server: on a real apiserver this would break ConfigMap parameters until it restarts."""
-    policies = Policies(kube_test_server)
-    core, ns = policies.core, policies.ns
-    try:
-        def install(param: str, suffix: str = "") -> str:
-            name = f"accelscore-test-{policies.tag}-{param}{suffix}"
-            policies.admission.create_validating_admission_policy({"metadata": {"name": name}, "spec": {
-                "failurePolicy": "Fail", "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-                "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                                        "operations": ["CREATE"], "resources": ["secrets"]}]},
-                "validations": [{"expression": "params.data.allow == 'yes'"}]}})
-            policies.admission.create_validating_admission_policy_binding({"metadata": {"name": name}, "spec": {
-                "policyName": name, "validationActions": ["Deny"],
-                "paramRef": {"name": param, "namespace": ns, "parameterNotFoundAction": "Deny"},
-                "matchResources": {"namespaceSelector": {"matchLabels": {LABEL: policies.tag}}}}})
-            policies.names.append(name)
-            return name
-
-        def create_secret() -> tuple[int, dict[str, Any]]:
-            return _status_of(lambda: core.create_namespaced_secret(ns, {"metadata": {"name": "s"}}, dry_run="All"))
-
-        core.create_namespaced_config_map(ns, {"metadata": {"name": "first"}, "data": {"allow": "yes"}})
-        first = install("first")
-        assert create_secret()[0] == 200
-        policies.unbind(first)  # no binding uses ConfigMap parameters any more: the informer stops
-        core.create_namespaced_config_map(ns, {"metadata": {"name": "second"}, "data": {"allow": "yes"}})
-        install("second")
-        code, status = create_secret()
-        assert (code, status["reason"]) == (422, "Invalid"), status  # "no params found"
-        policies.unbind(f"accelscore-test-{policies.tag}-second")
-        install("first", "-again")  # what the stopped informer held is still found (stale, but found)
-        assert create_secret()[0] == 200
-    finally:
-        policies.close()

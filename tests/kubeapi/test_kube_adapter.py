@@ -41,6 +41,7 @@ def test_connection_refused_is_retryable() -> None:
         kube.call(client.CoreV1Api(api).list_node, _request_timeout=2)
 
 
+@pytest.mark.realapi
 def test_invalid_carries_the_field_causes(hub_api: ApiHandle) -> None:
     api = hub_api.api_client()
     ns = unique("cluster")
@@ -57,6 +58,7 @@ def test_invalid_carries_the_field_causes(hub_api: ApiHandle) -> None:
     client.CoreV1Api(api).delete_namespace(ns)
 
 
+@pytest.mark.anyapi
 def test_watch_cache_follows_nodes_and_reports_changes(kube_api: ApiHandle) -> None:
     core = client.CoreV1Api(kube_api.api_client())
     label = unique("pool")

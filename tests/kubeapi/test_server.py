@@ -53,6 +53,7 @@ def ns(core: client.CoreV1Api) -> Any:
     core.delete_namespace(name)
 
 
+@pytest.mark.anyapi
 def test_node_create_get_list_keeps_status_and_metadata(core: client.CoreV1Api) -> None:
     name = unique("node")
     created = core.create_node(_node(name, zone="a"))
@@ -76,6 +77,7 @@ def test_node_create_get_list_keeps_status_and_metadata(core: client.CoreV1Api) 
     assert _status(err)["details"] == {"name": name, "kind": "nodes"}
 
 
+@pytest.mark.anyapi
 def test_stale_resource_version_update_is_a_conflict(core: client.CoreV1Api) -> None:
     name = unique("node")
     first = core.create_node(_node(name))
@@ -92,6 +94,7 @@ def test_stale_resource_version_update_is_a_conflict(core: client.CoreV1Api) -> 
         core.delete_node(name)
 
 
+@pytest.mark.anyapi
 def test_pod_field_selectors_and_status_subresource(core: client.CoreV1Api, ns: str) -> None:
     node = unique("node")
     for i, phase in enumerate(["Running", "Succeeded", "Failed", "Pending"]):
@@ -113,12 +116,14 @@ def test_pod_field_selectors_and_status_subresource(core: client.CoreV1Api, ns: 
         core.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
 
 
+@pytest.mark.anyapi
 def test_unsupported_field_selector_is_rejected(core: client.CoreV1Api) -> None:
     with pytest.raises(ApiException) as err:
         core.list_pod_for_all_namespaces(field_selector="spec.bogus=1")
     assert err.value.status == 400 and _status(err)["reason"] == "BadRequest"
 
 
+@pytest.mark.anyapi
 def test_watch_streams_events_bookmarks_and_selector_moves(kube_api: ApiHandle, core: client.CoreV1Api,
                                                            ns: str) -> None:
     if kube_api.server:
@@ -153,6 +158,7 @@ def test_watch_streams_events_bookmarks_and_selector_moves(kube_api: ApiHandle, 
     core.delete_namespaced_pod("b", ns, grace_period_seconds=0)
 
 
+@pytest.mark.anyapi
 def test_label_change_out_of_selector_is_a_deleted_event(kube_api: ApiHandle, core: client.CoreV1Api) -> None:
     name = unique("node")
     created = core.create_node(_node(name, pool="gpu"))
@@ -222,6 +228,7 @@ def _write_status(custom: client.CustomObjectsApi, ns: str, name: str, status: d
     return custom.patch_namespaced_custom_object_status(*APS[:2], ns, APS[2], name, {"status": status})
 
 
+@pytest.mark.anyapi
 @pytest.mark.parametrize("value", [100, -100, 0], ids=["max", "min", "zero"])
 def test_aps_status_accepts_bounds(hub: Any, value: int) -> None:
     custom, ns = hub
@@ -231,6 +238,7 @@ def test_aps_status_accepts_bounds(hub: Any, value: int) -> None:
     assert out["status"]["scores"] == [{"name": "a", "value": value}]
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize(
     ("status", "field"),
     [
@@ -256,6 +264,7 @@ def test_aps_status_rejects_invalid_with_422(hub: Any, status: dict[str, Any], f
     assert field in _cause_fields(err), body
 
 
+@pytest.mark.anyapi
 def test_aps_main_resource_patch_drops_status(hub: Any) -> None:
     custom, ns = hub
     name = _aps(custom, ns)
@@ -285,6 +294,7 @@ def test_token_review_checks_token_expiry_and_audience(kube_test_server: ApiHand
         assert not bad.authenticated and bad.error
 
 
+@pytest.mark.anyapi
 def test_discovery_is_complete_enough_for_the_dynamic_client(hub_api: ApiHandle) -> None:
     api = hub_api.api_client()
     assert client.VersionApi(api).get_code().git_version.startswith("v1.")
@@ -313,6 +323,7 @@ def test_list_pages_with_limit_and_continue_and_expires(kube_test_server: ApiHan
     assert err.value.status == 410 and json.loads(err.value.body)["reason"] == "Expired"
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize(
     ("kind", "body", "field"),
     [
@@ -335,6 +346,7 @@ def test_object_meta_is_validated_on_create(core: client.CoreV1Api, ns: str, kin
     assert field in _cause_fields(err)
 
 
+@pytest.mark.realapi
 def test_a_service_name_may_start_with_a_digit(core: client.CoreV1Api, ns: str) -> None:
     """Seen on kube-apiserver v1.36.2: Service names are DNS-1123 labels (RelaxedServiceNameValidation)."""
     body = {"metadata": {"name": "1-starts-with-a-digit"}, "spec": {"ports": [{"port": 80}], "selector": {"a": "b"}}}
@@ -342,6 +354,7 @@ def test_a_service_name_may_start_with_a_digit(core: client.CoreV1Api, ns: str) 
     assert out.metadata.name == "1-starts-with-a-digit"
 
 
+@pytest.mark.realapi
 def test_dry_run_validates_and_stores_nothing(core: client.CoreV1Api, ns: str) -> None:
     out = core.create_namespaced_config_map(ns, {"metadata": {"name": "dry"}, "data": {"k": "v"}}, dry_run="All")
     assert out.metadata.name == "dry" and out.data == {"k": "v"}

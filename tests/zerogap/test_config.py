@@ -36,6 +36,7 @@ def test_a_negative_startup_grace_is_refused() -> None:
         _config([], {"ACCELSCORE_STARTUP_GRACE": "-1"})
 
 
+@pytest.mark.anyapi
 def test_the_cli_builds_an_elector_on_the_lease_only_when_asked(kube_api: ApiHandle) -> None:
     assert _elector_factory(_config([], {}), None) is None
     elect = _config(["--leader-elect"], {"POD_NAMESPACE": "default", "POD_NAME": "a"})

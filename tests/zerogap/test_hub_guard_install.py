@@ -37,11 +37,13 @@ def cluster(hub: HubPolicies) -> str:
     return ns
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize("name", OWNED_APS)
 def test_the_guard_may_write_the_stale_form_of_accelscores_objects(hub: HubPolicies, cluster: str, name: str) -> None:
     assert hub.attempt(_guard(hub), "UPDATE-stale", cluster, name) == "admitted"
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize(("verb", "expected"), [
     ("UPDATE-status", "denied:403"),  # fresh scores of 100, validUntil 5 h ahead: admission refuses
     ("UPDATE", "forbidden"),  # the object itself: RBAC gives no update
@@ -53,6 +55,7 @@ def test_the_guard_may_write_nothing_else_to_them(hub: HubPolicies, cluster: str
     assert hub.attempt(_guard(hub), verb, cluster, "accelscore") == expected
 
 
+@pytest.mark.realapi
 @pytest.mark.parametrize("verb", ["UPDATE-stale", "UPDATE-status"])
 def test_the_guard_cannot_touch_another_addons_score_object(hub: HubPolicies, cluster: str, verb: str) -> None:
     assert hub.attempt(_guard(hub), verb, cluster, "gpu-score") == "forbidden"  # RBAC resourceNames
@@ -61,6 +64,7 @@ def test_the_guard_cannot_touch_another_addons_score_object(hub: HubPolicies, cl
         "forbidden")
 
 
+@pytest.mark.realapi
 def test_the_guard_may_list_every_clusters_score_objects(hub: HubPolicies, cluster: str) -> None:
     """Its watch: list/watch cannot be narrowed by name (it filters by accelscore's managed-by label)."""
     items = hub.as_user(_guard(hub)).list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
@@ -68,6 +72,7 @@ def test_the_guard_may_list_every_clusters_score_objects(hub: HubPolicies, clust
     assert hub.as_user(_guard(hub)).get_namespaced_custom_object(GROUP, VERSION, cluster, PLURAL, "accelscore")
 
 
+@pytest.mark.realapi
 def test_without_the_component_the_guard_identity_is_refused(hub_api: ApiHandle, tmp_path: Path) -> None:
     with HubPolicies(hub_api, hub_objects(tmp_path)) as plain:
         ns = plain.cluster()

@@ -9,6 +9,7 @@ from accelscore.kube.lease import LeaseClient
 from tests.kubeapi.fixtures import ApiHandle
 
 
+@pytest.mark.anyapi
 def test_two_candidates_racing_for_the_lease_get_one_success_and_one_conflict(kube_api: ApiHandle) -> None:
     a = LeaseClient(kube_api.api_client(), namespace="default", name="accelscore-scorer-race")
     b = LeaseClient(kube_api.api_client(), namespace="default", name="accelscore-scorer-race")
