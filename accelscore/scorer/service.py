@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from accelscore.promlabels import ConstantLabels
 from accelscore.scorer.config import ScorerConfig
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, ClusterSnapshot, ScoreSet
+from accelscore.scorer.core.node_state import read_nodes
 from accelscore.scorer.core.scoring import score_set
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.core.totals import ClusterTotals, cluster_totals
@@ -261,7 +262,9 @@ class ScorerService:
             if self._gate_open:
                 return True
             first = score_sets[0]
-            verdict = view_trustworthy(watch=self.view_state(), fresh=first.fresh_nodes, total=first.total_nodes,
+            # Nodes whose collectors have read them: a report sent before an agent's watches synced is no news yet.
+            read = read_nodes(self.table.snapshot().nodes, now=now, stale_after_s=self.config.scoring.stale_after_s)
+            verdict = view_trustworthy(watch=self.view_state(), fresh=read, total=first.total_nodes,
                                        since_start_s=now - self._term_started,
                                        grace_s=self.config.ha.startup_grace_s)
             if not verdict.publish:

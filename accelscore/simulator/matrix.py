@@ -38,6 +38,11 @@ class Cell:
         return sum(r["sentToStale"] for r in self.rows)
 
     @property
+    def dying(self) -> int:
+        """Jobs sent to a cluster killed in the replay while its scores were still valid (docs/placement.md, rule 5)."""
+        return sum(r.get("sentToDying", 0) for r in self.rows)
+
+    @property
     def worst(self) -> int:
         """The largest distance of any example here (0 with no jobs)."""
         return max((r["distance"] for r in self.rows), default=0)
@@ -107,7 +112,8 @@ def table(cells: Sequence[Cell]) -> str:
     worst = max((c.worst for c in cells), default=0)
     lines += ["", f"Cells: timed out or misplaced / the oracle's timed out, over the jobs routed to that example "
                   f"(distance = the difference). Worst distance anywhere: {worst}; jobs sent to a stale cluster: "
-                  f"{sum(c.stale for c in cells)}."]
+                  f"{sum(c.stale for c in cells)}; to a cluster killed while its scores were still valid: "
+                  f"{sum(c.dying for c in cells)}."]
     return "\n".join(lines) + "\n"
 
 

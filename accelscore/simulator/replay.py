@@ -40,9 +40,8 @@ if TYPE_CHECKING:
 RESYNC_S = 600.0  # the placement controller's periodic resync (what notices a merely expired score)
 # Orders for clusters whose totals tie. OCM orders them by name; the others stand for other names: `reverse`
 # (every name order reversed), `random:<seed>` (one seeded permutation of the names, kept for the whole replay)
-# and `dead-first` (clusters that are dead at that moment sort before live ones: the worst case for sending a job
-# to a dead cluster). Dead: its accelscore object absent, expired or withdrawn, or the cluster killed
-# (`diesAtSeconds`) while the hub still holds its last, unexpired scores.
+# and `dead-first` (clusters whose accelscore object is absent, expired or withdrawn at that moment sort before
+# live ones: the worst case for sending a job to a dead cluster).
 TIE_BREAKS = ("name", "reverse", "dead-first")
 RANDOM = "random:"
 
@@ -238,10 +237,9 @@ class _Universe:
         self.last_scored[cluster] = (key, sets)
         return sets
 
-    def dead(self, cluster: str, now: float) -> bool:
-        """The cluster takes no work the hub can know of: its scores are stale, or it was killed in this replay
-        (scorer and agents stopped) while the hub still holds its last, unexpired scores."""
-        return cluster in self.killed or self.stale(cluster, now)
+    def dying(self, cluster: str, now: float) -> bool:
+        """Killed in this replay (scorer and agents stopped) while the hub still holds its last scores valid."""
+        return cluster in self.killed and not self.stale(cluster, now)
 
     def stale(self, cluster: str, now: float) -> bool:
         """The hub holds no usable accelscore scores for the cluster: absent, expired or withdrawn."""
@@ -291,7 +289,7 @@ class Replay:
             position = {c: i for i, c in enumerate(sorted(self.u.nodes, reverse=True))}
             return lambda c: position.get(c, len(position))
         if self.opts.tie_break == "dead-first":
-            return lambda c: (not self.u.dead(c, now), c)
+            return lambda c: (not self.u.stale(c, now), c)
         if self.opts.tie_break.startswith(RANDOM):
             names = sorted(self.u.nodes)
             random.Random(self.opts.tie_break).shuffle(names)
@@ -420,12 +418,14 @@ class Replay:
                     running.append(_Running(job, plan, now + job.duration_s))
                     out.placed(job, cluster, wait_s=t - job.arrival_s)
                     missent_to.pop(job.name, None)
-                    if not self.oracle and self.u.dead(cluster, now):
+                    if not self.oracle and self.u.stale(cluster, now):
                         out.stale(job, cluster)
                     break
             else:
-                if chosen and self.u.dead(chosen[0], now):
-                    out.stale(job, chosen[0])  # it waits there, on a cluster that takes no work
+                if chosen and self.u.stale(chosen[0], now):
+                    out.stale(job, chosen[0])  # it waits there, on a cluster the hub knows nothing current of
+                elif chosen and self.u.dying(chosen[0], now):
+                    out.dying(job)  # it waits at a cluster that died; the hub cannot know yet (docs/placement.md)
                 # Sent to a cluster that cannot run it only if some other cluster could have, right now;
                 # a job that fits nowhere just waits in the queue.
                 if chosen and any(self._fits_in(c, job) for c in self.u.nodes if c not in chosen):

@@ -36,6 +36,7 @@ class Outcome:
     timed_out: set[str] = field(default_factory=set)
     stale_jobs: set[str] = field(default_factory=set)
     stale_by_cluster: dict[str, int] = field(default_factory=dict)
+    dying_jobs: set[str] = field(default_factory=set)  # sent to a cluster killed in the replay, its scores still valid
     missent_attempts: int = 0
     missent_jobs: set[str] = field(default_factory=set)
     missent_by_cluster: dict[str, int] = field(default_factory=dict)
@@ -53,6 +54,11 @@ class Outcome:
         self.missent_attempts += 1
         self.missent_jobs.add(job.name)
         self.missent_by_cluster[cluster] = self.missent_by_cluster.get(cluster, 0) + 1
+
+    def dying(self, job: Job) -> None:
+        """The job went to (or waited at) a cluster killed in the replay whose last scores the hub still holds
+        valid: no Placement can tell it from a live one until they expire (docs/placement.md, rule 5)."""
+        self.dying_jobs.add(job.name)
 
     def stale(self, job: Job, cluster: str) -> None:
         """The job went to (or waited at) a cluster whose accelscore scores were absent, expired or withdrawn."""
@@ -164,6 +170,7 @@ def summarize_outcome(entry: str, out: Outcome, *, hub_writes: int, end_s: float
         stale_per_cluster=dict(sorted(out.stale_by_cluster.items())),
         route=dict(route or {}),
         job_sets={"started": frozenset(out.started), "timed_out": frozenset(out.timed_out),
-                  "misplaced": frozenset(out.missent_jobs), "stale": frozenset(out.stale_jobs)},
+                  "misplaced": frozenset(out.missent_jobs), "stale": frozenset(out.stale_jobs),
+                  "dying": frozenset(out.dying_jobs)},
         started_on=dict(out.started_on),
     )

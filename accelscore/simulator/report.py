@@ -113,7 +113,7 @@ def distance_rows(result: ReplayResult, oracle: ReplayResult | None) -> list[dic
         row = {"entry": result.entry, "placement": placement, "jobs": len(jobs),
                "started": len(sets["started"] & jobs), "timedOut": len(sets["timed_out"] & jobs),
                "misplaced": len(sets["misplaced"] & jobs), "timedOutOrMisplaced": len(bad),
-               "sentToStale": len(sets["stale"] & jobs)}
+               "sentToStale": len(sets["stale"] & jobs), "sentToDying": len(sets.get("dying", frozenset()) & jobs)}
         if osets:
             row["oracleStarted"] = len(osets["started"] & jobs)
             oracle_timed_out = len(osets["timed_out"] & jobs)

@@ -173,7 +173,6 @@ def test_a_bad_listen_address_example_names_the_scorer_metrics_port(isolated_env
 def test_a_hub_that_does_not_answer_is_logged_at_start(isolated_env: dict[str, str], tmp_path: Path) -> None:
     """A HUB_KUBECONFIG that loads but names a hub nobody answers for: one warning within seconds of the start."""
     import subprocess
-    import time
 
     from tests.cli.conftest import ACCELSCORE
 
@@ -184,10 +183,10 @@ def test_a_hub_that_does_not_answer_is_logged_at_start(isolated_env: dict[str, s
         f"clusters: [{{name: hub, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
         "users: [{name: hub, user: {token: x}}]\ncontexts: [{name: hub, context: {cluster: hub, user: hub}}]\n")
     args = ["scorer", "--disable-auth", "--listen-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
-            "--cluster-name", "c1", "--hub-kubeconfig", str(kubeconfig)]
+            "--cluster-name", "c1", "--hub-kubeconfig", str(kubeconfig), "--startup-grace", "3600"]
     proc = subprocess.Popen([*ACCELSCORE, *args], env=isolated_env, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    started, seen = time.monotonic(), ""
+    seen = ""
     try:
         assert proc.stderr is not None
         for line in proc.stderr:
@@ -196,6 +195,7 @@ def test_a_hub_that_does_not_answer_is_logged_at_start(isolated_env: dict[str, s
                 break
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.wait(60)
+    # No agent reports and the startup grace is an hour, so nothing is published within the test: a line logged only
+    # at the first publish would never come. Its presence is the claim (no wall-clock bound: issue 28).
     assert f"127.0.0.1:{port}" in seen and "does not answer for namespace c1" in seen, seen
-    assert time.monotonic() - started < 15

@@ -60,6 +60,8 @@ def template(helm: str, *sets: str) -> dict[tuple[str, str, str, str], Any]:
         assert labels.keys() >= HELM_LABELS, f"{obj['kind']}/{obj['metadata']['name']} lacks the Helm labels"
         for name in HELM_LABELS:
             del labels[name]
+        if not labels:  # an object kustomize gives no labels (a component's own) gets only the Helm ones
+            del obj["metadata"]["labels"]
     return by_key(objs)
 
 

@@ -79,10 +79,10 @@ def test_300_idle_connections_take_no_thread_each_and_a_scrape_is_still_answered
         while time.monotonic() < deadline and server.open_connections() < 300:
             time.sleep(0.05)
         assert server.open_connections() == 300
-        began = time.monotonic()
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as reply:
+        # Queued behind the idle connections (which never send again) it would never be answered: the client's
+        # timeout would fail the test; no time is asserted (issue 28: a loaded machine).
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=60) as reply:
             assert reply.read() == b"up 1\n"
-        assert time.monotonic() - began < 0.5
         assert _threads() - before <= 8  # the pool (4) and the idle watcher, not one per connection
     finally:
         for conn in idle:

@@ -192,6 +192,9 @@ def test_every_alert_has_a_case_that_fires_it() -> None:
     assert fired == set(alert_rules()), f"alerts without a firing test: {set(alert_rules()) - fired}"
 
 
+# promtool evaluates every case's series over hours of rule evaluations: seconds idle, past the suite's 120 s on a
+# loaded machine (issue 28: it timed out at load 36 on 2 cores). A timeout of its own, not a claim about speed.
+@pytest.mark.timeout(600)
 def test_promtool_unit_tests_fire_each_alert_on_the_recorded_exposition(rule_file: Path, tmp_path: Path) -> None:
     groups = [_healthy_group(("h100x8-idle", None)), _healthy_group(("xid-79", 1))]
     groups += [_test_group(case) for case in CASES] + [_dcgm_group()]
@@ -199,7 +202,7 @@ def test_promtool_unit_tests_fire_each_alert_on_the_recorded_exposition(rule_fil
     tests.write_text(yaml.safe_dump({"rule_files": [str(rule_file)], "evaluation_interval": "1m",
                                      "tests": groups}, sort_keys=False, width=4096))
     out = subprocess.run([_promtool(), "test", "rules", str(tests)], capture_output=True, text=True, check=False,
-                         timeout=120)
+                         timeout=540)
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-6000:]
     assert "SUCCESS" in out.stdout
 

@@ -35,15 +35,14 @@ def _query(url: str, name: str = "q", timeout_s: float = 1.0, every_s: float = 5
 
 
 def test_a_server_trickling_its_headers_is_cut_off_at_the_query_timeout() -> None:
-    server = LoopbackServer(_headers_trickled(0.2))
+    server = LoopbackServer(_headers_trickled(0.2))  # each read quick; the headers alone would take ~110 s
     try:
-        started = time.monotonic()
         value = query_instant(_query(server.url, timeout_s=1.0), now=time.time())
-        took = time.monotonic() - started
     finally:
         server.stop()
+    # A per-read timeout never fires on them: only the query's one deadline gives this reason (a query that waited
+    # them out would see the reply end without a body); no time is asserted.
     assert value == PromValue(None, None, "timeout after 1s")
-    assert took < 5.0  # the headers alone would take ~110 s; a per-read timeout never fires on them
 
 
 def test_a_hung_query_does_not_starve_the_other_queries() -> None:

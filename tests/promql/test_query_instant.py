@@ -82,10 +82,9 @@ def test_old_data_needs_a_freshness_guard_in_the_query(prom_url: str) -> None:
 
 
 def test_an_unreachable_url_is_unknown_quickly() -> None:
-    start = time.monotonic()
-    got = run(f"http://127.0.0.1:{free_port()}", "vector(1)", timeout_s=5)
+    # An hour's timeout: only the refusal itself can end the query within the test's timeout (no clock asserted).
+    got = run(f"http://127.0.0.1:{free_port()}", "vector(1)", timeout_s=3600)
     assert got == PromValue(None, None, "connection refused")
-    assert time.monotonic() - start < 2
 
 
 def test_an_unresolvable_host_is_unknown() -> None:
@@ -100,13 +99,14 @@ def server(request: pytest.FixtureRequest) -> Iterator[LoopbackServer]:
     srv.stop()
 
 
-@pytest.mark.parametrize("server", [slow(5.0), trickle(0.1)], indirect=True, ids=["slow-reply", "trickling-reply"])
+@pytest.mark.parametrize("server", [slow(3600.0), trickle(0.1)], indirect=True, ids=["slow-reply", "trickling-reply"])
 def test_a_slow_or_trickling_server_is_unknown_within_the_timeout(server: LoopbackServer) -> None:
+    # An hour's wait, or a body trickled a byte per 0.1 s (each read quicker than the timeout, the whole ~7 s): a
+    # query that waited gets a value or a closed connection, never this timeout; no upper time bound is asserted.
     start = time.monotonic()
     got = run(server.url, "vector(1)", timeout_s=0.5)
-    elapsed = time.monotonic() - start
     assert got == PromValue(None, None, "timeout after 0.5s")
-    assert 0.4 < elapsed < 4.5, elapsed  # before the 5 s reply, or the ~7 s the trickled body would take
+    assert time.monotonic() - start > 0.4  # not before it (a lower bound holds on any machine)
 
 
 @pytest.mark.parametrize(("server", "reason"), [

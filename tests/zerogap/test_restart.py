@@ -4,8 +4,11 @@ a cold start publishes only after the Node watch synced."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
+from accelscore.v1 import report_pb2 as pb
+from tests.ingest.sample import eight_gpu_report
 from tests.rig.cluster import Rig
 from tests.rig.hub import withdrawn
 from tests.rig.scorer import source_watch
@@ -68,3 +71,33 @@ def test_the_grace_period_opens_publishing_when_an_agent_never_reports(rig: Rig)
     assert rig.hub_writes() == []
     wait_for(lambda: rig.recorder.latest(ACCELSCORE_APS), timeout_s=10)
     assert not any(withdrawn(s) for s in rig.recorder.seen)
+
+
+def _unread(node: str, now: float) -> pb.NodeReport:
+    """A starting agent's first report: its node collector's watches have not synced, so no API amounts."""
+    report = eight_gpu_report(node, now=now)
+    for collector in report.collectors:
+        if collector.name == "node":
+            collector.state, collector.reason = pb.COLLECTOR_STATE_UNKNOWN, "node watch not synced yet"
+    del report.resources[:]
+    return report
+
+
+def test_reports_sent_before_the_agents_collectors_read_their_node_publish_nothing(make_rig: Callable[..., Rig]
+                                                                                   ) -> None:
+    """Issue 28: the first resource-usage-score write after a start had all 8 values at -100 with ScoresFresh=True,
+    10 s before the right values. Every node had reported, but not yet what its collectors read."""
+    rig = make_rig()
+    scorer = rig.start_scorer(rescore_every_s=None, grace_s=3600.0)  # the test drives the passes
+    rig.wait_ready(scorer)
+    now = time.time()
+    for node in rig.node_names:
+        scorer.accept(_unread(node, now), now)
+    scorer.score_once()
+    assert not scorer.worker.active and rig.hub_writes() == []
+    rig.report([scorer])  # the agents' next reports: read
+    scorer.score_once()
+    assert scorer.worker.active
+    first = wait_for(lambda: rig.recorder.latest(RESOURCE_USAGE_APS))
+    assert first.fresh == "True"
+    assert min(first.scores[f"{r}{s}Available"] for r in ("cpu", "mem", "gpu") for s in ("Node", "Cluster")) > -100

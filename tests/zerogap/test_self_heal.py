@@ -42,7 +42,9 @@ def _status(rig: Rig, aps: str) -> dict[str, Any]:
 
 
 def _guard_writes_stale_form(rig: Rig, aps: str) -> dict[str, Any]:
-    """What the hub guard writes when it finds an object past its validUntil (here: one that is not)."""
+    """What the hub guard writes when it finds an object past its validUntil (here: one that is not). The agents
+    report first, so the nodes are fresh however slowly the test runs."""
+    rig.report([rig.scorer])
     objects = ScoreObjects(from_kubeconfig(rig.hub_kubeconfig))
     obj = objects.get(rig.cluster, aps)
     assert obj is not None
@@ -60,16 +62,17 @@ def test_a_stale_form_overwrite_of_a_live_clusters_scores_is_restored(make_rig: 
     before = _status(rig, RESOURCE_USAGE_APS)
     _guard_writes_stale_form(rig, RESOURCE_USAGE_APS)
     restored = wait_for(lambda: (s := _status(rig, RESOURCE_USAGE_APS)).get("validUntil") and s, timeout_s=PATIENT_S)
+    assert _overwrites(scorer, RESOURCE_USAGE_APS) == {"restored": 1, "held": 0}
     assert restored["scores"] == before["scores"]
     assert [(c["status"], c["reason"]) for c in restored["conditions"]] == [("True", "NodesFresh")]
     assert restored["conditions"][0]["lastTransitionTime"] == before["conditions"][0]["lastTransitionTime"]
-    assert _overwrites(scorer, RESOURCE_USAGE_APS) == {"restored": 1, "held": 0}
     assert _status(rig, ACCELSCORE_APS)["scores"]  # the other object was never touched
 
 
 def test_a_deleted_score_object_is_recreated(make_rig: Callable[..., Rig]) -> None:
     rig, scorer = _live(make_rig)
     before = _status(rig, ACCELSCORE_APS)
+    rig.report([scorer])
     k8s.CustomObjectsApi(from_kubeconfig(rig.hub_kubeconfig)).delete_namespaced_custom_object(
         GROUP, VERSION, rig.cluster, PLURAL, ACCELSCORE_APS)
     wait_for(lambda: _status(rig, ACCELSCORE_APS).get("scores") == before["scores"], timeout_s=PATIENT_S)

@@ -91,3 +91,17 @@ def node_state(entry: NodeEntry, *, now: float, stale_after_s: float) -> NodeSta
     """The state of one node: what `census` says about it alone."""
     counts = census((entry,), now=now, stale_after_s=stale_after_s).counts
     return next(state for state, n in counts.items() if n)
+
+
+def collectors_read(summary: NodeSummary) -> bool:
+    """Whether a report holds what its node's collectors read: the API amounts (its Node and pods) and the
+    assignment of the accelerators it has. A starting agent's first report, sent before its watches synced, does
+    not: counted, it published every `resource-usage-score` value at -100 with `ScoresFresh=True` (issue 28)."""
+    return (summary.cpu_free_cores is not None and (summary.gpu_total <= 0 or summary.gpu_free_known)
+            and (summary.tpu_total <= 0 or summary.tpu_free_known))
+
+
+def read_nodes(nodes: Iterable[NodeEntry], *, now: float, stale_after_s: float) -> int:
+    """Schedulable nodes with a fresh report that `collectors_read`: what a starting scorer waits for (`ha.startup`)."""
+    return sum(1 for entry in nodes if entry.schedulable and entry.summary is not None
+               and now - entry.summary.received_at <= stale_after_s and collectors_read(entry.summary))

@@ -211,7 +211,7 @@ class Publisher:
             "last_write": {aps: st.written_at for aps, st in self._state.items()},
             "pending": dict(self._pending),  # changes held by the min interval at the last tick
             "overwrites": {aps: {r: self._overwrites[(aps, r)] for r in OVERWRITES}
-                           for aps in sorted({a for a, _ in self._overwrites})},
+                           for aps in sorted(set(self._state) | {a for a, _ in self._overwrites})},
             "last_error": self._last_error,
         }
 
