@@ -266,6 +266,7 @@ def test_single_8_gpu_pods_packed_by_whole_nodes_stop_starving_the_gangs() -> No
     assert old_distance > 3 >= new_distance, (old_distance, new_distance)
 
 
+@MATRIX_TIMEOUT  # replays every shipped fleet (15 now) in two orders: minutes on a busy 2-core machine
 def test_the_matrix_command_prints_one_row_per_fleet_trace_and_order(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["simulate", str(FLEETS), "--matrix", "--trace", str(TRACE_DIR / "small-40.yaml"),
             "--tie-break", "name", "--tie-break", "dead-first"]
