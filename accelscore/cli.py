@@ -1,4 +1,4 @@
-"""`accelscore` command: one entry point, subcommands agent, scorer, local, simulate, hub-guard."""
+"""`accelscore` command: one entry point, subcommands agent, scorer, local, simulate, hub-guard, dispatcher."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "local": ("accelscore.local.cli", "this host's scores with no cluster and no hub (the embedded default)"),
     "simulate": ("accelscore.simulator.cli", "score a recorded fleet, rank Placements, replay job traces"),
     "hub-guard": ("accelscore.hubguard.cli", "on the hub: withdraw accelscore scores left past validUntil"),
+    "dispatcher": ("accelscore.dispatcher.cli", "on the hub: nominate MultiKueue clusters per Workload by score"),
 }
 
 

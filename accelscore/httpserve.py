@@ -41,6 +41,16 @@ MAX_HEADER_BYTES = 8192
 MAX_CONNECTIONS = 512
 
 
+def wait_for_stop_signal() -> None:
+    """Block until SIGTERM or SIGINT (a process's main thread, once its parts run)."""
+    import signal
+
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+
+
 class _RequestReader:
     """The handler's `rfile`: reads the socket itself so line + headers are bounded in bytes and in time.
 

@@ -141,12 +141,12 @@ def merge(node: Any, base: Any, variant: Any, cond: str) -> Any:
     if base == variant:
         return node
     if isinstance(base, dict) and isinstance(variant, dict) and isinstance(node, dict):
-        for key in variant.keys() - base.keys():
+        # In the renders' key order (not a set's), so the output is the same on every run.
+        for key in (k for k in variant if k not in base):
             node[key] = _also(node.get(key), variant[key], cond)
-        for key in base.keys() - variant.keys():
-            node[key] = Opt(f"not {cond}", node[key])
-        for key in base.keys() & variant.keys():
-            node[key] = merge(node[key], base[key], variant[key], cond)
+        for key in base:
+            node[key] = merge(node[key], base[key], variant[key], cond) if key in variant else Opt(
+                f"not {cond}", node[key])
         return node
     if isinstance(base, list) and isinstance(variant, list) and isinstance(node, list):
         if _named(base) and _named(variant):

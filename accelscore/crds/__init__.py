@@ -1,5 +1,6 @@
 """The OCM CustomResourceDefinitions accelscore works with, vendored in `ocm/` (see `ocm/SOURCE.md`), and
-Kueue's (ClusterQueue, ResourceFlavor, Cohort, LocalQueue) in `kueue/` (see `kueue/SOURCE.md`); and the
+Kueue's (ClusterQueue, ResourceFlavor, Cohort, LocalQueue; and MultiKueue's hub kinds Workload, AdmissionCheck,
+MultiKueueConfig) in `kueue/` (see `kueue/SOURCE.md`); and the
 Kubernetes OpenAPI definitions of `resource.k8s.io` (DRA) in `kubernetes/` (see `kubernetes/SOURCE.md`).
 
 They ship inside the package, so the installed simulator validates Placements against the real schema
@@ -46,9 +47,27 @@ def kueue_dir() -> Path:
     return path
 
 
+# MultiKueue's hub kinds: what the dispatcher reads and writes on the hub (the scorer reads none of them).
+KUEUE_HUB_PLURALS = ("admissionchecks", "multikueueconfigs", "workloads")
+
+
 def kueue_crd_paths() -> list[Path]:
-    """Every vendored Kueue CRD file (`kueue.x-k8s.io_<plural>.yaml`), sorted by name."""
-    return sorted(kueue_dir().glob("kueue.x-k8s.io_*.yaml"))
+    """The vendored Kueue CRD files a worker cluster's scorer reads (`kueue.x-k8s.io_<plural>.yaml`), by name."""
+    return sorted(p for p in kueue_dir().glob("kueue.x-k8s.io_*.yaml") if _plural(p) not in KUEUE_HUB_PLURALS)
+
+
+def kueue_hub_crd_paths() -> list[Path]:
+    """The vendored CRD files of MultiKueue's hub kinds (Workload, AdmissionCheck, MultiKueueConfig), by name."""
+    return sorted(kueue_dir() / f"kueue.x-k8s.io_{plural}.yaml" for plural in KUEUE_HUB_PLURALS)
+
+
+def about_crd_paths() -> list[Path]:
+    """The vendored About API CRD (ClusterProperty; see `about/SOURCE.md`)."""
+    return sorted(Path(str(resources.files(__package__).joinpath("about"))).glob("about.k8s.io_*.yaml"))
+
+
+def _plural(path: Path) -> str:
+    return path.stem.removeprefix("kueue.x-k8s.io_")
 
 
 def resource_api_definitions() -> dict[str, Any]:

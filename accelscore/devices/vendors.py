@@ -95,6 +95,7 @@ class Vendor:
     node_labels: tuple[str, ...] = ()  # regexes of the Node labels the agent reports (node view, simulator)
     product_label: str = ""  # the Node label naming the product (simulator fleets; per-product scores' names)
     domain_label: str = ""  # the Node label naming the node's NVLink/fabric domain (GPU feature discovery's clique)
+    memory_label: str = ""  # the Node label giving one GPU's memory in MiB (GPU feature discovery)
     collector_module: str = ""  # accelscore.agent.collectors.<module> with build_collector(); "" = wired in app
     patterns: tuple[tuple[re.Pattern[str], ResourceRole], ...] = field(init=False, repr=False, compare=False)
 
@@ -111,6 +112,7 @@ NVIDIA = Vendor(
                  parent_attribute="parentUUID", profile_attribute="profile", partition_attribute="uuid",
                  partition_types=("mig", "migdyn")),
     node_labels=(r"nvidia\.com/.+",), product_label="nvidia.com/gpu.product", domain_label="nvidia.com/gpu.clique",
+    memory_label="nvidia.com/gpu.memory",
 )
 AMD = Vendor(
     name="amd", family=AcceleratorFamily.GPU, collector=CollectorName.AMD,

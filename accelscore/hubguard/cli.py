@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
 
 from accelscore.options import (
     LOG_FORMAT,
     LOG_LEVEL,
     Option,
-    StartupError,
     add_options,
     host_port,
     non_negative_float,
@@ -40,17 +37,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelscore.httpserve import MetricsServer
+    from accelscore.httpserve import MetricsServer, wait_for_stop_signal
     from accelscore.hubguard.guard import RESULTS, HubGuard
-    from accelscore.kube.config import startup_api_client
+    from accelscore.kube.config import hub_api_client
     from accelscore.logs import setup_logging
 
     values = resolve(args, OPTIONS)
     setup_logging(values["log_level"], values["log_format"], component="hub-guard")
-    api = startup_api_client()
-    if api is None:
-        raise StartupError("no hub API (no in-cluster config and no KUBECONFIG): run the hub guard on the hub")
-    guard = HubGuard(api_client=api, grace_s=values["grace"])
+    guard = HubGuard(api_client=hub_api_client("hub guard"), grace_s=values["grace"])
 
     def render() -> bytes:
         lines = ["# HELP accelscore_hubguard_rewrites_total expired score objects handled, by result",
@@ -61,14 +55,11 @@ def run(args: argparse.Namespace) -> int:
     host, port = values["metrics_address"]
     server = MetricsServer(host, port, render=render, healthy=lambda: (True, "running"),
                            ready=lambda: (guard.synced(), "watch synced" if guard.synced() else "watch syncing"))
-    done = threading.Event()
     try:
         server.start()
         guard.start()
         log.info("hub guard: rewriting accelscore scores %gs past their validUntil", values["grace"])
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: done.set())
-        done.wait()
+        wait_for_stop_signal()
     finally:
         guard.stop()
         server.stop()

@@ -42,6 +42,14 @@ def load_api_client(kubeconfig: str | Path | None = None) -> client.ApiClient:
     return client.ApiClient(cfg)
 
 
+def hub_api_client(process: str) -> client.ApiClient:
+    """At start of a hub-side process: the hub's ApiClient; none at all stops the process with one line."""
+    api = startup_api_client()
+    if api is None:
+        raise StartupError(f"no hub API (no in-cluster config and no KUBECONFIG): run the {process} on the hub")
+    return api
+
+
 def startup_api_client() -> client.ApiClient | None:
     """At start: the cluster's ApiClient, or None when there is no cluster at all; a kubeconfig that is named
     but does not load stops the process with one line (StartupError, exit 2) instead of running blind."""

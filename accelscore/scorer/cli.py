@@ -9,21 +9,26 @@ import argparse
 import logging
 import signal
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from accelscore.options import StartupError, add_options, resolve
 from accelscore.scorer.config import SCORER_OPTIONS, ScorerConfig, scorer_config_from
+from accelscore.scorer.dsf.options import OPTIONS as DSF_OPTIONS
+from accelscore.scorer.properties import OPTIONS as PROPERTY_OPTIONS
 
 if TYPE_CHECKING:  # imported when used (`--help` needs none of them)
     from accelscore.kube.config import ApiClient
     from accelscore.kube.hub_scores import HubClient
+    from accelscore.scorer.dsf.server import DsfServer
     from accelscore.scorer.ha.elector import LeaderElector
+    from accelscore.scorer.properties.writer import PropertyWriter
+    from accelscore.scorer.service import ScorerService
 
 log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_options(parser, SCORER_OPTIONS)
+    add_options(parser, (*SCORER_OPTIONS, *DSF_OPTIONS, *PROPERTY_OPTIONS))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from accelscore.scorer.service import ScorerService
 
     config = scorer_config_from(resolve(args, SCORER_OPTIONS))
+    dsf_settings = _dsf_settings(args)
     setup_logging(config.process.log_level, config.process.log_format, component="scorer",
                   cluster=config.hub.cluster_name)
     cluster_api = _cluster_api(config)
@@ -40,19 +46,82 @@ def run(args: argparse.Namespace) -> int:
     host, port = config.process.metrics_address
     # Both ports are bound before anything is logged: a busy one is the one line a failed start prints.
     server = MetricsServer(host, port, render=service.render, healthy=service.healthy, ready=service.ready)
+    dsf = _dsf(dsf_settings, service)
+    properties = _properties(args, service, cluster_api)
     try:
         service.start()
         server.start()
+        if dsf is not None:
+            dsf.start()
+        if properties is not None:
+            properties.start()
         if config.hub.kubeconfig is None:
             log.warning("no HUB_KUBECONFIG: scores are served on /metrics only, not published")
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: service.stop())
         service.run()
     finally:
+        if properties is not None:
+            properties.stop()
+        if dsf is not None:
+            dsf.stop()
         server.stop()
         service.stop()
     log.info("scorer stopped")
     return 0
+
+
+def _properties(args: argparse.Namespace, service: ScorerService,
+                cluster_api: ApiClient | None) -> PropertyWriter | None:
+    """The ClusterProperty writer (docs/cluster-properties.md); None when off."""
+    values = resolve(args, PROPERTY_OPTIONS)
+    if not values["cluster_properties"]:
+        return None
+    if cluster_api is None:
+        raise StartupError("--cluster-properties needs the cluster's API (in-cluster config or KUBECONFIG)")
+    from accelscore.kube.cluster_properties import ClusterProperties
+    from accelscore.scorer.core.model import ACCELSCORE_APS
+    from accelscore.scorer.properties.buckets import Damper
+    from accelscore.scorer.properties.writer import PropertyWriter
+
+    def published() -> bool:
+        return any(o["metadata"]["name"] == ACCELSCORE_APS and bool(o.get("status", {}).get("scores"))
+                   for o in service.publisher.render_objects())
+
+    return PropertyWriter(store=ClusterProperties(cluster_api), score_sets=lambda: service.view.read()[0],
+                          published=published, damper=Damper(min_interval_s=values["cluster_property_interval"]))
+
+
+def _dsf_settings(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The DSF flags, checked before anything starts; None when DSF is off."""
+    values = resolve(args, DSF_OPTIONS)
+    if not values["dsf_address"]:
+        return None
+    from accelscore.options import host_port
+    from accelscore.scorer.core.model import OWNED_APS
+
+    try:
+        values["host"], values["port"] = host_port(values["dsf_address"])
+    except ValueError as err:
+        raise StartupError(f"ACCELSCORE_DSF_ADDRESS={values['dsf_address']!r}: {err}") from err
+    name = values["dsf_name"]
+    if name.replace("_", "-") in OWNED_APS:
+        raise StartupError(f"ACCELSCORE_DSF_NAME={name!r}: DSF would write AddOnPlacementScore "
+                           f"{name.replace('_', '-')}, one of accelscore's own ({', '.join(OWNED_APS)})")
+    return values
+
+
+def _dsf(values: dict[str, Any] | None, service: ScorerService) -> DsfServer | None:
+    """DSF's scorer API on --dsf-address, answered from what the publisher holds (docs/dsf.md); None when off."""
+    if values is None:
+        return None
+    from accelscore.scorer.core.model import ACCELSCORE_APS
+    from accelscore.scorer.dsf.server import DsfServer
+
+    host, port, name = values["host"], values["port"], values["dsf_name"]
+    return DsfServer(host, port, objects=lambda: [dict(o) for o in service.publisher.render_objects()],
+                     healthy=service.healthy, name=name, base_url=values["dsf_url"],
+                     interval_s=values["dsf_interval"], aps=ACCELSCORE_APS)
 
 
 def _cluster_api(config: ScorerConfig) -> ApiClient | None:

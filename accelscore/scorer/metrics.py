@@ -162,9 +162,13 @@ class ScorerMetrics(Collector):
         overwrites = CounterMetricFamily("accelscore_hub_overwrites", "statuses of our score objects another writer "
                                          "put on the hub, by what the scorer did: restored, or held (restores spent)",
                                          labels=["cluster", "aps", "result"])
-        for aps, results in sorted(stats.get("overwrites", {}).items()):
-            for result, n in sorted(results.items()):
-                overwrites.add_metric([cluster, aps, result], n)
+        # Every score object we publish has both results from the start (0 until it happens), so rate() and alerts
+        # see the series before the first overwrite.
+        counted = stats.get("overwrites", {})
+        for aps in sorted(set(counted) | set(stats.get("published", {}))):
+            results = counted.get(aps, {})
+            for result in sorted({"restored", "held"} | set(results)):  # publisher.OVERWRITES (not imported here)
+                overwrites.add_metric([cluster, aps, result], results.get(result, 0))
         yield from (published, withdrawn, overwrites)
 
 

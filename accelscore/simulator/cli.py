@@ -102,6 +102,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="FLEET is a directory of fleets and --trace a trace or a directory of them: replay "
                              "every pair with auto routing once per tie-break order beside the oracle, and print "
                              "each example's distance (docs/simulate.md)")
+    parser.add_argument("--dispatcher", action="store_true",
+                        help="with --matrix: replay accelscore's MultiKueue dispatcher (docs/dispatcher.md) beside "
+                             "the examples, in every tie-break order (name, reverse, dead-first); without --matrix "
+                             "use --placement dispatcher")
     parser.add_argument("--progress", action="store_true",
                         help="progress lines on stderr during a replay (default: only when stderr is a terminal)")
     parser.add_argument("--generate-trace", type=_arg(positive_int), metavar="N",
@@ -240,7 +244,8 @@ def _matrix(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishP
     progress = _progress if args.progress or sys.stderr.isatty() else None
     orders = (*(args.tie_break or ("name", "dead-first")), *random_orders(args.random_orders))
     cells = matrix.run(args.fleet, args.trace, placements, config=config, policy=policy, opts=opts,
-                       tie_breaks=tuple(dict.fromkeys(orders)), progress=progress)
+                       tie_breaks=tuple(dict.fromkeys(orders)), progress=progress,
+                       dispatcher_ties=TIE_BREAKS if args.dispatcher else ())
     if args.output == "table":
         sys.stdout.write(matrix.table(cells))
     else:

@@ -1,8 +1,9 @@
 """Every fleet x every trace x tie-break orders in one run: each example's distance to the oracle (docs/simulate.md).
 
 `accelscore simulate FLEETS_DIR --matrix --trace TRACES_DIR` replays each trace on each fleet with `auto`
-routing (every job through the example that declares it serves it) once per tie-break order, beside one
-oracle per fleet and trace, and prints one row per fleet, trace and order: per example, timed out or
+routing (every job through the example that declares it serves it) once per tie-break order (with
+`--dispatcher`, accelscore's MultiKueue dispatcher too, in every order), beside one oracle per fleet and trace,
+and prints one row per fleet, trace and order: per example, timed out or
 misplaced / the oracle's timed out over that example's jobs, and the jobs sent to a stale cluster.
 """
 
@@ -58,9 +59,11 @@ def _files(path: Path) -> list[Path]:
 
 def run(fleets: Path, traces: Path, placements: Sequence[Path], *, config: ScoringConfig, policy: pp.PublishPolicy,
         opts: ReplayOptions, tie_breaks: Sequence[str] = ("name", "dead-first"),
-        progress: Callable[[str], None] | None = None, only: Sequence[str] = ()) -> list[Cell]:
+        progress: Callable[[str], None] | None = None, only: Sequence[str] = (),
+        dispatcher_ties: Sequence[str] = ()) -> list[Cell]:
     """Every fleet under `fleets` (one directory each; `only` these names when given) x every trace file, once
-    per tie-break order."""
+    per tie-break order: the examples in `tie_breaks`, accelscore's MultiKueue dispatcher in `dispatcher_ties`
+    (rows of placement `dispatcher`)."""
     cells = []
     fleet_dirs = sorted(p for p in fleets.iterdir() if p.is_dir() and (not only or p.name in only)) \
         if fleets.is_dir() else []
@@ -71,17 +74,23 @@ def run(fleets: Path, traces: Path, placements: Sequence[Path], *, config: Scori
         for trace_path in _files(traces):
             jobs = load_trace(trace_path)
             oracle = Replay(fleet, jobs, routing.ORACLE, config=config, policy=policy, opts=opts).run()
-            done: dict[str, tuple[dict[str, Any], ...]] = {}
-            for tie in tie_breaks:
+            done: dict[tuple[str, str], tuple[dict[str, Any], ...]] = {}
+            live = all_live(fleet, config, policy)
+            for tie in dict.fromkeys([*tie_breaks, *dispatcher_ties]):
                 if progress is not None:
                     progress(f"{fleet_dir.name} x {trace_path.stem} ({tie})")
-                if tie == "dead-first" and "name" in done and all_live(fleet, config, policy):
-                    done[tie] = done["name"]  # no cluster is ever dead here: every tie falls to the name
-                else:
-                    result = Replay(fleet, jobs, routing.AUTO, config=config, policy=policy,
-                                    opts=replace(opts, tie_break=tie)).run()
-                    done[tie] = tuple(distance_rows(result, oracle))
-                cells.append(Cell(fleet_dir.name, trace_path.stem, tie, done[tie]))
+                rows: tuple[dict[str, Any], ...] = ()
+                for entry, ties in ((routing.AUTO, tie_breaks), (routing.DISPATCHER, dispatcher_ties)):
+                    if tie not in ties:
+                        continue
+                    if tie == "dead-first" and (entry, "name") in done and live:
+                        done[(entry, tie)] = done[(entry, "name")]  # no cluster is ever dead: ties fall to the name
+                    else:
+                        result = Replay(fleet, jobs, entry, config=config, policy=policy,
+                                        opts=replace(opts, tie_break=tie)).run()
+                        done[(entry, tie)] = tuple(distance_rows(result, oracle))
+                    rows += done[(entry, tie)]
+                cells.append(Cell(fleet_dir.name, trace_path.stem, tie, rows))
     return cells
 
 

@@ -29,6 +29,7 @@ from accelscore.scorer.ingest.summarize import summarize
 from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import packing, routing, truth
 from accelscore.simulator import placement as pl
+from accelscore.simulator.dispatching import SimDispatcher, fleet_products
 from accelscore.simulator.fleet import Fleet
 from accelscore.simulator.oneshot import cluster_infos, hub_object, score_fleet, score_sets
 from accelscore.simulator.replay_result import Outcome, ReplayResult, summarize_outcome
@@ -84,6 +85,7 @@ class ReplayOptions:
     progress: Callable[[str], None] | None = None  # called every few seconds of wall time with a status line
     progress_every_s: float = 5.0
     tie_break: str = "name"  # how clusters whose totals tie are ordered: TIE_BREAKS
+    dispatcher_ledger: bool = True  # the `dispatcher` entry counts its own nominations (off: a planted defect)
 
 
 @dataclass(slots=True)
@@ -237,6 +239,11 @@ class _Universe:
         self.last_scored[cluster] = (key, sets)
         return sets
 
+    def withdrawn(self, cluster: str, aps: str) -> bool:
+        """The scorer's last write of that object withdrew its scores."""
+        held = self.published.get((cluster, aps))
+        return held is not None and held.withdrawn
+
     def dying(self, cluster: str, now: float) -> bool:
         """Killed in this replay (scorer and agents stopped) while the hub still holds its last scores valid."""
         return cluster in self.killed and not self.stale(cluster, now)
@@ -261,6 +268,8 @@ class Replay:
                              f"got {opts.tie_break!r}")
         self.fleet, self.jobs, self.entry, self.opts = fleet, tuple(jobs), entry, opts
         self.oracle = entry == routing.ORACLE
+        self.disp = SimDispatcher([c.name for c in fleet.clusters], products=sorted(fleet_products(fleet)),
+                                  ledger=opts.dispatcher_ledger) if entry == routing.DISPATCHER else None
         self.route, self.by_name = routing.resolve(entry, self.jobs, {p.name: p for p in fleet.placements})
         self.u = _Universe(fleet, config, policy, opts, custom)
         self.decisions: dict[str, tuple[str, ...]] = {}
@@ -331,6 +340,8 @@ class Replay:
             for r in [r for r in running if r.ends_at <= now]:
                 truth.release(r.plan, r.job.name, r.job.shape)
                 running.remove(r)
+                if self.disp is not None:
+                    self.disp.done(r.job)
                 self._fits.clear()
                 last_change = t
             while i < len(arrivals) and arrivals[i].arrival_s <= t:
@@ -359,6 +370,8 @@ class Replay:
                     self._rerank(now)
                     ranked_validity = u.validity(now)
                     next_resync = t + RESYNC_S if t >= next_resync else next_resync
+                if self.disp is not None:
+                    self.disp.observe(u.hub, u.withdrawn, now)
             before = len(running)
             queue = self._dispatch(queue, t, now, running, missent_to, out)
             last_change = t if len(running) != before else last_change
@@ -374,6 +387,8 @@ class Replay:
         out.timed_out.update(out.waiting)  # never started: the replay ended before they could
         out.running_at_end = len(running)
         examples = {job: routing.example_of(self.by_name[name]) for job, name in self.route.items()}
+        if self.disp is not None:
+            examples = {job.name: routing.DISPATCHER for job in self.jobs}
         return summarize_outcome(self.entry, out, hub_writes=u.hub_writes, end_s=t, route=examples)
 
     def _time_out(self, queue: list[Job], t: float, missent_to: dict[str, str], out: Outcome) -> list[Job]:
@@ -384,6 +399,8 @@ class Replay:
             if t - job.arrival_s > limit:
                 out.timed_out.add(job.name)
                 missent_to.pop(job.name, None)
+                if self.disp is not None:
+                    self.disp.done(job)
             else:
                 still.append(job)
         return still
@@ -408,7 +425,12 @@ class Replay:
         """Try every queued job in FIFO order; returns the jobs still waiting."""
         still = []
         for job in queue:
-            chosen = self._oracle_choice(job) if self.oracle else self.decisions.get(self.route[job.name], ())
+            if self.oracle:
+                chosen = self._oracle_choice(job)
+            elif self.disp is not None:
+                chosen = self.disp.choose(job, now, self._tie_key(now))
+            else:
+                chosen = self.decisions.get(self.route[job.name], ())
             for cluster in chosen:
                 plan = packing.best_fit(self.u.nodes[cluster], job.shape, job.pods) if self._fits_in(cluster, job) \
                     else None
@@ -418,6 +440,8 @@ class Replay:
                     running.append(_Running(job, plan, now + job.duration_s))
                     out.placed(job, cluster, wait_s=t - job.arrival_s)
                     missent_to.pop(job.name, None)
+                    if self.disp is not None:
+                        self.disp.admitted(job, cluster, now)
                     if not self.oracle and self.u.stale(cluster, now):
                         out.stale(job, cluster)
                     break

@@ -6,8 +6,9 @@ it serves the job: `accelscore.io/gpus-per-pod: "8"` and `accelscore.io/pods: "1
 sets the job apart: `accelscore.io/gpu-product` for a job pinned to a GPU product, `accelscore.io/mig-profile`
 for MIG instances, `accelscore.io/gpu-shares` for shares of a time-sliced or HAMi GPU,
 `accelscore.io/nvlink-domain: "true"` for a gang inside one NVLink domain, `accelscore.io/gpu-resource` for
-whole GPUs asked under another vendor's resource, AMD's); `oracle` (no Placement: each job
-goes only where it can start now). A job that names a Placement always goes through it.
+whole GPUs asked under another vendor's resource, AMD's); `oracle` (no Placement: each job goes only where it
+can start now); `dispatcher` (no Placement: accelscore's MultiKueue dispatcher nominates each job's clusters from
+the hub's scores, `accelscore.simulator.dispatching`). A job that names a Placement always goes through it.
 
 A product or MIG-profile Placement is an example written for one product (profile): a job pinned to another
 one goes through a copy made for it, as a user copies the example, the product (profile) in its score names
@@ -36,6 +37,7 @@ GPU_RESOURCE = "accelscore.io/gpu-resource"
 COPY_OF = "simulate.accelscore.io/copy-of"  # on a copy made by `specialize`: the example it was made from
 AUTO = "auto"
 ORACLE = "oracle"
+DISPATCHER = "dispatcher"  # no Placement: accelscore's MultiKueue dispatcher nominates (simulator.dispatching)
 SHAPE = "shape:"
 # What sets a job apart, most specific first: the kind whose Placement it goes through.
 KINDS = ("resource", "domain", "mig", "shares", "product", "gpus")
@@ -163,7 +165,7 @@ def resolve(entry: str, jobs: Sequence[Job], placements: Mapping[str, pl.Placeme
     """Job name -> Placement name for one entry (empty for the oracle), and every Placement by name (with the
     copies made for other products and profiles)."""
     everything = dict(placements)
-    if entry == ORACLE:
+    if entry in (ORACLE, DISPATCHER):
         return {}, everything
     out: dict[str, str] = {}
     made: dict[str, pl.Placement] = {}

@@ -70,11 +70,11 @@ def test_a_refresh_keeps_the_node_fresh_without_a_version_bump() -> None:
     table = NodeTable(cluster="c", config=ScoringConfig(stale_after_s=STALE_AFTER_S))
     table.accept(eight_gpu_report("n1", sequence=1, now=1000.0), 1000.0)
     version = table.version
-    table.accept(eight_gpu_report("n1", sequence=2, now=1010.0), 1010.0)
+    table.accept(eight_gpu_report("n1", sequence=2, now=1002.0), 1002.0)
     assert table.version == version
-    assert table.ages(1011.0) == {"n1": 1.0}
-    assert table.stale_edges(since=1000.0, now=1011.0, stale_after_s=STALE_AFTER_S) == (False, 1013.0)
-    assert table.stale_edges(since=1011.0, now=1014.0, stale_after_s=STALE_AFTER_S) == (True, None)
+    assert table.ages(1003.0) == {"n1": 1.0}
+    assert table.stale_edges(since=1000.0, now=1003.0, stale_after_s=STALE_AFTER_S) == (False, 1005.0)
+    assert table.stale_edges(since=1003.0, now=1006.0, stale_after_s=STALE_AFTER_S) == (True, None)
 
 
 def test_passes_are_coalesced_to_one_per_interval() -> None:
@@ -87,3 +87,11 @@ def test_passes_are_coalesced_to_one_per_interval() -> None:
     assert schedule.rest_s() == pytest.approx(0.75)  # changes arriving now wait for the same next pass
     clock[0] += 1.0
     assert schedule.rest_s() == 0.0
+
+
+def test_a_report_that_ends_a_stale_spell_is_a_change_even_with_the_same_figures(scorer: ScorerService) -> None:
+    scorer.accept(eight_gpu_report("n1", sequence=1, busy=5), time.time())
+    wait_for(lambda: fresh_total(scorer) == (0, 1))  # stale: its agent went quiet
+    scorer.accept(eight_gpu_report("n1", sequence=2, busy=5), time.time())  # a restarted agent, the same figures
+    wait_for(lambda: fresh_total(scorer) == (1, 1))
+    assert raw(scorer).get("gpuClusterFree") == 3.0

@@ -113,7 +113,8 @@ class NodeTable:
             d.source == report_pb2.DEVICE_SOURCE_DRA for d in report.devices)
         with self._lock:
             before = self._reported.get(name)
-            if before is not None and (name in self._uses_dra) == uses_dra and same_figures(before, summary):
+            if (before is not None and (name in self._uses_dra) == uses_dra and same_figures(before, summary)
+                    and summary.received_at - before.received_at <= self._config.stale_after_s):
                 self._refresh(name, before, summary)
                 return summary
             if uses_dra:
@@ -126,8 +127,9 @@ class NodeTable:
         return summary
 
     def _refresh(self, name: str, before: NodeSummary, summary: NodeSummary) -> None:
-        """(Under the lock.) A report with the same figures: only its times move, and `version` stays, so the
-        scoring loop owes no pass. Free when nothing capped the node (the new summary is what scoring counts)."""
+        """(Under the lock.) A report with the same figures while the node is fresh (one that ends a stale spell is a
+        change: scoring counts the node again): only its times move, and `version` stays, so the scoring loop owes
+        no pass. Free when nothing capped the node (the new summary is what scoring counts)."""
         self._reported[name] = summary
         if self._summaries.get(name) is before:
             self._summaries[name] = summary
