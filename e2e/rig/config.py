@@ -12,7 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT_PORT_BASE = 34000
+# Below the kernel's ephemeral range (Linux default 32768-60999): inside it, a client's connect (the rig's own
+# readiness poll included) can take a rig port as its source port, even connect to itself, before the server binds
+# it; seen here as "bind: address already in use" with a self-connected 127.0.0.1:36012 -> 127.0.0.1:36012.
+DEFAULT_PORT_BASE = 31000
+PORT_SPAN = 64
 
 # Offsets from the base port; every process binds 127.0.0.1 only.
 PORTS = {
@@ -57,6 +61,15 @@ NODE_NAME = "e2e-node"
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 
 
+def ephemeral_ports() -> tuple[int, int]:
+    """The kernel's ephemeral (client source) port range."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 @dataclass(frozen=True)
 class Config:
     """The rig's paths and ports, from the environment."""
@@ -70,8 +83,12 @@ class Config:
         cache = Path(os.environ.get("ACCELSCORE_E2E_CACHE") or Path.home() / ".cache" / "accelscore-e2e")
         state = Path(os.environ.get("ACCELSCORE_E2E_STATE") or cache / "state")
         base = int(os.environ.get("ACCELSCORE_E2E_PORT_BASE") or DEFAULT_PORT_BASE)
-        if not 1024 < base < 65535 - 64:
+        if not 1024 < base < 65535 - PORT_SPAN:
             raise SystemExit(f"ACCELSCORE_E2E_PORT_BASE={base}: needs 1025..65470")
+        low, high = ephemeral_ports()
+        if base < high + 1 and low < base + PORT_SPAN:
+            raise SystemExit(f"ACCELSCORE_E2E_PORT_BASE={base}: {base}..{base + PORT_SPAN - 1} overlaps the ephemeral "
+                             f"port range {low}..{high} (net.ipv4.ip_local_port_range): pick a base outside it")
         return cls(cache=cache, state=state, port_base=base)
 
     def port(self, name: str) -> int:

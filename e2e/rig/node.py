@@ -179,6 +179,8 @@ def start(cfg: Config, managed: ControlPlane) -> None:
     procs.start(cfg, "kubelet", [
         cfg.binary("kubelet"), "--config", _kubelet_config(cfg), "--kubeconfig", kubeconfig,
         "--root-dir", cfg.kubelet_root, "--hostname-override", NODE_NAME,
+        # its self-signed serving certificate under the rig's directory too (the default is /var/lib/kubelet/pki)
+        "--cert-dir", cfg.node_dir / "kubelet-pki",
         # the kubelet refuses a loopback --node-ip; as an external cloud provider we set the address below
         "--cloud-provider", "external", "--v", "2"])
     kubelet = [(cfg, "kubelet")]
@@ -299,5 +301,5 @@ def cleanup(cfg: Config, *, quiet: bool = False) -> None:
     _remove_pod_cgroups()
     _remove_device_plugin_dir()
     # containerd's and the kubelet's state go with each run (images are imported again by the next)
-    for part in ("kubelet", "containerd/root", "containerd/state", "pod-logs"):
+    for part in ("kubelet", "kubelet-pki", "containerd/root", "containerd/state", "pod-logs"):
         shutil.rmtree(cfg.node_dir / part, ignore_errors=True)

@@ -132,7 +132,7 @@ def join(cfg: Config, hub: ControlPlane, managed: ControlPlane, cluster: str) ->
     hub_dir = agent_dir / "hub-kubeconfig"
     hub_dir.mkdir(parents=True, exist_ok=True)
     procs.start(cfg, "registration-agent", [
-        cfg.binary("registration"), "agent", "--cluster-name", cluster, "--bootstrap-kubeconfig", bootstrap,
+        cfg.binary("registration"), "agent", "--spoke-cluster-name", cluster, "--bootstrap-kubeconfig", bootstrap,
         "--hub-kubeconfig-dir", hub_dir, "--hub-kubeconfig-secret", "hub-kubeconfig-secret",
         "--kubeconfig", managed.kubeconfig, "--namespace", AGENT_NS,
         "--listen", f"127.0.0.1:{cfg.port('registration-agent')}", "--disable-leader-election"])

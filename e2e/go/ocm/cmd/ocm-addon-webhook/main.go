@@ -30,12 +30,14 @@ type initializer interface {
 }
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the hub apiserver (required)")
-	host := flag.String("host", "127.0.0.1", "address the webhook server binds")
-	port := flag.Int("port", 0, "port the webhook server binds (required)")
-	certDir := flag.String("certdir", "", "directory holding tls.crt and tls.key (required)")
-	probe := flag.String("health-probe-bind-address", "0", "healthz/readyz address, \"0\" for none")
-	flag.Parse()
+	// a FlagSet of its own: controller-runtime registers --kubeconfig on the global one
+	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the hub apiserver (required)")
+	host := fs.String("host", "127.0.0.1", "address the webhook server binds")
+	port := fs.Int("port", 0, "port the webhook server binds (required)")
+	certDir := fs.String("certdir", "", "directory holding tls.crt and tls.key (required)")
+	probe := fs.String("health-probe-bind-address", "0", "healthz/readyz address, \"0\" for none")
+	_ = fs.Parse(os.Args[1:])
 	if *kubeconfig == "" || *port == 0 || *certDir == "" {
 		fmt.Fprintln(os.Stderr, "ocm-addon-webhook: --kubeconfig, --port and --certdir are required")
 		os.Exit(2)

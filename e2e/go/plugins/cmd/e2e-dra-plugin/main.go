@@ -116,11 +116,17 @@ func run(kubeconfig, node, root, name, ids string, count int, product, memory st
 	if err != nil {
 		return err
 	}
+	// the kubelet makes plugins_registry, not the driver's own directory (a driver's DaemonSet gets it from a
+	// hostPath of type DirectoryOrCreate)
+	dataDir := filepath.Join(root, "plugins", name)
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	helper, err := kubeletplugin.Start(ctx, &driver{name: name},
 		kubeletplugin.DriverName(name), kubeletplugin.NodeName(node), kubeletplugin.KubeClient(client),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(root, "plugins", name)),
+		kubeletplugin.PluginDataDirectoryPath(dataDir),
 		kubeletplugin.RegistrarDirectoryPath(filepath.Join(root, "plugins_registry")))
 	if err != nil {
 		return err
