@@ -98,6 +98,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "case); repeatable with --matrix (default there: name and dead-first)")
     parser.add_argument("--random-orders", type=_arg(non_negative_int), default=0, metavar="N",
                         help="with --matrix: also N seeded random tie-break orders (random:1 .. random:N)")
+    parser.add_argument("--jobs", type=_arg(positive_int), default=1, metavar="N",
+                        help="with --matrix: replay N fleet x trace pairs at once, each in a process of its own")
     parser.add_argument("--matrix", action="store_true",
                         help="FLEET is a directory of fleets and --trace a trace or a directory of them: replay "
                              "every pair with auto routing once per tie-break order beside the oracle, and print "
@@ -245,7 +247,7 @@ def _matrix(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishP
     orders = (*(args.tie_break or ("name", "dead-first")), *random_orders(args.random_orders))
     cells = matrix.run(args.fleet, args.trace, placements, config=config, policy=policy, opts=opts,
                        tie_breaks=tuple(dict.fromkeys(orders)), progress=progress,
-                       dispatcher_ties=TIE_BREAKS if args.dispatcher else ())
+                       dispatcher_ties=TIE_BREAKS if args.dispatcher else (), jobs=args.jobs)
     if args.output == "table":
         sys.stdout.write(matrix.table(cells))
     else:

@@ -9,7 +9,9 @@ misplaced / the oracle's timed out over that example's jobs, and the jobs sent t
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -60,38 +62,90 @@ def _files(path: Path) -> list[Path]:
 def run(fleets: Path, traces: Path, placements: Sequence[Path], *, config: ScoringConfig, policy: pp.PublishPolicy,
         opts: ReplayOptions, tie_breaks: Sequence[str] = ("name", "dead-first"),
         progress: Callable[[str], None] | None = None, only: Sequence[str] = (),
-        dispatcher_ties: Sequence[str] = ()) -> list[Cell]:
+        dispatcher_ties: Sequence[str] = (), jobs: int = 1) -> list[Cell]:
     """Every fleet under `fleets` (one directory each; `only` these names when given) x every trace file, once
     per tie-break order: the examples in `tie_breaks`, accelscore's MultiKueue dispatcher in `dispatcher_ties`
-    (rows of placement `dispatcher`)."""
-    cells = []
+    (rows of placement `dispatcher`). `jobs` > 1 replays that many fleet x trace pairs at once, each in a process of
+    its own (the whole matrix in seven orders is an hour of one core); the cells come back in the same order."""
     fleet_dirs = sorted(p for p in fleets.iterdir() if p.is_dir() and (not only or p.name in only)) \
         if fleets.is_dir() else []
     if not fleet_dirs:
         raise FleetError(f"{fleets}: expected a directory of fleet directories")
-    for fleet_dir in fleet_dirs:
-        fleet = load_fleet(fleet_dir, placements)
-        for trace_path in _files(traces):
-            jobs = load_trace(trace_path)
-            oracle = Replay(fleet, jobs, routing.ORACLE, config=config, policy=policy, opts=opts).run()
-            done: dict[tuple[str, str], tuple[dict[str, Any], ...]] = {}
-            live = all_live(fleet, config, policy)
-            for tie in dict.fromkeys([*tie_breaks, *dispatcher_ties]):
+    pairs = [_Pair(d, t, tuple(placements), config, policy, opts, tuple(tie_breaks), tuple(dispatcher_ties))
+             for d in fleet_dirs for t in _files(traces)]
+    if jobs <= 1:
+        return [cell for pair in pairs for cell in pair.run(progress)]
+    # Forked workers inherit the pairs (the scoring config holds read-only mappings, which do not pickle); only the
+    # cells, plain data, come back.
+    _PAIRS[:] = pairs
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            done = []
+            for pair, cells in zip(pairs, pool.map(_run_pair, range(len(pairs))), strict=True):
                 if progress is not None:
-                    progress(f"{fleet_dir.name} x {trace_path.stem} ({tie})")
-                rows: tuple[dict[str, Any], ...] = ()
-                for entry, ties in ((routing.AUTO, tie_breaks), (routing.DISPATCHER, dispatcher_ties)):
-                    if tie not in ties:
-                        continue
-                    if tie == "dead-first" and (entry, "name") in done and live:
-                        done[(entry, tie)] = done[(entry, "name")]  # no cluster is ever dead: ties fall to the name
-                    else:
-                        result = Replay(fleet, jobs, entry, config=config, policy=policy,
-                                        opts=replace(opts, tie_break=tie)).run()
-                        done[(entry, tie)] = tuple(distance_rows(result, oracle))
-                    rows += done[(entry, tie)]
-                cells.append(Cell(fleet_dir.name, trace_path.stem, tie, rows))
-    return cells
+                    progress(f"{pair.fleet_dir.name} x {pair.trace.stem} done")
+                done.extend(cells)
+            return done
+    finally:
+        _PAIRS.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class _Pair:
+    """One fleet and one trace, in every order: the unit of work of `run`."""
+
+    fleet_dir: Path
+    trace: Path
+    placements: tuple[Path, ...]
+    config: ScoringConfig
+    policy: pp.PublishPolicy
+    opts: ReplayOptions
+    tie_breaks: tuple[str, ...]
+    dispatcher_ties: tuple[str, ...]
+
+    def run(self, progress: Callable[[str], None] | None = None) -> list[Cell]:
+        fleet = _load(self.fleet_dir, self.placements)
+        jobs = load_trace(self.trace)
+        config, policy, opts = self.config, self.policy, self.opts
+        oracle = Replay(fleet, jobs, routing.ORACLE, config=config, policy=policy, opts=opts).run()
+        done: dict[tuple[str, str], tuple[dict[str, Any], ...]] = {}
+        live = all_live(fleet, config, policy)
+        cells = []
+        for tie in dict.fromkeys([*self.tie_breaks, *self.dispatcher_ties]):
+            if progress is not None:
+                progress(f"{self.fleet_dir.name} x {self.trace.stem} ({tie})")
+            rows: tuple[dict[str, Any], ...] = ()
+            for entry, ties in ((routing.AUTO, self.tie_breaks), (routing.DISPATCHER, self.dispatcher_ties)):
+                if tie not in ties:
+                    continue
+                if tie == "dead-first" and (entry, "name") in done and live:
+                    done[(entry, tie)] = done[(entry, "name")]  # no cluster is ever dead: ties fall to the name
+                else:
+                    result = Replay(fleet, jobs, entry, config=config, policy=policy,
+                                    opts=replace(opts, tie_break=tie)).run()
+                    done[(entry, tie)] = tuple(distance_rows(result, oracle))
+                rows += done[(entry, tie)]
+            cells.append(Cell(self.fleet_dir.name, self.trace.stem, tie, rows))
+        return cells
+
+
+_PAIRS: list[_Pair] = []
+
+
+def _run_pair(index: int) -> list[Cell]:
+    return _PAIRS[index].run()
+
+
+_LOADED: dict[tuple[Path, tuple[Path, ...]], Fleet] = {}
+
+
+def _load(fleet_dir: Path, placements: tuple[Path, ...]) -> Fleet:
+    """A fleet once per process (every trace replays on the same one; a replay copies what it changes)."""
+    key = (fleet_dir, placements)
+    if key not in _LOADED:
+        _LOADED.clear()  # pairs come fleet by fleet: keep one
+        _LOADED[key] = load_fleet(fleet_dir, list(placements))
+    return _LOADED[key]
 
 
 def all_live(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy) -> bool:
