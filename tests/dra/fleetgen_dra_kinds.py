@@ -20,9 +20,12 @@ Kubernetes v1.36 `resource.k8s.io/v1` shape:
 
 Fleets (`tests/dra/test_dra_fleet_kinds.py` checks that the committed files are what this makes, and their scores):
 
-- dra-partitionable: part-east (4 nodes of 8 partitionable H100; pe-0 has a 3g.40gb and a 1g.10gb partition cut and
-  2 GPUs held whole, pe-1 6 held whole, pe-3 two 2g.20gb cut), part-west (2 such nodes: pw-0 4 held whole and a
-  1g.10gb cut), dra-whole (3 nodes of 8 H100 through DRA in whole-GPU mode, 5 held on the first);
+- dra-partitionable: part-east (nodes of 8 H100: pe-0 partitionable with a 3g.40gb and a 1g.10gb partition cut and
+  2 GPUs held whole, pe-1 in whole-GPU mode with 6 held, pe-2 whole-GPU mode idle, pe-3 partitionable with two
+  2g.20gb cut), part-west (pw-0 partitionable, 4 held whole and a 1g.10gb cut; pw-1 whole-GPU mode idle), dra-whole
+  (3 nodes in whole-GPU mode, 5 held on the first). Three partitionable nodes, not more: a partitionable node's pool
+  is 120 devices, and the simulator checks every slice against the v1.36 schema on load (jsonschema: seconds per
+  node);
 - dra-mixed: mixed-nodes (in one cluster: two device-plugin nodes, 3 GPUs held on the first; two whole-mode DRA
   nodes, 2 held on the first; one partitionable DRA node with a 3g.40gb cut), plugin-only (3 device-plugin nodes,
   4 held), dra-only (3 whole-mode DRA nodes, 8 held on the first).
@@ -206,10 +209,10 @@ def partitionable() -> list[dict[str, Any]]:
     return [
         _cluster("part-east", {"region": "east", "gpu-source": "dra"}, [
             Node("pe-0", mode=part, whole=(2, 3), cut={0: "3g.40gb", 1: "1g.10gb"}),
-            Node("pe-1", mode=part, whole=range(6)), Node("pe-2", mode=part),
+            Node("pe-1", mode="dra", whole=range(6)), Node("pe-2", mode="dra"),
             Node("pe-3", mode=part, cut={0: "2g.20gb", 1: "2g.20gb"})]),
         _cluster("part-west", {"region": "west", "gpu-source": "dra"}, [
-            Node("pw-0", mode=part, whole=range(4), cut={4: "1g.10gb"}), Node("pw-1", mode=part)]),
+            Node("pw-0", mode=part, whole=range(4), cut={4: "1g.10gb"}), Node("pw-1", mode="dra")]),
         _cluster("dra-whole", {"region": "central", "gpu-source": "dra"}, [
             Node("dw-0", mode="dra", whole=range(5)), Node("dw-1", mode="dra"), Node("dw-2", mode="dra")]),
     ]
