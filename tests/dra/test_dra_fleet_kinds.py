@@ -2,8 +2,9 @@
 the generator makes, the v1.36 API's limits on their slices, and the scores they give.
 
 Expected raw values, and why:
-- part-east: pe-0 (3g.40gb cut on GPU 0, 1g.10gb on GPU 1, GPUs 2-3 held whole) 4 free whole GPUs, pe-1 (6 held) 2,
-  pe-2 8, pe-3 (2g.20gb cut on GPUs 0 and 1) 6: 20 free, one whole node (fits of 8: 1);
+- part-east: pe-0 (partitionable; 3g.40gb cut on GPU 0, 1g.10gb on GPU 1, GPUs 2-3 held whole) 4 free whole GPUs,
+  pe-1 (whole-GPU mode, 6 held) 2, pe-2 8, pe-3 (partitionable, 2g.20gb cut on GPUs 0 and 1) 6: 20 free, one whole
+  node (fits of 8: 1);
 - mixed-nodes: device-plugin nodes 5 + 8 free, whole-mode DRA nodes 6 + 8, the partitionable node 7 (GPU 0 cut):
   34 free `nvidia.com/gpu` (a pod reaches DRA GPUs through the DeviceClass's extendedResourceName), fits of 8: 2
   (one plugin node, one DRA node); through the DeviceClass `gpu.nvidia.com` only the DRA nodes count: fits of 8: 1.
@@ -12,6 +13,7 @@ Expected raw values, and why:
 from __future__ import annotations
 
 import filecmp
+import functools
 from pathlib import Path
 
 import pytest
@@ -25,12 +27,22 @@ from accelscore.simulator.oneshot import run_oneshot
 from accelscore.v1 import report_pb2 as pb
 from tests.dra import fleetgen_dra_kinds as gen
 
+# Loading checks every ResourceSlice against the v1.36 schema (jsonschema, ~1000 devices): seconds on an idle core,
+# minutes on a 2-core machine at load 20, so each fleet is loaded once and the tests that do get their own timeout.
+LOADS_A_FLEET = pytest.mark.timeout(900)
+
+
+@functools.cache
+def _fleet(name: str) -> fl.Fleet:
+    return fl.load_fleet(gen.FLEETS_DIR / name)
+
 
 def _raw(fleet: str) -> dict[str, dict[str, float]]:
-    result = run_oneshot(fl.load_fleet(gen.FLEETS_DIR / fleet), default_scoring_config(), pp.PublishPolicy())
+    result = run_oneshot(_fleet(fleet), default_scoring_config(), pp.PublishPolicy())
     return {c.cluster: dict(s.raw) for c in result.clusters for s in c.sets if s.aps_name == ACCELSCORE_APS}
 
 
+@pytest.mark.timeout(600)  # builds ~1 MB of reports and slices: seconds idle, minutes at load 20
 @pytest.mark.parametrize("fleet", sorted(gen.FLEETS))
 def test_the_committed_fleet_is_what_the_generator_makes(tmp_path: Path, fleet: str) -> None:
     gen.write(tmp_path, only=(fleet,))
@@ -50,8 +62,9 @@ def test_a_partitionable_pool_keeps_the_v1_36_limits_of_a_slice() -> None:
     assert len(names) == len(set(names)) == 8 * 15 and "gpu-7-mig-3g40gb-9-4" in names
 
 
+@LOADS_A_FLEET
 def test_a_dra_node_with_partitions_cut_counts_its_other_whole_gpus_and_free_placements() -> None:
-    fleet = fl.load_fleet(gen.FLEETS_DIR / "dra-partitionable")  # checked against the v1.36 schema on load
+    fleet = _fleet("dra-partitionable")  # checked against the v1.36 schema on load
     [node] = [n for c in fleet.clusters for n in c.nodes if n.report.node_name == "pe-0"]
     created = [d for d in node.report.devices if d.kind == pb.DEVICE_KIND_NVIDIA_MIG]
     assert sorted((d.profile, d.dra_device, next(a.pod for a in d.assignments)) for d in created) == [
@@ -69,6 +82,7 @@ def test_a_dra_node_with_partitions_cut_counts_its_other_whole_gpus_and_free_pla
     assert (raw["gpuClusterFree"], raw["gpuClusterFit8"], raw["gpuClusterFit8@gpu.nvidia.com"]) == (20, 1, 1)
 
 
+@LOADS_A_FLEET
 def test_device_plugin_and_dra_nodes_in_one_cluster_count_under_the_resource_each_pod_asks() -> None:
     raw = _raw("dra-mixed")
     mixed = raw["mixed-nodes"]

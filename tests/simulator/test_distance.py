@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 from pathlib import Path
 
 import pytest
@@ -87,50 +86,17 @@ def test_a_job_no_placement_declares_is_a_clear_error() -> None:
 NOT_ALL_LIVE = ("dead", "realistic", "stale")
 
 
-# The issue-29 fleets and trace are replayed in their own module, in name order and five seeded random orders
-# (tests/simulator/test_late_2026.py); the matrix here keeps the issue-23 fleets and traces (CPU: make test runs
-# on 2 cores).
-LATE_2026_FLEETS = ("nvl72", "vendors")
-LATE_2026_TRACES = ("late2026-400",)
-FLEET_NAMES = sorted(p.name for p in FLEETS.iterdir() if p.is_dir() and p.name not in LATE_2026_FLEETS)
-MATRIX_TRACES = [t for t in TRACES if t.stem not in LATE_2026_TRACES]
-
-
-# Every example over one fleet and every trace, replayed twice (name, dead-first): ~30 s of one idle core on the
-# realistic fleet and several minutes at load 16 (issue 28: 120 s pytest timeouts at the fixture's setup). Built
-# once per fleet and cached; the tests that read it get a timeout of their own, not the suite's 120 s.
+# The matrix (every shipped fleet x trace x order, each example beside the oracle) is tests/simulator/test_matrix.py.
+# The tests marked MATRIX_TIMEOUT load (and the matrix command replays, in two orders) every shipped fleet, 17 now:
+# minutes on a busy 2-core machine, beyond the suite's 120 s for one test.
 MATRIX_TIMEOUT = pytest.mark.timeout(900)
 
 
-@functools.cache
-def _fleet_matrix(fleet: str) -> list[matrix.Cell]:
-    # Once per process: the three tests below read the same cells, in whatever order the workers run them.
-    return [cell for trace in MATRIX_TRACES
-            for cell in matrix.run(FLEETS, trace, [EXAMPLES], config=default_scoring_config(),
-                                   policy=pp.PublishPolicy(), opts=ReplayOptions(), tie_breaks=("name", "dead-first"),
-                                   only=(fleet,))]
-
-
-@pytest.fixture(scope="module", params=FLEET_NAMES)
-def matrix_cells(request: pytest.FixtureRequest) -> list[matrix.Cell]:
-    """Every shipped example on one shipped fleet and every shipped trace, by name and dead-first (the rows
-    docs/simulate.md's table has for that fleet; `accelscore simulate fixtures/fleets --matrix` makes them all)."""
-    return _fleet_matrix(request.param)
-
-
+@MATRIX_TIMEOUT
 def test_dead_first_runs_where_a_cluster_is_dead_and_equals_the_name_order_elsewhere() -> None:
     config, policy = default_scoring_config(), pp.PublishPolicy()
     live = {p.name for p in FLEETS.iterdir() if p.is_dir() and matrix.all_live(fl.load_fleet(p), config, policy)}
     assert live.isdisjoint(NOT_ALL_LIVE) and live | set(NOT_ALL_LIVE) == {p.name for p in FLEETS.iterdir()}
-
-
-@MATRIX_TIMEOUT
-def test_the_matrix_covers_the_fleet_with_every_shipped_trace(matrix_cells: list[matrix.Cell]) -> None:
-    [fleet] = {c.fleet for c in matrix_cells}
-    orders = ("name", "dead-first")
-    assert {(c.trace, c.tie_break) for c in matrix_cells} == {(t.stem, o) for t in MATRIX_TRACES for o in orders}
-    names = {p.name for p in fl.load_placements([EXAMPLES])[0]} - {"inference-shared-gpu"}  # declares no job
-    assert set(matrix.examples(matrix_cells)) <= names and fleet in FLEET_NAMES
 
 
 def test_every_shipped_example_takes_jobs_somewhere_in_the_shipped_traces() -> None:
@@ -140,20 +106,6 @@ def test_every_shipped_example_takes_jobs_somewhere_in_the_shipped_traces() -> N
         route, placements = routing.resolve(routing.AUTO, load_trace(trace), by_name)
         examples |= {routing.example_of(placements[name]) for name in route.values()}
     assert examples == set(by_name) - {"inference-shared-gpu"}  # declares no job: ranked, never replayed
-
-
-@MATRIX_TIMEOUT
-def test_every_shipped_example_is_within_3_jobs_of_the_oracle_on_every_shipped_fleet_and_trace(
-        matrix_cells: list[matrix.Cell]) -> None:
-    over = [(c.fleet, c.trace, c.tie_break, r["placement"], r["distance"])
-            for c in matrix_cells for r in c.rows if r["distance"] > 3]
-    assert over == []
-
-
-@MATRIX_TIMEOUT
-def test_no_job_goes_to_a_dead_cluster_in_name_order_or_with_dead_clusters_first_in_every_tie(
-        matrix_cells: list[matrix.Cell]) -> None:
-    assert [(c.fleet, c.trace, c.tie_break, c.stale) for c in matrix_cells if c.stale] == []
 
 
 def test_the_dead_first_order_finds_a_placement_that_lets_a_dead_cluster_win_a_tie() -> None:
@@ -266,7 +218,7 @@ def test_single_8_gpu_pods_packed_by_whole_nodes_stop_starving_the_gangs() -> No
     assert old_distance > 3 >= new_distance, (old_distance, new_distance)
 
 
-@MATRIX_TIMEOUT  # replays every shipped fleet (15 now) in two orders: minutes on a busy 2-core machine
+@MATRIX_TIMEOUT
 def test_the_matrix_command_prints_one_row_per_fleet_trace_and_order(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["simulate", str(FLEETS), "--matrix", "--trace", str(TRACE_DIR / "small-40.yaml"),
             "--tie-break", "name", "--tie-break", "dead-first"]
