@@ -106,6 +106,7 @@ class Seen:
     resource_version: str
     scores: dict[str, int]
     fresh: str  # ScoresFresh status ("True"/"False"), "" if none
+    reason: str = ""  # ScoresFresh reason (TooFewFreshNodes, NoNodes, ...), "" if none
 
 
 def withdrawn(seen: Seen) -> bool:
@@ -140,7 +141,7 @@ class HubRecorder:
         cond = next((c for c in status.get("conditions") or () if c.get("type") == "ScoresFresh"), {})
         self.seen.append(Seen(time.time(), obj["metadata"]["name"], obj["metadata"]["resourceVersion"],
                               {s["name"]: s["value"] for s in status.get("scores") or ()},
-                              str(cond.get("status", ""))))
+                              str(cond.get("status", "")), str(cond.get("reason", ""))))
 
     def latest(self, name: str) -> Seen | None:
         """The newest version of `name` with scores or a freshness condition written."""
