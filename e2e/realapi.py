@@ -19,6 +19,7 @@ from e2e.rig import lifecycle
 from e2e.rig.config import REPO, Config
 
 COUNTS = ("passed", "failed", "errors", "skipped")
+TESTS = REPO / "e2e" / "realapi-tests"
 
 
 def counts(junit_xml: Path) -> dict[str, int] | None:
@@ -34,12 +35,11 @@ def counts(junit_xml: Path) -> dict[str, int] | None:
             "failed": total["failures"], "errors": total["errors"], "skipped": total["skipped"]}
 
 
-def _pytest(cfg: Config, junit_xml: Path, args: list[str]) -> int:
+def _pytest(cfg: Config, tests: Path, junit_xml: Path, args: list[str]) -> int:
     """e2e/realapi-tests against the rig's kubeconfigs; interrupted (SIGTERM as KeyboardInterrupt), it is stopped
     before the rig goes down, so no test outlives its apiservers."""
     env = {**os.environ, "KUBECONFIG": str(cfg.managed_kubeconfig), "HUB_KUBECONFIG": str(cfg.hub_kubeconfig)}
-    proc = subprocess.Popen([str(REPO / "e2e" / "realapi-tests"), f"--junitxml={junit_xml}", *args], cwd=REPO,
-                            env=env)
+    proc = subprocess.Popen([str(tests), f"--junitxml={junit_xml}", *args], cwd=REPO, env=env)
     try:
         return proc.wait()
     except BaseException:
@@ -52,7 +52,7 @@ def _pytest(cfg: Config, junit_xml: Path, args: list[str]) -> int:
         raise
 
 
-def run(cfg: Config, args: list[str]) -> int:
+def run(cfg: Config, args: list[str], *, tests: Path = TESTS) -> int:
     """Up (apiservers only), the tests, down (always): pytest's exit status. A failed `up` or teardown raises
     `RigError` after the closing line."""
     t0 = time.monotonic()
@@ -64,7 +64,7 @@ def run(cfg: Config, args: list[str]) -> int:
         try:
             lifecycle.up(cfg, with_node=False, apiservers_only=True)
             up_s = time.monotonic() - t0
-            rc = _pytest(cfg, junit, args)
+            rc = _pytest(cfg, tests, junit, args)
             tests_s = time.monotonic() - t0 - up_s
             seen = counts(junit)
         finally:
