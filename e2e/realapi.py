@@ -73,6 +73,7 @@ def run(cfg: Config, args: list[str], *, tests: Path = TESTS) -> int:
             finally:
                 summary = ", ".join(f"{seen[k]} {k}" for k in COUNTS) if seen else "no test report"
                 ran = "not run" if rc is None else f"exit {rc}"
-                lifecycle.log(f"realapi: {summary} (pytest {ran}); apiservers up {up_s:.0f} s, tests {tests_s:.0f} s, "
-                              f"total with teardown {time.monotonic() - t0:.0f} s")
+                times = f"apiservers up {up_s:.0f} s, tests {tests_s:.0f} s" if up_s else "apiservers not up"
+                lifecycle.log(f"realapi: {summary} (pytest {ran}); {times}, total with teardown "
+                              f"{time.monotonic() - t0:.0f} s")
     return rc
