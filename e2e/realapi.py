@@ -56,24 +56,26 @@ def run(cfg: Config, args: list[str], *, tests: Path = TESTS) -> int:
     """Up (apiservers only), the tests, down (always): pytest's exit status. A failed `up` or teardown raises
     `RigError` after the closing line."""
     t0 = time.monotonic()
-    up_s = tests_s = 0.0
+    phases: list[str] = []
     seen: dict[str, int] | None = None
-    rc: int | None = None
+    ran, rc = "not run", 1
     with tempfile.TemporaryDirectory(prefix="accelscore-realapi-") as tmp:
         junit = Path(tmp) / "junit.xml"
         try:
             lifecycle.up(cfg, with_node=False, apiservers_only=True)
-            up_s = time.monotonic() - t0
-            rc = _pytest(cfg, tests, junit, args)
-            tests_s = time.monotonic() - t0 - up_s
+            phases.append(f"apiservers up {time.monotonic() - t0:.0f} s")
+            t1, ran = time.monotonic(), "interrupted"
+            try:
+                rc = _pytest(cfg, tests, junit, args)
+                ran = f"exit {rc}"
+            finally:
+                phases.append(f"tests {time.monotonic() - t1:.0f} s")
             seen = counts(junit)
         finally:
             try:
                 lifecycle.down(cfg)
             finally:
                 summary = ", ".join(f"{seen[k]} {k}" for k in COUNTS) if seen else "no test report"
-                ran = "not run" if rc is None else f"exit {rc}"
-                times = f"apiservers up {up_s:.0f} s, tests {tests_s:.0f} s" if up_s else "apiservers not up"
-                lifecycle.log(f"realapi: {summary} (pytest {ran}); {times}, total with teardown "
-                              f"{time.monotonic() - t0:.0f} s")
+                lifecycle.log(f"realapi: {summary} (pytest {ran}); {', '.join(phases or ['apiservers not up'])}, "
+                              f"total with teardown {time.monotonic() - t0:.0f} s")
     return rc

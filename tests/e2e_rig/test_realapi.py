@@ -67,5 +67,5 @@ def test_a_failed_up_runs_no_test_and_still_tears_down(cfg: Config, monkeypatch:
     with pytest.raises(procs.RigError):
         realapi.run(cfg, [], tests=_suite(tmp_path))
     assert calls == ["down"] and not (tmp_path / "seen").exists()
-    assert "e2e: realapi: no test report (pytest not run)" in capsys.readouterr().out
+    assert "e2e: realapi: no test report (pytest not run); apiservers not up" in capsys.readouterr().out
 
