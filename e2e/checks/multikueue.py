@@ -131,8 +131,10 @@ class Rig:
         c = self.c
         t0 = time.monotonic()
         self.cluster2.start()
-        for prefix in KUEUE_PLANES:
-            kueue.start(self.cfg, self.planes[prefix], dispatcher=DISPATCHER_NAME if prefix == "hub" else None)
+        waits = [kueue.start(self.cfg, self.planes[p], dispatcher=DISPATCHER_NAME if p == "hub" else None)
+                 for p in KUEUE_PLANES]
+        for wait in waits:
+            wait()
         c.check("multikueue: Kueue v0.19.2 ready on the hub, cluster1 and cluster2 (webhooks on 127.0.0.1)",
                 "3 managers ready", f"{len(KUEUE_PLANES)} ready after {time.monotonic() - t0:.0f} s", True)
         for k in self.workers.values():
@@ -269,6 +271,7 @@ def run(c: Checker) -> None:
 
 def scenario(c: Checker, rig: Rig, hub: Hub) -> None:
     one, two = MANAGED_CLUSTER, AGENTLESS_CLUSTER
+    rig.clear_jobs()  # what an interrupted run left
     # 1. a 2 x 4 GPU gang: cluster1 has one free 4-GPU slot, cluster2 two (config order would try cluster1 first)
     seen = rig.set_busy({one: {0: 4, 1: 8}, two: {0: 0, 1: 8, 2: 8}},
                         {one: {"gpuClusterFit4": 1}, two: {"gpuClusterFit4": 2}})

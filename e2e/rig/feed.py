@@ -64,8 +64,12 @@ class Feed:
         core = k8s.CoreV1Api(self._api)
         for node in self.nodes:
             taint = k8s.V1Taint(key=FEED_TAINT["key"], value=FEED_TAINT["value"], effect=FEED_TAINT["effect"])
-            core.create_node(k8s.V1Node(metadata=k8s.V1ObjectMeta(name=node, labels=self._labels(node)),
-                                        spec=k8s.V1NodeSpec(taints=[taint])))
+            try:
+                core.create_node(k8s.V1Node(metadata=k8s.V1ObjectMeta(name=node, labels=self._labels(node)),
+                                            spec=k8s.V1NodeSpec(taints=[taint])))
+            except k8s.ApiException as err:
+                if err.status != 409:  # one an interrupted run left is taken as it is
+                    raise
             resources = {"cpu": "192", "memory": "2048Gi", "nvidia.com/gpu": str(GPUS_PER_NODE), "pods": "110"}
             core.patch_node_status(node, {"status": {
                 "capacity": resources, "allocatable": resources,

@@ -17,6 +17,7 @@ import datetime as dt
 import ipaddress
 import ssl
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -174,9 +175,22 @@ def _serving(port: int, ca: bytes) -> bool:
         return False
 
 
-def start(cfg: Config, plane: ControlPlane, *, dispatcher: str | None = None) -> None:
-    """Kueue's CRDs, webhooks and manager on `plane`'s apiserver; returns once the manager is ready and the rotator
-    has injected its CA (the readiness check waits for both)."""
+def clear_nominations_policy(cfg: Config) -> list[dict[str, Any]]:
+    """Kueue's `clear-nominated-cluster-names` MutatingAdmissionPolicy and its binding (config/components/map, left
+    out of Kueue's default install). An external dispatcher needs it: Kueue sets `status.clusterName` by a
+    server-side apply that leaves `nominatedClusterNames` out, which removes that field only where Kueue's own field
+    manager wrote it; one written by another manager stays, the Workload fails validation ("clusterName and
+    nominatedClusterNames are mutually exclusive") and is never admitted. The policy empties it on that update."""
+    path = cfg.crds / "kueue-map" / "manifests.yaml"
+    if not path.exists():
+        raise procs.RigError(f"missing {path}: run `make e2e-build crds` first")
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def start(cfg: Config, plane: ControlPlane, *, dispatcher: str | None = None) -> Callable[[], None]:
+    """Kueue's CRDs and webhooks on `plane`'s apiserver and its manager started (on the hub, with `dispatcher`, the
+    policy an external dispatcher needs); returns the wait until the manager is ready and the rotator has injected
+    its CA (the readiness check waits for both), so several start at once."""
     k = plane.kubectl
     d = cfg.state / plane.prefix / "kueue"
     certs = webhook_certs(d / "secret")
@@ -196,14 +210,16 @@ def start(cfg: Config, plane: ControlPlane, *, dispatcher: str | None = None) ->
               "metadata": {"name": WEBHOOK_SECRET, "namespace": NAMESPACE},
               "data": {n: base64.b64encode(v).decode() for n, v in certs.items()}}])
     k.apply(_webhook_configurations(cfg, webhook, ca))
+    if dispatcher:
+        k.apply(clear_nominations_policy(cfg))
     config = d / "config.yaml"
     config.write_text(yaml.safe_dump(config_doc(cfg, plane.prefix, cert_dir, dispatcher)))
     name = f"kueue-{plane.prefix}"
-    procs.start(cfg, name, [cfg.binary("kueue"), "--config", config, "--zap-log-level", "2"],
+    procs.start(cfg, name, [cfg.binary("kueue"), "--config", config],
                 env={"KUBECONFIG": str(plane.kubeconfig)})
     health = cfg.port(f"kueue-{plane.prefix}-health")
-    procs.wait_until(f"{name} ready", lambda: _ready(health) and _serving(port, ca), 180, every_s=1,
-                     check=[(cfg, name)])
+    return lambda: procs.wait_until(f"{name} ready", lambda: _ready(health) and _serving(port, ca), 300, every_s=1,
+                                    check=[(cfg, name)])
 
 
 def worker_secret_name(cluster: str) -> str:
