@@ -14,7 +14,6 @@ The OCM kueue-addon is not served as a Go module: the rig writes what it would (
 from __future__ import annotations
 
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -171,15 +170,8 @@ class Rig:
         procs.start(self.cfg, "dispatcher", [*ACCELSCORE, "dispatcher"], env={
             "KUBECONFIG": str(kubeconfig), "HUB_KUBECONFIG": "", "POD_NAMESPACE": DISPATCHER_NS,
             "POD_NAME": "e2e-dispatcher", "ACCELSCORE_METRICS_ADDRESS": f"127.0.0.1:{port}"})
-
-        def ready() -> bool:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
-                    return bool(resp.status == 200)
-            except OSError:
-                return False
-
-        procs.wait_until("the dispatcher ready (watches synced)", ready, 60, check=[(self.cfg, "dispatcher")])
+        procs.wait_until("the dispatcher ready (watches synced)", partial(kueue.http_ready, port), 60,
+                         check=[(self.cfg, "dispatcher")])
 
     def set_busy(self, busy: dict[str, dict[int, int]], expect: dict[str, dict[str, int]]) -> dict[str, Any]:
         """Push these busy counts and wait until the hub holds the fit scores `expect` says (cluster -> score ->

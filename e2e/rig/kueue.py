@@ -155,7 +155,8 @@ def config_doc(cfg: Config, prefix: str, cert_dir: Path, dispatcher: str | None)
     return doc
 
 
-def _ready(port: int) -> bool:
+def http_ready(port: int) -> bool:
+    """`/readyz` on 127.0.0.1:`port` answers 200 (Kueue's health port, the dispatcher's metrics port)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
             return bool(resp.status == 200)
@@ -218,7 +219,7 @@ def start(cfg: Config, plane: ControlPlane, *, dispatcher: str | None = None) ->
     procs.start(cfg, name, [cfg.binary("kueue"), "--config", config],
                 env={"KUBECONFIG": str(plane.kubeconfig)})
     health = cfg.port(f"kueue-{plane.prefix}-health")
-    return lambda: procs.wait_until(f"{name} ready", lambda: _ready(health) and _serving(port, ca), 300, every_s=1,
+    return lambda: procs.wait_until(f"{name} ready", lambda: http_ready(health) and _serving(port, ca), 300, every_s=1,
                                     check=[(cfg, name)])
 
 
