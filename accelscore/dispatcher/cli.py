@@ -42,6 +42,9 @@ OPTIONS = (
            "Workloads ranked per pass (the rest in the next pass, at once)"),
     Option("--score-refs", "ACCELSCORE_SCORE_REFS", parse_score_refs, None,
            "name=ref,... as the clusters' scorers have it (to read raw counts back from the scores)"),
+    Option("--ledger", "ACCELSCORE_DISPATCH_LEDGER", boolean, "true",
+           "count recent nominations against their clusters until the scores show them (false only to show what "
+           "the ledger is worth: a burst then piles onto one cluster)"),
     Option("--leader-elect", "ACCELSCORE_LEADER_ELECT", boolean, "true",
            "elect one writer among replicas with a Lease in --namespace"),
     Option("--namespace", "POD_NAMESPACE", text, "", "the dispatcher's namespace (downward API): its Lease's"),
@@ -82,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     leading = elector.is_leader if elector is not None else (lambda: True)
     settings = Settings(limit=values["nominate"], window_s=values["ledger_window"], settle_s=values["settle"],
                         renominate_s=values["renominate_after"], max_per_pass=values["max_per_pass"],
-                        refs=values["score_refs"] or {})
+                        refs=values["score_refs"] or {}, ledger=values["ledger"])
     dispatcher = Dispatcher(api_client=api, settings=settings, is_leader=leading)
     host, port = values["metrics_address"]
     server = MetricsServer(host, port, render=lambda: render(dispatcher, leading=leading()),
