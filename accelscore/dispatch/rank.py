@@ -1,8 +1,7 @@
 """Rank a MultiKueueConfig's clusters for one demand: the clusters whose live scores, less what the ledger says
 is already on its way there, still hold the demand: one pod of any whole GPU first where its best node is filled
-most tightly (`gpuClusterBestFit<k>`); then a gang of whole-node pods where the most room is left, any other
-demand where the least is (replayed against the oracle on every shipped fleet and trace: docs/dispatcher.md);
-ties by the caller's order.
+most tightly (`gpuClusterBestFit<k>`); then a gang where the most room is left and one pod where the least is
+(replayed against the oracle: docs/dispatcher.md); ties by the caller's order.
 
 A cluster is live while its `accelscore` object is present, holds scores (not withdrawn) and has a
 `validUntil` in the future; a dead, withdrawn or absent cluster is never nominated, whatever it once said.
@@ -19,10 +18,9 @@ from typing import Any
 from accelscore.dispatch.ledger import Ledger
 from accelscore.dispatch.shapes import Demand
 from accelscore.dispatch.table import Need, needs_of, preference, raw_floor
-from accelscore.scorer.core.model import ACCELSCORE_APS, FIT_SIZES
+from accelscore.scorer.core.model import ACCELSCORE_APS
 
 TieKey = Callable[[str], Any]
-WHOLE_NODE = max(FIT_SIZES)  # pods of this many slots or more take whole nodes
 
 
 class Reason(enum.Enum):
@@ -127,10 +125,7 @@ def rank(demand: Demand | None, clusters: Sequence[ClusterView], *, ledger: Ledg
                for c in live if (left := room(c, alternatives, ledger, key)) is not None]
     if not fitting:
         return Nomination((), Reason.NO_ROOM)
-    # Then room: a gang of whole-node pods goes where the most room is left, and every other demand (one pod, a
-    # gang of pods smaller than a node) where the least is, filling partly used nodes as the oracle's best fit does
-    # and leaving other clusters' whole nodes to those gangs (single 8-GPU pods pack, as training-8gpu does).
-    spread = -1 if demand.pods > 1 and demand.per_pod >= WHOLE_NODE else 1
+    spread = -1 if demand.pods > 1 else 1  # gangs: the most room first; one pod: the least that holds it
     fitting.sort(key=lambda f: (f[0], spread * f[1], order(f[2])))
     chosen = fitting[:limit]
     ranks = [(f[0], spread * f[1]) for f in fitting[:limit + 1]]

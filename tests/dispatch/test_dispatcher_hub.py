@@ -103,13 +103,13 @@ def _one_pass(hub: Hub, d: Dispatcher, workloads: int, aps: int) -> None:
 
 
 def test_a_2x4_gpu_workload_goes_to_the_clusters_that_hold_it_in_score_order_never_to_a_dead_one(hub: Hub) -> None:
-    hub.scores("alpha", {"gpuClusterFit4": 100, "clusterLive": 1})  # 16+ four-GPU slots: holds it
-    hub.scores("bravo", {"gpuClusterFit4": 13, "clusterLive": 1})  # 2 slots: holds it, leaving the least room
+    hub.scores("alpha", {"gpuClusterFit4": 100, "clusterLive": 1})  # 16+ four-GPU slots: the most room
+    hub.scores("bravo", {"gpuClusterFit4": 13, "clusterLive": 1})  # 2 slots: holds it
     hub.scores("charlie", {"gpuClusterFit4": 100, "clusterLive": 1}, valid_for=-30)  # dead: its values are frozen
     hub.submit("train", [ko.pod_set(2, 4)])
     d = hub.dispatcher(limit=2)
     _one_pass(hub, d, 1, 3)
-    assert hub.nominated("train") == ["bravo", "alpha"]
+    assert hub.nominated("train") == ["alpha", "bravo"]
     assert d.nominations["fits"] == 1
 
 

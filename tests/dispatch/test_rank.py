@@ -30,19 +30,15 @@ def test_a_cluster_without_live_scores_is_never_nominated(held: Held | None, why
         assert "aaa-dead" not in got.clusters
 
 
-def test_a_gang_of_whole_node_pods_goes_where_most_room_is_left_and_ties_follow_the_callers_order() -> None:
-    clusters = [_view("a", gpuClusterFit8=100), _view("b", gpuClusterFit8=25), _view("c", gpuClusterFit8=25),
-                _view("d", gpuClusterFit8=13)]
-    got = rank(Demand(Kind.WHOLE, 2, 8), clusters, ledger=Ledger(), key="w", limit=3, tie_key=lambda c: -ord(c))
-    assert got.clusters == ("a", "c", "b") and got.reason is Reason.FITS  # d holds one 8-GPU pod, not two
-    assert got.tied  # b and c hold the same room: the caller's order chose c first
-
-
-def test_a_gang_of_smaller_pods_goes_where_the_least_room_is_left_that_holds_it() -> None:
-    clusters = [_view("a", gpuClusterFit4=100), _view("b", gpuClusterFit4=13), _view("c", gpuClusterFit4=20),
+def test_the_roomiest_cluster_that_holds_the_job_comes_first_and_ties_follow_the_callers_order() -> None:
+    clusters = [_view("a", gpuClusterFit4=100), _view("b", gpuClusterFit4=13), _view("c", gpuClusterFit4=13),
                 _view("d", gpuClusterFit4=7)]
-    got = rank(Demand(Kind.WHOLE, 2, 4), clusters, ledger=Ledger(), key="w", limit=3)
-    assert got.clusters == ("b", "c", "a") and not got.tied  # d holds one 4-GPU pod, not two
+    got = rank(Demand(Kind.WHOLE, 2, 4), clusters, ledger=Ledger(), key="w", limit=3,
+               tie_key=lambda c: -ord(c))
+    assert got.clusters == ("a", "c", "b") and got.reason is Reason.FITS  # d holds one 4-GPU pod, not two
+    assert got.tied  # b and c hold the same room: the caller's order put c first
+    alone = rank(Demand(Kind.WHOLE, 2, 4), clusters[:2], ledger=Ledger(), key="w", limit=2)
+    assert alone.clusters == ("a", "b") and not alone.tied
 
 
 def test_one_pod_goes_where_its_best_node_is_filled_most_tightly() -> None:
