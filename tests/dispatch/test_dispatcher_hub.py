@@ -6,11 +6,9 @@ keeps what it nominated and counts it again."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,8 @@ from accelscore.scorer.publish.policy import rfc3339
 from tests.dispatch import kueue_objects as ko
 from tests.kubeapi.fixtures import ocm_crd_files
 from tests.kubeapi.server import KubeApiServer
-from tests.rig.wait import free_port, wait_for
+from tests.rig.hub import http_text, hub_command
+from tests.rig.wait import wait_for
 
 CLUSTERS = ["alpha", "bravo", "charlie"]
 pytestmark = pytest.mark.timeout(600)  # a test server with Kueue's 1.4 MB Workload CRD, on a loaded machine
@@ -173,21 +172,13 @@ def test_the_dispatcher_command_nominates_serves_its_metrics_and_stops_on_sigter
     """`accelscore dispatcher` as a process (the run() it shares with hub-guard: accelscore.hubprocess)."""
     hub.scores("alpha", {"gpuClusterFit8": 13, "gpuClusterBestFit8": 100, "clusterLive": 1})
     hub.submit("one-node", [ko.pod_set(1, 8)])
-    port = free_port()
-    env = dict(os.environ, KUBECONFIG=str(hub.kubeconfig), ACCELSCORE_LEADER_ELECT="false",
-               ACCELSCORE_METRICS_ADDRESS=f"127.0.0.1:{port}")
-    with (tmp_path / "dispatcher.log").open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "accelscore.cli", "dispatcher"],
-                                env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_for(lambda: hub.nominated("one-node") == ["alpha"], timeout_s=60)
-            metrics = wait_for(lambda: _get(f"http://127.0.0.1:{port}/metrics"), timeout_s=20)
-            assert 'accelscore_dispatcher_nominations_total{reason="fits"} 1' in metrics
-            assert "accelscore_dispatcher_leader 1" in metrics  # no election: the one replica writes
-            assert wait_for(lambda: _get(f"http://127.0.0.1:{port}/readyz"), timeout_s=20)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(30) == 0
+    log = tmp_path / "dispatcher.log"
+    with hub_command("dispatcher", hub.kubeconfig, log, ACCELSCORE_LEADER_ELECT="false") as port:
+        wait_for(lambda: hub.nominated("one-node") == ["alpha"], timeout_s=90)  # the bound includes the start
+        metrics = wait_for(lambda: http_text(f"http://127.0.0.1:{port}/metrics"), timeout_s=20)
+        assert 'accelscore_dispatcher_nominations_total{reason="fits"} 1' in metrics
+        assert "accelscore_dispatcher_leader 1" in metrics  # no election: the one replica writes
+        assert wait_for(lambda: http_text(f"http://127.0.0.1:{port}/readyz"), timeout_s=20)
 
 
 def test_leader_election_without_a_namespace_stops_the_start_with_one_line(tmp_path: Path) -> None:
@@ -202,11 +193,3 @@ def test_leader_election_without_a_namespace_stops_the_start_with_one_line(tmp_p
                             timeout=120, check=False)
     assert result.returncode == 2
     assert "POD_NAMESPACE is empty" in result.stderr and len(result.stderr.strip().splitlines()) == 1
-
-
-def _get(url: str) -> str | None:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return str(resp.read().decode())
-    except OSError:
-        return None
