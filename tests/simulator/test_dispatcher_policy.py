@@ -28,10 +28,10 @@ ORDERS = (*TIE_BREAKS, *random_orders(5))
 # By name, reversed and dead-first: these fleets with these traces and the bursts.
 FLEET_NAMES = ["dead", "homogeneous", "mixed"]
 TRACE_FILES = [TRACES / f"{name}.yaml" for name in ("gangs-200", "mixed-120", "realistic-400", "small-40")]
-# In all eight orders: the cells replayed so (docs/placement.md has the figures).
+# In all eight orders: cells replayed so (docs/placement.md has the figures of these and a few more).
 EVERY_ORDER = [("dead", "gangs-200"), ("dead", "late2026-400"), ("dead", "mixed-120"), ("dead", "realistic-400"),
                ("homogeneous", "gangs-200"), ("mixed", "gangs-200"), ("mixed", "late2026-400"), ("nvl72", "gangs-200"),
-               ("nvl72", "late2026-400"), ("stale", "gangs-200")]
+               ("nvl72", "late2026-400"), ("stale", "gangs-200"), ("stale", "late2026-400"), ("stale", "mixed-120")]
 # A fleet's (or a cell's) replays take minutes of one core under load: their tests get a timeout of their own.
 SLOW = pytest.mark.timeout(1800)
 
