@@ -17,6 +17,7 @@ from accelscore.options import (
     Option,
     StartupError,
     add_options,
+    boolean,
     positive_float,
     positive_int,
     resolve,
@@ -41,6 +42,9 @@ OPTIONS = (
            "Workloads ranked per pass (the rest in the next pass, at once)"),
     Option("--score-refs", "ACCELSCORE_SCORE_REFS", parse_score_refs, None,
            "name=ref,... as the clusters' scorers have it (to read raw counts back from the scores)"),
+    Option("--ledger", "ACCELSCORE_DISPATCH_LEDGER", boolean, "true",
+           "count recent nominations against their clusters until the scores show them (false only to show what "
+           "the ledger is worth: a burst then piles onto one cluster)"),
     *leader_options("accelscore-dispatcher"),
     *process_options("0.0.0.0:9751"),
 )
@@ -61,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
         settings = Settings(limit=values["nominate"], window_s=values["ledger_window"], settle_s=values["settle"],
                             renominate_s=values["renominate_after"], max_per_pass=values["max_per_pass"],
-                            refs=values["score_refs"] or {})
+                            refs=values["score_refs"] or {}, ledger=values["ledger"])
         dispatcher = Dispatcher(api_client=api, settings=settings, is_leader=leading)
         return Built(dispatcher, lambda lead: render(dispatcher, leading=lead),
                      f"{DISPATCHER_NAME} nominating {settings.limit} cluster(s) per Workload")

@@ -136,6 +136,17 @@ def test_a_burst_of_one_node_jobs_is_spread_by_the_ledger_not_piled_on_the_clust
     assert b"accelscore_dispatcher_ledger_entries 3" in render(d, leading=True)
 
 
+def test_with_the_ledger_off_a_burst_piles_onto_the_cluster_with_room_for_one(hub: Hub) -> None:
+    """`--ledger=false` (the planted defect `make e2e` shows): every nomination sees the bare scores."""
+    hub.scores("alpha", {"gpuClusterFit8": 13, "gpuClusterBestFit8": 100, "clusterLive": 1})  # one whole node
+    hub.scores("bravo", {"gpuClusterFit8": 25, "gpuClusterBestFit8": 100, "clusterLive": 1})  # two
+    for i in range(3):
+        hub.submit(f"burst-{i}", [ko.pod_set(1, 8)])
+    d = hub.dispatcher(ledger=False)
+    _one_pass(hub, d, 3, 2)
+    assert [hub.nominated(f"burst-{i}") for i in range(3)] == [["alpha"]] * 3
+
+
 def test_a_pass_with_nothing_changed_writes_nothing(hub: Hub) -> None:
     hub.scores("alpha", {"gpuClusterFit1": 50, "gpuClusterBestFit1": 100, "clusterLive": 1})
     hub.submit("small", [ko.pod_set(1, 1)])
