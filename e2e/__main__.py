@@ -1,14 +1,16 @@
-"""`python -m e2e up [--no-node] | down | check [CHECK...] | run [CHECK...]` (e2e/README.md)."""
+"""`python -m e2e up [--no-node] | down | check [--plant NAME] [CHECK...] | run [--plant NAME] [CHECK...]`
+(e2e/README.md)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 import time
 from types import FrameType
 
-from e2e.rig import lifecycle, procs
+from e2e.rig import lifecycle, plants, procs
 from e2e.rig.config import Config
 
 
@@ -31,10 +33,16 @@ def main(argv: list[str] | None = None) -> int:
                        ("run", "up, the checks, down (always): what `make e2e` runs")):
         p = sub.add_parser(name, help=text)
         p.add_argument("checks", nargs="*", metavar="CHECK", help=f"some of {', '.join(CHECKS)} (default: all)")
+        p.add_argument("--plant", choices=sorted(plants.PLANTS), metavar="NAME",
+                       help="apply a planted defect to the overlays (never to deploy/), to show the checks catch it: "
+                            + plants.describe())
     args = parser.parse_args(argv)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
     cfg = Config.from_env()
+    if getattr(args, "plant", None):
+        cfg = dataclasses.replace(cfg, plant=args.plant)
+        lifecycle.log(f"planted defect {args.plant}: {plants.plant(args.plant).what}")
     try:
         if args.command == "down":
             lifecycle.down(cfg)
