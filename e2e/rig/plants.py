@@ -33,11 +33,10 @@ class Plant:
 
 PLANTS = {
     "daemonset-image": Plant(
-        "install", "the agent DaemonSet's image does not exist on the node (imagePullPolicy Never): it cannot start",
-        "addon-template", AGENT_TEMPLATE, [
-            {"op": "test", "path": "/spec/agentSpec/workload/manifests/3/kind", "value": "DaemonSet"},
-            {"op": "replace", "path": "/spec/agentSpec/workload/manifests/3/spec/template/spec/containers/0/image",
-             "value": "accelscore:does-not-exist"}],
+        "install", "the single-cluster agent DaemonSet's image does not exist on the node (imagePullPolicy Never): it "
+        "cannot start", "daemonset", {"kind": "DaemonSet", "name": "accelscore-agent"}, [
+            {"op": "test", "path": "/spec/template/spec/containers/0/name", "value": "agent"},
+            {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "accelscore:does-not-exist"}],
         "install"),
     "policy-cel": Plant(
         "admission", "an admission policy expression that does not compile (a parenthesis missing)",

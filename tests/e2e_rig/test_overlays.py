@@ -86,17 +86,19 @@ def test_a_plant_changes_only_its_target(name: str, tmp_path: Path) -> None:
 
 def test_a_plant_leaves_other_overlays_alone(tmp_path: Path) -> None:
     cfg = Config(cache=tmp_path, state=tmp_path / "state", port_base=41000)
-    assert overlay.build(dataclasses.replace(cfg, plant="policy-cel"), "daemonset") == overlay.build(cfg, "daemonset")
+    for name, plant in plants.PLANTS.items():
+        for other in {"addon-template", "daemonset"} - {plant.overlay}:
+            assert overlay.build(dataclasses.replace(cfg, plant=name), other) == overlay.build(cfg, other)
 
 
 def test_the_planted_defects_are_what_they_say(tmp_path: Path) -> None:
     cfg = Config(cache=tmp_path, state=tmp_path / "state", port_base=41000)
 
     def planted(name: str) -> dict[tuple[str, str], dict[str, Any]]:
-        return documents(dataclasses.replace(cfg, plant=name), "addon-template")
+        return documents(dataclasses.replace(cfg, plant=name), plants.PLANTS[name].overlay)
 
-    agent = planted("daemonset-image")[("AddOnTemplate", "accelscore-agent-0.1.0")]
-    assert workloads(agent)[0]["spec"]["template"]["spec"]["containers"][0]["image"] == "accelscore:does-not-exist"
+    agent = planted("daemonset-image")[("DaemonSet", "accelscore-agent")]
+    assert agent["spec"]["template"]["spec"]["containers"][0]["image"] == "accelscore:does-not-exist"
     policy = planted("policy-cel")[("ValidatingAdmissionPolicy", "accelscore-placement-scores")]
     expression = policy["spec"]["validations"][0]["expression"]
     assert expression.count("(") == expression.count(")") + 1
