@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,9 @@ def join(cfg: Config, hub: ControlPlane, managed: ControlPlane, cluster: str) ->
     token = h.run("-n", "open-cluster-management", "create", "token", "agent-registration-bootstrap",
                   "--duration", "24h").stdout.strip()
     agent_dir = cfg.state / "klusterlet"
+    # a fresh hub each run: an earlier run's hub credential (same rig CA) would be used instead of the bootstrap
+    # token, with none of its RBAC on this hub (the join then stalls on "forbidden")
+    shutil.rmtree(agent_dir, ignore_errors=True)
     bootstrap = write_kubeconfig(agent_dir / "bootstrap-hub.kubeconfig", server=hub.server, ca=hub.ca.cert,
                                  name="bootstrap", token=token)
     hub_dir = agent_dir / "hub-kubeconfig"
