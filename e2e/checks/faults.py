@@ -18,7 +18,7 @@ from e2e.checks.install import ADDON_NS, SCORER, all_ready, install_addon, runni
 from e2e.checks.log import Checker
 from e2e.rig import lifecycle, procs
 from e2e.rig.config import AGENTLESS_CLUSTER, MANAGED_CLUSTER, NODE_NAME
-from e2e.rig.kube import Kubectl, write_kubeconfig
+from e2e.rig.kube import Kubectl, condition, write_kubeconfig
 
 LIVE = "gang-1gpu"
 GUARD_NS = "accelscore-hub"
@@ -89,6 +89,30 @@ def stale(obj: dict[str, Any] | None) -> str:
     return f"scores {len(status.get('scores') or [])}, validUntil {status.get('validUntil')}, {FRESH_CONDITION} {fresh}"
 
 
+def placed_scorers(c: Checker) -> tuple[list[str], list[str]]:
+    """(scorer Pods bound to a node, scorer Pods the scheduler found Unschedulable)."""
+    pods = c.managed.items("pods", ADDON_NS, SCORER)
+    return ([p["metadata"]["name"] for p in pods if p["spec"].get("nodeName")],
+            [p["metadata"]["name"] for p in pods if condition(p, "PodScheduled") == "False"])
+
+
+def stop_scorer(c: Checker) -> None:
+    """Nowhere to run (node cordoned), its Pod deleted, until the replacement is Unschedulable: the scheduler can
+    bind a replacement before its cache sees the cordon (seen at load 30: the scorer came back, found no
+    schedulable node and withdrew its scores itself, so the drop was not the guard's)."""
+    c.managed.run("cordon", NODE_NAME)
+
+    def stopped() -> bool:
+        bound, unschedulable = placed_scorers(c)
+        if bound:
+            c.managed.run("delete", "pod", "-n", ADDON_NS, *bound, "--wait=true", timeout_s=120)
+            return False
+        return bool(unschedulable)
+
+    c.wait("faults: the scorer stopped (its replacement Unschedulable on the cordoned node)", "no scorer Pod bound",
+           lambda: placed_scorers(c), lambda _: stopped(), 180, every_s=2)
+
+
 def scorer_stopped(c: Checker) -> None:
     """The shipped example `gang-1gpu` (prioritizers only, as docs/placement.md rule 3 asks) over two live clusters:
     the agentless one is live with nothing free (`clusterLive` 1), so it loses to cluster1 (a tie at worst, broken
@@ -108,9 +132,7 @@ def scorer_stopped(c: Checker) -> None:
     try:
         c.wait(f"faults: Placement {LIVE} (shipped example) decides the live cluster", [MANAGED_CLUSTER],
                partial(decided, c.hub, LIVE), lambda d: d == [MANAGED_CLUSTER], 90)
-        # stop the scorer: nowhere to run (node cordoned), its Pod deleted; the replacement stays Pending
-        c.managed.run("cordon", NODE_NAME)
-        c.managed.run("delete", "pod", "-n", ADDON_NS, *scorer_pods(c), "--wait=true", timeout_s=120)
+        stop_scorer(c)
         until = valid_until(c.hub.get("addonplacementscore", "accelscore", MANAGED_CLUSTER)) or time.time()
         procs.wait_until("the scorer's validUntil", lambda: time.time() > until, 180, every_s=1)
         moved = c.wait(f"faults: Placement {LIVE} drops {MANAGED_CLUSTER} whose scorer stopped (hub guard)",
