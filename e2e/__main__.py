@@ -1,5 +1,5 @@
-"""`python -m e2e up [--no-node] | down | check [--plant NAME] [CHECK...] | run [--plant NAME] [CHECK...]`
-(e2e/README.md)."""
+"""`python -m e2e up [--no-node | --apiservers-only] | down | check [--plant NAME] [CHECK...] |
+run [--plant NAME] [CHECK...] | realapi [PYTEST-ARG...]` (e2e/README.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 import time
 from types import FrameType
 
+from e2e import realapi
 from e2e.rig import lifecycle, plants, procs
 from e2e.rig.config import Config
 
@@ -36,7 +37,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--plant", choices=sorted(plants.PLANTS), metavar="NAME",
                        help="apply a planted defect to the overlays (never to deploy/), to show the checks catch it: "
                             + plants.describe())
-    args = parser.parse_args(argv)
+    sub.add_parser("realapi", help="up --apiservers-only, e2e/realapi-tests, down (always): make e2e-realapi; "
+                   "the arguments after it go to pytest (-n 2, a module, -k ...)")
+    args, extra = parser.parse_known_args(argv)
+    if args.command != "realapi" and extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
     cfg = Config.from_env()
@@ -55,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             print(f"export KUBECONFIG={cfg.managed_kubeconfig} HUB_KUBECONFIG={cfg.hub_kubeconfig}")
             return 0
+        if args.command == "realapi":
+            return realapi.run(cfg, extra[1:] if extra[:1] == ["--"] else extra)
         if args.command == "check":
             return run_checks(cfg, args.checks)
         t0 = time.monotonic()

@@ -128,12 +128,12 @@ def join(cfg: Config, hub: ControlPlane, managed: ControlPlane, cluster: str) ->
     token = h.run("-n", "open-cluster-management", "create", "token", "agent-registration-bootstrap",
                   "--duration", "24h").stdout.strip()
     agent_dir = cfg.state / "klusterlet"
-    # a fresh hub each run: an earlier run's hub credential (same rig CA) would be used instead of the bootstrap
-    # token, with none of its RBAC on this hub (the join then stalls on "forbidden")
-    shutil.rmtree(agent_dir, ignore_errors=True)
     bootstrap = write_kubeconfig(agent_dir / "bootstrap-hub.kubeconfig", server=hub.server, ca=hub.ca.cert,
                                  name="bootstrap", token=token)
     hub_dir = agent_dir / "hub-kubeconfig"
+    # a credential of an earlier run names a cluster the fresh hub has never accepted: the agent would take it as
+    # joined and never bootstrap (seen on a second `up` in one state directory)
+    shutil.rmtree(hub_dir, ignore_errors=True)
     hub_dir.mkdir(parents=True, exist_ok=True)
     procs.start(cfg, "registration-agent", [
         cfg.binary("registration"), "agent", "--spoke-cluster-name", cluster, "--bootstrap-kubeconfig", bootstrap,
