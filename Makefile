@@ -70,10 +70,11 @@ image-test: image
 	$(BIN)/pytest -m image tests/image
 
 ## e2e: real Kubernetes, OCM hub and node on loopback; the checks of issue 27; torn down after (e2e/README.md).
-## One check alone: make e2e CHECKS=hub (install devices hub faults uninstall); without CHECKS, e2e-realapi first
+## One check alone: make e2e CHECKS=hub (install devices hub faults uninstall); without CHECKS, e2e-realapi first.
+## A planted defect (it must FAIL): make e2e PLANT=policy-cel CHECKS=install (python -m e2e run --help lists them)
 CHECKS ?=
-e2e: e2e-build image $(if $(CHECKS),,e2e-realapi)
-	$(BIN)/python -m e2e run $(CHECKS)
+e2e: e2e-build image $(if $(CHECKS)$(PLANT),,e2e-realapi)
+	$(BIN)/python -m e2e run $(if $(PLANT),--plant $(PLANT),) $(CHECKS)
 
 ## e2e-realapi: the tests marked realapi or anyapi (e2e/realapi-tests) against the rig's two real apiservers
 ## (`up --apiservers-only`: etcd, kube-apiserver, kcm, OCM's CRDs on the hub; no accelscore installed), torn down

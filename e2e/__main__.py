@@ -1,16 +1,17 @@
-"""`python -m e2e up [--no-node | --apiservers-only] | down | check [CHECK...] | run [CHECK...] |
-realapi [PYTEST-ARG...]` (e2e/README.md)."""
+"""`python -m e2e up [--no-node | --apiservers-only] | down | check [--plant NAME] [CHECK...] |
+run [--plant NAME] [CHECK...] | realapi [PYTEST-ARG...]` (e2e/README.md)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 import time
 from types import FrameType
 
 from e2e import realapi
-from e2e.rig import lifecycle, procs
+from e2e.rig import lifecycle, plants, procs
 from e2e.rig.config import Config
 
 
@@ -33,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
                        ("run", "up, the checks, down (always): what `make e2e` runs")):
         p = sub.add_parser(name, help=text)
         p.add_argument("checks", nargs="*", metavar="CHECK", help=f"some of {', '.join(CHECKS)} (default: all)")
+        p.add_argument("--plant", choices=sorted(plants.PLANTS), metavar="NAME",
+                       help="apply a planted defect to the overlays (never to deploy/), to show the checks catch it: "
+                            + plants.describe())
     sub.add_parser("realapi", help="up --apiservers-only, e2e/realapi-tests, down (always): make e2e-realapi; "
                    "the arguments after it go to pytest (-n 2, a module, -k ...)")
     args, extra = parser.parse_known_args(argv)
@@ -41,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
     cfg = Config.from_env()
+    if getattr(args, "plant", None):
+        cfg = dataclasses.replace(cfg, plant=args.plant)
+        lifecycle.log(f"planted defect {args.plant}: {plants.plant(args.plant).what}")
     try:
         if args.command == "down":
             lifecycle.down(cfg)

@@ -90,6 +90,7 @@ class Config:
     cache: Path
     state: Path
     port_base: int
+    plant: str = ""  # a planted defect applied to the overlays (`--plant`, e2e/rig/plants.py); "" for none
 
     @classmethod
     def from_env(cls) -> Config:
