@@ -1,14 +1,17 @@
-"""`python -m e2e up [--no-node] | down | check [CHECK...] | run [CHECK...]` (e2e/README.md)."""
+"""`python -m e2e up [--no-node | --apiservers-only] | down | check [--plant NAME] [CHECK...] |
+run [--plant NAME] [CHECK...] | realapi [PYTEST-ARG...]` (e2e/README.md)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 import time
 from types import FrameType
 
-from e2e.rig import lifecycle, procs
+from e2e import realapi
+from e2e.rig import lifecycle, plants, procs
 from e2e.rig.config import Config
 
 
@@ -31,10 +34,20 @@ def main(argv: list[str] | None = None) -> int:
                        ("run", "up, the checks, down (always): what `make e2e` runs")):
         p = sub.add_parser(name, help=text)
         p.add_argument("checks", nargs="*", metavar="CHECK", help=f"some of {', '.join(CHECKS)} (default: all)")
-    args = parser.parse_args(argv)
+        p.add_argument("--plant", choices=sorted(plants.PLANTS), metavar="NAME",
+                       help="apply a planted defect to the overlays (never to deploy/), to show the checks catch it: "
+                            + plants.describe())
+    sub.add_parser("realapi", help="up --apiservers-only, e2e/realapi-tests, down (always): make e2e-realapi; "
+                   "the arguments after it go to pytest (-n 2, a module, -k ...)")
+    args, extra = parser.parse_known_args(argv)
+    if args.command != "realapi" and extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
     cfg = Config.from_env()
+    if getattr(args, "plant", None):
+        cfg = dataclasses.replace(cfg, plant=args.plant)
+        lifecycle.log(f"planted defect {args.plant}: {plants.plant(args.plant).what}")
     try:
         if args.command == "down":
             lifecycle.down(cfg)
@@ -47,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             print(f"export KUBECONFIG={cfg.managed_kubeconfig} HUB_KUBECONFIG={cfg.hub_kubeconfig}")
             return 0
+        if args.command == "realapi":
+            return realapi.run(cfg, extra[1:] if extra[:1] == ["--"] else extra)
         if args.command == "check":
             return run_checks(cfg, args.checks)
         t0 = time.monotonic()

@@ -33,6 +33,7 @@ class Ledger:
             raise ValueError(f"window_s must be > 0 and settle_s >= 0, got {window_s}, {settle_s}")
         self.window_s, self.settle_s = window_s, settle_s
         self._entries: dict[Hashable, Entry] = {}
+        self.version = 0  # bumped on every change: a ranking made at one version holds until the next
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -52,6 +53,7 @@ class Ledger:
         if old is not None and old.cluster == cluster and old.admitted_at is None:
             return  # the same nomination again: its age stands
         self._entries[key] = Entry(cluster, demand, now)
+        self.version += 1
 
     def admitted(self, key: Hashable, cluster: str, demand: Demand, now: float) -> None:
         """Kueue admitted the Workload on `cluster` (status.clusterName): the entry follows it there."""
@@ -59,26 +61,30 @@ class Ledger:
         if old is not None and old.cluster == cluster and old.admitted_at is not None:
             return
         self._entries[key] = Entry(cluster, demand, old.at if old is not None else now, now)
+        self.version += 1
 
     def forget(self, key: Hashable) -> None:
         """The Workload is gone, finished or evicted: it takes nothing the scores do not show."""
-        self._entries.pop(key, None)
+        if self._entries.pop(key, None) is not None:
+            self.version += 1
 
     def scores_changed(self, cluster: str, now: float) -> int:
         """The cluster's published scores changed at `now`: drop what was admitted there at least `settle_s` ago.
         Returns how many entries left."""
         done = [k for k, e in self._entries.items()
                 if e.cluster == cluster and e.admitted_at is not None and now - e.admitted_at >= self.settle_s]
-        for key in done:
-            del self._entries[key]
-        return len(done)
+        return self._drop(done)
 
     def expire(self, now: float) -> int:
         """Drop the entries older than the window; returns how many."""
         old = [k for k, e in self._entries.items() if now - e.at >= self.window_s]
-        for key in old:
+        return self._drop(old)
+
+    def _drop(self, keys: list[Hashable]) -> int:
+        for key in keys:
             del self._entries[key]
-        return len(old)
+        self.version += bool(keys)
+        return len(keys)
 
     def taken(self, cluster: str, takes: Callable[[Demand], int], *, exclude: Hashable = None) -> int:
         """Raw units the entries on `cluster` (but `exclude`'s own) take from one score."""

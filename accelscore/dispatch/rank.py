@@ -1,7 +1,7 @@
 """Rank a MultiKueueConfig's clusters for one demand: the clusters whose live scores, less what the ledger says
 is already on its way there, still hold the demand: one pod of any whole GPU first where its best node is filled
-most tightly (`gpuClusterBestFit<k>`); then the cluster with the most room left for the same shape (replayed
-against the oracle, this started more gangs than packing did: docs/dispatcher.md); ties by the caller's order.
+most tightly (`gpuClusterBestFit<k>`); then a gang where the most room is left and one pod where the least is
+(replayed against the oracle: docs/dispatcher.md); ties by the caller's order.
 
 A cluster is live while its `accelscore` object is present, holds scores (not withdrawn) and has a
 `validUntil` in the future; a dead, withdrawn or absent cluster is never nominated, whatever it once said.
@@ -10,6 +10,7 @@ A cluster is live while its `accelscore` object is present, holds scores (not wi
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,7 @@ class Nomination:
     clusters: tuple[str, ...]
     reason: Reason
     room: Mapping[str, int] | None = None  # cluster -> units left after this demand (FITS only)
+    tied: bool = False  # the caller's tie order chose the clusters or their order (another order may not)
 
 
 def live_view(name: str, objects: Mapping[str, Held], now: float) -> ClusterView:
@@ -126,4 +128,7 @@ def rank(demand: Demand | None, clusters: Sequence[ClusterView], *, ledger: Ledg
     spread = -1 if demand.pods > 1 else 1  # gangs: the most room first; one pod: the least that holds it
     fitting.sort(key=lambda f: (f[0], spread * f[1], order(f[2])))
     chosen = fitting[:limit]
-    return Nomination(tuple(name for _, _, name in chosen), Reason.FITS, {name: left for _, left, name in chosen})
+    ranks = [(f[0], spread * f[1]) for f in fitting[:limit + 1]]
+    tied = any(a == b for a, b in itertools.pairwise(ranks))
+    return Nomination(tuple(name for _, _, name in chosen), Reason.FITS, {name: left for _, left, name in chosen},
+                      tied)

@@ -8,27 +8,20 @@ the stale form."""
 from __future__ import annotations
 
 import argparse
-import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from accelscore.options import (
-    LOG_FORMAT,
-    LOG_LEVEL,
-    Option,
-    add_options,
-    host_port,
-    non_negative_float,
-    resolve,
-)
+from accelscore.hubprocess import Built, process_options
+from accelscore.hubprocess import run as run_on_hub
+from accelscore.options import Option, add_options, non_negative_float, resolve
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from accelscore.kube.config import ApiClient
 
 OPTIONS = (
     Option("--grace", "ACCELSCORE_GUARD_GRACE", non_negative_float, "2",
            "seconds past validUntil before an object counts as abandoned (clock skew between scorer and hub)"),
-    Option("--metrics-address", "ACCELSCORE_METRICS_ADDRESS", host_port, "0.0.0.0:9750",
-           "HOST:PORT for /metrics, /healthz, /readyz"),
-    LOG_LEVEL,
-    LOG_FORMAT,
+    *process_options("0.0.0.0:9750"),
 )
 
 
@@ -37,30 +30,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelscore.httpserve import MetricsServer, wait_for_stop_signal
-    from accelscore.hubguard.guard import RESULTS, HubGuard
-    from accelscore.kube.config import hub_api_client
-    from accelscore.logs import setup_logging
-
     values = resolve(args, OPTIONS)
-    setup_logging(values["log_level"], values["log_format"], component="hub-guard")
-    guard = HubGuard(api_client=hub_api_client("hub guard"), grace_s=values["grace"])
 
-    def render() -> bytes:
-        lines = ["# HELP accelscore_hubguard_rewrites_total expired score objects handled, by result",
-                 "# TYPE accelscore_hubguard_rewrites_total counter"]
-        lines += [f'accelscore_hubguard_rewrites_total{{result="{r}"}} {guard.counts[r]}' for r in RESULTS]
-        return ("\n".join(lines) + "\n").encode()
+    def build(api: ApiClient, _leading: Callable[[], bool]) -> Built:
+        from accelscore.hubguard.guard import RESULTS, HubGuard
 
-    host, port = values["metrics_address"]
-    server = MetricsServer(host, port, render=render, healthy=lambda: (True, "running"),
-                           ready=lambda: (guard.synced(), "watch synced" if guard.synced() else "watch syncing"))
-    try:
-        server.start()
-        guard.start()
-        log.info("hub guard: rewriting accelscore scores %gs past their validUntil", values["grace"])
-        wait_for_stop_signal()
-    finally:
-        guard.stop()
-        server.stop()
-    return 0
+        guard = HubGuard(api_client=api, grace_s=values["grace"])
+
+        def render(_lead: bool) -> bytes:
+            lines = ["# HELP accelscore_hubguard_rewrites_total expired score objects handled, by result",
+                     "# TYPE accelscore_hubguard_rewrites_total counter"]
+            lines += [f'accelscore_hubguard_rewrites_total{{result="{r}"}} {guard.counts[r]}' for r in RESULTS]
+            return ("\n".join(lines) + "\n").encode()
+
+        return Built(guard, render, f"rewriting accelscore scores {values['grace']:g}s past their validUntil")
+
+    return run_on_hub(values, component="hub-guard", build=build)

@@ -3,6 +3,11 @@
 Writes carry the resourceVersion read last, so two candidates racing for the lease get one 200 and one 409
 (`Conflict`; a lost create race is `AlreadyExists`, also a `Conflict`). Times are unix seconds here and
 RFC 3339 MicroTime on the wire. Library errors leave this module only as `accelscore.kube.errors` types.
+
+The Lease goes through the client's generic object API, not `CoordinationV1Api`: the typed call re-validates the
+body into a `V1Lease` model and serializes its times with `datetime.isoformat()`, which drops the fraction at a whole
+second ("1970-01-01T00:01:40+00:00"), and the apiserver refuses that MicroTime (400 BadRequest: it needs exactly six
+fractional digits). The generic call sends the body as written here.
 The decisions (when to create, renew, take over) are the caller's: `accelscore.scorer.ha.leadership`.
 """
 
@@ -37,6 +42,11 @@ def micro_time(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _leases(namespace: str) -> tuple[str, str, str, str]:
+    """The generic API's (group, version, namespace, plural) of the Leases in `namespace`."""
+    return "coordination.k8s.io", "v1", namespace, "leases"
+
+
 def _seconds(text: object) -> float:
     if not text:
         return 0.0
@@ -57,15 +67,15 @@ class LeaseClient:
 
     def __init__(self, api_client: ApiClient, *, namespace: str, name: str,
                  request_timeout: tuple[float, float] = (2.0, 5.0)) -> None:
-        self._api = k8s.CoordinationV1Api(api_client)
+        self._api = k8s.CustomObjectsApi(api_client)
         self.namespace, self.name = namespace, name
         self._timeout = request_timeout
 
     def get(self) -> LeaseObject | None:
         """The Lease, or None when it does not exist."""
         try:
-            resp = call(self._api.read_namespaced_lease, self.name, self.namespace, _preload_content=False,
-                        _request_timeout=self._timeout)
+            resp = call(self._api.get_namespaced_custom_object, *_leases(self.namespace), self.name,
+                        _preload_content=False, _request_timeout=self._timeout)
         except NotFound:
             return None
         return _from_json(_body_of(resp))
@@ -74,16 +84,16 @@ class LeaseClient:
                transitions: int) -> LeaseObject:
         """Create the Lease (AlreadyExists if another candidate was first)."""
         body = self._body(holder, duration_s, acquire_time, renew_time, transitions, None)
-        resp = call(self._api.create_namespaced_lease, self.namespace, body, _preload_content=False,
-                    _request_timeout=self._timeout)
+        resp = call(self._api.create_namespaced_custom_object, *_leases(self.namespace), body,
+                    _preload_content=False, _request_timeout=self._timeout)
         return _from_json(_body_of(resp))
 
     def update(self, *, holder: str, duration_s: int, acquire_time: float, renew_time: float, transitions: int,
                resource_version: str) -> LeaseObject:
         """Replace the Lease's spec at `resource_version` (Conflict if it moved on since)."""
         body = self._body(holder, duration_s, acquire_time, renew_time, transitions, resource_version)
-        resp = call(self._api.replace_namespaced_lease, self.name, self.namespace, body, _preload_content=False,
-                    _request_timeout=self._timeout)
+        resp = call(self._api.replace_namespaced_custom_object, *_leases(self.namespace), self.name, body,
+                    _preload_content=False, _request_timeout=self._timeout)
         return _from_json(_body_of(resp))
 
     def _body(self, holder: str, duration_s: int, acquire_time: float, renew_time: float, transitions: int,

@@ -51,13 +51,15 @@ ExtraScoreSet = Callable[[ClusterSnapshot, ClusterTotals, float], ScoreSet | Non
 
 def scoring_pass(*, table: NodeTable, config: ScoringConfig, view: ScoringView, publisher: Publisher | None,
                  now: float, custom: CustomScoresFile | None = None,
-                 extra: Sequence[ExtraScoreSet] = ()) -> tuple[ScoreSet, ...]:
+                 extra: Sequence[ExtraScoreSet] = (), snapshot: ClusterSnapshot | None = None
+                 ) -> tuple[ScoreSet, ...]:
     """Snapshot → pure scores → /metrics view → publisher (the scorer's and local mode's one pass). The scorer
-    passes no publisher: it hands the sets to its publishing worker itself, once its view is trustworthy.
+    passes no publisher: it hands the sets to its publishing worker itself, once its view is trustworthy, and
+    the `snapshot` it took, so that the startup rule judges the table the sets were computed from.
     (resource-usage-score, accelscore), then accelscore-custom when `custom` has at least one definition,
     then what each `extra` producer adds (the scorer's sources: custom scores, Kueue headroom)."""
     started = time.perf_counter()
-    snapshot = table.snapshot()
+    snapshot = table.snapshot() if snapshot is None else snapshot
     totals = cluster_totals(snapshot, now=now, stale_after_s=config.stale_after_s)
     score_sets: tuple[ScoreSet, ...] = (score_set(RESOURCE_USAGE_APS, totals, config),
                                         score_set(ACCELSCORE_APS, totals, config))
@@ -245,15 +247,19 @@ class ScorerService:
                                         max_age_s=self.config.scoring.stale_after_s, wake=self._wake.set)
             self.registry.register(ConstantLabels(BulkheadMetrics(self._bulkheads),
                                                   {"cluster": self.config.hub.cluster_name}))
+        snapshot = self.table.snapshot()
         score_sets = scoring_pass(table=self.table, config=self.config.scoring, view=self.view, publisher=None,
-                                  now=now, extra=self._bulkheads.producers())
+                                  now=now, extra=self._bulkheads.producers(), snapshot=snapshot)
         self.passes += 1
-        if self._may_publish(score_sets, now):
+        if self._may_publish(score_sets, snapshot, now):
             self.worker.offer(score_sets)
         return score_sets
 
-    def _may_publish(self, score_sets: tuple[ScoreSet, ...], now: float) -> bool:
-        """Leader (or no election), and the startup rule passed in this term (then latched until the term ends)."""
+    def _may_publish(self, score_sets: tuple[ScoreSet, ...], snapshot: ClusterSnapshot, now: float) -> bool:
+        """Leader (or no election), and the startup rule passed in this term (then latched until the term ends).
+        The rule reads the pass's own `snapshot`, never the table again: reports accepted while the pass ran (it
+        waits up to `bulkhead.WAIT_S` for the sources' sets) would open the gate for sets computed without them,
+        and a pass that saw 1 of 3 nodes published a withdrawal (TooFewFreshNodes) at start (issue 28)."""
         if self.elector is not None and not self.elector.is_leader():
             return False
         with self._term_lock:  # the role is re-checked and the worker switched under the lock the role change takes
@@ -263,7 +269,7 @@ class ScorerService:
                 return True
             first = score_sets[0]
             # Nodes whose collectors have read them: a report sent before an agent's watches synced is no news yet.
-            read = read_nodes(self.table.snapshot().nodes, now=now, stale_after_s=self.config.scoring.stale_after_s)
+            read = read_nodes(snapshot.nodes, now=now, stale_after_s=self.config.scoring.stale_after_s)
             verdict = view_trustworthy(watch=self.view_state(), fresh=read, total=first.total_nodes,
                                        since_start_s=now - self._term_started,
                                        grace_s=self.config.ha.startup_grace_s)

@@ -106,8 +106,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "each example's distance (docs/simulate.md)")
     parser.add_argument("--dispatcher", action="store_true",
                         help="with --matrix: replay accelscore's MultiKueue dispatcher (docs/dispatcher.md) beside "
-                             "the examples, in every tie-break order (name, reverse, dead-first); without --matrix "
-                             "use --placement dispatcher")
+                             "the examples, in every tie-break order (name, reverse, dead-first and --random-orders); "
+                             "without --matrix use --placement dispatcher")
     parser.add_argument("--progress", action="store_true",
                         help="progress lines on stderr during a replay (default: only when stderr is a terminal)")
     parser.add_argument("--generate-trace", type=_arg(positive_int), metavar="N",
@@ -247,7 +247,8 @@ def _matrix(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishP
     orders = (*(args.tie_break or ("name", "dead-first")), *random_orders(args.random_orders))
     cells = matrix.run(args.fleet, args.trace, placements, config=config, policy=policy, opts=opts,
                        tie_breaks=tuple(dict.fromkeys(orders)), progress=progress,
-                       dispatcher_ties=TIE_BREAKS if args.dispatcher else (), jobs=args.jobs)
+                       dispatcher_ties=(*TIE_BREAKS, *random_orders(args.random_orders)) if args.dispatcher else (),
+                       jobs=args.jobs)
     if args.output == "table":
         sys.stdout.write(matrix.table(cells))
     else:

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from accelscore.dispatch import ClusterView, Demand, Held, Kind, Ledger, live_view, rank
+from accelscore.dispatch import ClusterView, Demand, Held, Kind, Ledger, Reason, live_view, rank
 from accelscore.dispatch.shapes import PRODUCT_LABELS
 from accelscore.scorer.core.model import ACCELSCORE_APS
 from accelscore.simulator import placement as pl
@@ -55,6 +55,13 @@ class SimDispatcher:
         self.nominated: dict[str, tuple[tuple[str, ...], float]] = {}
         self.views: list[ClusterView] = []
         self._seen: dict[str, Mapping[str, int] | None] = {}
+        self.ties = 0  # nominations the tie order decided: with none, a replay in any other order is this one
+        self._demands: dict[str, Demand] = {}
+        # "No room" for a demand holds until the hub's view or the ledger changes: waiting jobs are not ranked
+        # again every tick for the same answer (the replay's hot path; the answer is the same either way).
+        self._no_room: set[Demand] = set()
+        self._no_room_at: tuple[int, int] = (0, 0)
+        self._views_version = 0
 
     def observe(self, hub: pl.HubView, withdrawn: Callable[[str, str], bool], now: float) -> None:
         """The hub after this tick's writes: each cluster's live view; a changed accelscore object tells the
@@ -69,7 +76,9 @@ class SimDispatcher:
             if cluster in self._seen and self._seen[cluster] != values:
                 self.ledger.scores_changed(cluster, now)
             self._seen[cluster] = values
-        self.views = views
+        if views != self.views:
+            self.views = views
+            self._views_version += 1
         self.ledger.expire(now)
 
     def choose(self, job: Job, now: float, tie_key: Callable[[str], Any]) -> tuple[str, ...]:
@@ -77,11 +86,19 @@ class SimDispatcher:
         held = self.nominated.get(job.name)
         if held is not None and now - held[1] < self.renominate_s:
             return held[0]
-        wanted = demand(job, self.products)
+        wanted = self._demand(job)
         ledger = self.ledger if self.use_ledger else Ledger()
+        version = (self._views_version, ledger.version)
+        if version != self._no_room_at:
+            self._no_room, self._no_room_at = set(), version
+        if wanted in self._no_room and job.name not in ledger:
+            return ()
         nomination = rank(wanted, self.views, ledger=ledger, key=job.name, limit=self.limit, tie_key=tie_key)
+        self.ties += nomination.tied
         if not nomination.clusters:
             self.nominated.pop(job.name, None)
+            if nomination.reason is Reason.NO_ROOM and job.name not in ledger:
+                self._no_room.add(wanted)
             return ()
         self.nominated[job.name] = (nomination.clusters, now)
         self.ledger.nominate(job.name, nomination.clusters[0], wanted, now)
@@ -90,7 +107,12 @@ class SimDispatcher:
     def admitted(self, job: Job, cluster: str, now: float) -> None:
         """The job started on `cluster`: counted there until the scores show it."""
         self.nominated.pop(job.name, None)
-        self.ledger.admitted(job.name, cluster, demand(job, self.products), now)
+        self.ledger.admitted(job.name, cluster, self._demand(job), now)
+
+    def _demand(self, job: Job) -> Demand:
+        if job.name not in self._demands:
+            self._demands[job.name] = demand(job, self.products)
+        return self._demands[job.name]
 
     def done(self, job: Job) -> None:
         """The job finished or left the queue: it takes nothing the scores do not show."""

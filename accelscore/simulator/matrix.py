@@ -120,10 +120,14 @@ class _Pair:
                     continue
                 if tie == "dead-first" and (entry, "name") in done and live:
                     done[(entry, tie)] = done[(entry, "name")]  # no cluster is ever dead: ties fall to the name
+                elif (entry, "") in done:
+                    done[(entry, tie)] = done[(entry, "")]  # the dispatcher broke no tie: every order is one
                 else:
-                    result = Replay(fleet, jobs, entry, config=config, policy=policy,
-                                    opts=replace(opts, tie_break=tie)).run()
-                    done[(entry, tie)] = tuple(distance_rows(result, oracle))
+                    replay = Replay(fleet, jobs, entry, config=config, policy=policy,
+                                    opts=replace(opts, tie_break=tie))
+                    done[(entry, tie)] = tuple(distance_rows(replay.run(), oracle))
+                    if replay.disp is not None and replay.disp.ties == 0:
+                        done[(entry, "")] = done[(entry, tie)]
                 rows += done[(entry, tie)]
             cells.append(Cell(self.fleet_dir.name, self.trace.stem, tie, rows))
         return cells

@@ -1,4 +1,5 @@
-"""The checks of issue 27, in its order; each logs `CHECK <name>: expected <x>, seen <y> -> ok|FAIL`."""
+"""The checks of issue 27, in its order (MultiKueue last: it sets the first cluster's scores itself, so the
+installed scorer must be gone); each logs `CHECK <name>: expected <x>, seen <y> -> ok|FAIL`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import importlib
 from e2e.checks.log import Checker
 from e2e.rig.config import Config
 
-CHECKS = ("install", "devices", "hub", "faults", "uninstall")
+CHECKS = ("install", "devices", "hub", "faults", "uninstall", "multikueue")
 
 
 def run_checks(cfg: Config, names: list[str]) -> int:

@@ -128,30 +128,46 @@ def decided(k: Kubectl, name: str) -> list[str] | None:
                   for d in (pd.get("status") or {}).get("decisions") or [])
 
 
-def example_placements(c: Checker) -> None:
-    """The shipped examples (deploy/examples, Kueue's excepted), each decided by the real placement controller."""
-    # the agentless cluster takes part: Available (its lease renewed once, as its agent would) and scores written
-    # by the hub admin, so each example has two clusters to choose from
+def agentless_live(c: Checker, scores: dict[str, int]) -> None:
+    """The agentless cluster takes part in placement: Available (its lease renewed once, as its agent would), its
+    `accelscore` score object written by the hub admin with `scores`, valid for an hour, and the shipped
+    ManagedClusterSetBinding applied, so a Placement has two clusters to choose from."""
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     c.hub.run("-n", AGENTLESS_CLUSTER, "patch", "lease", "managed-cluster-lease", "--type=merge",
               "-p", json.dumps({"spec": {"renewTime": now, "leaseDurationSeconds": 600}}), check=False)
     c.hub.run("patch", "managedcluster", AGENTLESS_CLUSTER, "--subresource=status", "--type=merge", "-p", json.dumps(
         {"status": {"conditions": [{"type": "ManagedClusterConditionAvailable", "status": "True", "reason": "E2E",
                                     "message": "set by the e2e harness", "lastTransitionTime": now[:19] + "Z"}]}}))
-    real = scores_of(aps(c.hub, MANAGED_CLUSTER, "accelscore"))
-    # a little better than the real cluster on every other score, a little worse on the rest: the examples split
-    other = {name: min(100, value + 7) if i % 2 == 0 else max(0, value - 7)
-             for i, (name, value) in enumerate(sorted(real.items()))}
     until = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     c.hub.apply([{"apiVersion": "cluster.open-cluster-management.io/v1alpha1", "kind": "AddOnPlacementScore",
                   "metadata": {"name": "accelscore", "namespace": AGENTLESS_CLUSTER}}])
     c.hub.run("-n", AGENTLESS_CLUSTER, "patch", "addonplacementscore", "accelscore", "--subresource=status",
               "--type=merge", "-p", json.dumps({"status": {"validUntil": until, "scores": [
-                  {"name": n, "value": v} for n, v in sorted(other.items())]}}))
+                  {"name": n, "value": v} for n, v in sorted(scores.items())]}}))
     c.hub.run("apply", "-f", str(EXAMPLES / "clustersetbinding.yaml"))
+
+
+def example(name: str) -> dict[str, Any]:
+    """The shipped example Placement `name` (deploy/examples)."""
+    found = [d for d in example_docs() if d["metadata"]["name"] == name]
+    if len(found) != 1:
+        raise KeyError(f"{len(found)} shipped example Placements named {name}")
+    return found[0]
+
+
+def example_docs() -> list[dict[str, Any]]:
     files = [p for p in sorted(EXAMPLES.glob("*.yaml")) if p.name not in ("kustomization.yaml",
                                                                            "clustersetbinding.yaml")]
-    placements = [d for p in files for d in yaml.safe_load_all(p.read_text()) if d and d.get("kind") == "Placement"]
+    return [d for p in files for d in yaml.safe_load_all(p.read_text()) if d and d.get("kind") == "Placement"]
+
+
+def example_placements(c: Checker) -> None:
+    """The shipped examples (deploy/examples, Kueue's excepted), each decided by the real placement controller."""
+    real = scores_of(aps(c.hub, MANAGED_CLUSTER, "accelscore"))
+    # a little better than the real cluster on every other score, a little worse on the rest: the examples split
+    agentless_live(c, {name: min(100, value + 7) if i % 2 == 0 else max(0, value - 7)
+                       for i, (name, value) in enumerate(sorted(real.items()))})
+    placements = example_docs()
     for doc in placements:
         c.hub.apply([doc])
     try:

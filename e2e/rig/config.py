@@ -47,12 +47,25 @@ PORTS = {
     "ds-scorer-ingest": 25,
     # ... and the hub guard.
     "hub-guard-metrics": 26,
+    # MultiKueue (e2e/rig/kueue.py): Kueue on the hub and on both workers, the second worker's apiserver, the
+    # dispatcher and the scorers that publish the workers' scores
     "kueue-hub-metrics": 30,
     "kueue-hub-health": 31,
     "kueue-hub-webhook": 32,
-    "kueue-worker-metrics": 33,
-    "kueue-worker-health": 34,
-    "kueue-worker-webhook": 35,
+    "kueue-managed-metrics": 33,
+    "kueue-managed-health": 34,
+    "kueue-managed-webhook": 35,
+    "kueue-cluster2-metrics": 36,
+    "kueue-cluster2-health": 37,
+    "kueue-cluster2-webhook": 38,
+    "cluster2-etcd": 40,
+    "cluster2-etcd-peer": 41,
+    "cluster2-apiserver": 42,
+    "dispatcher-metrics": 43,
+    "feed-cluster1-ingest": 44,
+    "feed-cluster1-metrics": 45,
+    "feed-cluster2-ingest": 46,
+    "feed-cluster2-metrics": 47,
 }
 
 MANAGED_CLUSTER = "cluster1"
@@ -77,6 +90,7 @@ class Config:
     cache: Path
     state: Path
     port_base: int
+    plant: str = ""  # a planted defect applied to the overlays (`--plant`, e2e/rig/plants.py); "" for none
 
     @classmethod
     def from_env(cls) -> Config:

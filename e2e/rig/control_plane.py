@@ -118,6 +118,12 @@ class ControlPlane:
             # KUBERNETES_SERVICE_HOST=127.0.0.1 from the e2e overlay)
             "--endpoint-reconciler-type", "none",
             "--profiling=false",
+            # Debian's etcd is 3.4.23, which lacks the progress notifications a watch-list needs (etcd#17507, fixed
+            # in 3.4.31/3.5.13): with WatchList on (the default since 1.34), a watch from "now" (no resourceVersion,
+            # bookmarks on) is served as a watch-list and refused with an ERROR event at once. client-go's
+            # informers fall back to list+watch; Kueue's MultiKueue watches of its workers do not and reconnect in a
+            # loop (seen here: 14,000 "Watch ended" a worker in 5 min, no Workload ever dispatched).
+            "--feature-gates", "WatchList=false",
             "--audit-policy-file", self._audit_policy(), "--audit-log-path", self.audit_log,
             "--audit-log-format", "json"])
         write_kubeconfig(self.kubeconfig, server=self.server, ca=ca.cert, name=f"e2e-{self.prefix}", token=token)

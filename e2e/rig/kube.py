@@ -75,7 +75,10 @@ class Kubectl:
         self.run("apply", *(["--server-side", "--force-conflicts"] if server_side else []), "-f", "-", stdin=text)
 
     def ready(self) -> bool:
-        proc = self.run("get", "--raw", "/readyz", check=False, timeout_s=10)
+        try:
+            proc = self.run("get", "--raw", "/readyz", check=False, timeout_s=10)
+        except subprocess.TimeoutExpired:  # a loaded machine: not ready yet, ask again
+            return False
         return proc.returncode == 0 and proc.stdout.strip() == "ok"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,9 @@ def join(cfg: Config, hub: ControlPlane, managed: ControlPlane, cluster: str) ->
     bootstrap = write_kubeconfig(agent_dir / "bootstrap-hub.kubeconfig", server=hub.server, ca=hub.ca.cert,
                                  name="bootstrap", token=token)
     hub_dir = agent_dir / "hub-kubeconfig"
+    # a credential of an earlier run names a cluster the fresh hub has never accepted: the agent would take it as
+    # joined and never bootstrap (seen on a second `up` in one state directory)
+    shutil.rmtree(hub_dir, ignore_errors=True)
     hub_dir.mkdir(parents=True, exist_ok=True)
     procs.start(cfg, "registration-agent", [
         cfg.binary("registration"), "agent", "--spoke-cluster-name", cluster, "--bootstrap-kubeconfig", bootstrap,

@@ -1,5 +1,6 @@
 """Render an e2e overlay (`e2e/overlays/NAME`) for this rig: a copy under the state directory with the `${E2E_...}`
-values filled in and the bases' relative paths adjusted, ready for `kubectl apply --server-side -k`."""
+values filled in and the bases' relative paths adjusted, ready for `kubectl apply --server-side -k`; with a planted
+defect (`--plant`, e2e/rig/plants.py) one more patch."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from e2e.rig import plants
 from e2e.rig.config import REPO, Config
 
 OVERLAYS = REPO / "e2e" / "overlays"
@@ -35,6 +37,8 @@ def render(cfg: Config, name: str) -> Path:
         if unknown:
             raise KeyError(f"{path}: unknown {unknown}")
         (target / path.name).write_text(re.sub(r"\$\{(E2E_[A-Z_]+)\}", lambda m: known[m.group(1)], text))
+    if cfg.plant and plants.plant(cfg.plant).overlay == name:
+        plants.add_to(target / "kustomization.yaml", cfg.plant)
     return target
 
 

@@ -129,8 +129,11 @@ def wait_until(what: str, predicate: Callable[[], object], timeout_s: float, *, 
     """Poll `predicate()` until true; fail after `timeout_s`, or at once when a process in `check` has died."""
     deadline = time.monotonic() + timeout_s
     while True:
-        if predicate():
-            return
+        try:
+            if predicate():
+                return
+        except subprocess.TimeoutExpired:
+            pass  # a poll slower than its own timeout (a loaded machine) is a poll not yet good
         for cfg, name in check:
             require_alive(cfg, name)
         if time.monotonic() > deadline:

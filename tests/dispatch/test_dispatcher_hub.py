@@ -5,6 +5,9 @@ keeps what it nominated and counts it again."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +26,7 @@ from accelscore.scorer.publish.policy import rfc3339
 from tests.dispatch import kueue_objects as ko
 from tests.kubeapi.fixtures import ocm_crd_files
 from tests.kubeapi.server import KubeApiServer
+from tests.rig.hub import http_text, hub_command
 from tests.rig.wait import wait_for
 
 CLUSTERS = ["alpha", "bravo", "charlie"]
@@ -132,6 +136,17 @@ def test_a_burst_of_one_node_jobs_is_spread_by_the_ledger_not_piled_on_the_clust
     assert b"accelscore_dispatcher_ledger_entries 3" in render(d, leading=True)
 
 
+def test_with_the_ledger_off_a_burst_piles_onto_the_cluster_with_room_for_one(hub: Hub) -> None:
+    """`--ledger=false` (the planted defect `make e2e` shows): every nomination sees the bare scores."""
+    hub.scores("alpha", {"gpuClusterFit8": 13, "gpuClusterBestFit8": 100, "clusterLive": 1})  # one whole node
+    hub.scores("bravo", {"gpuClusterFit8": 25, "gpuClusterBestFit8": 100, "clusterLive": 1})  # two
+    for i in range(3):
+        hub.submit(f"burst-{i}", [ko.pod_set(1, 8)])
+    d = hub.dispatcher(ledger=False)
+    _one_pass(hub, d, 3, 2)
+    assert [hub.nominated(f"burst-{i}") for i in range(3)] == [["alpha"]] * 3
+
+
 def test_a_pass_with_nothing_changed_writes_nothing(hub: Hub) -> None:
     hub.scores("alpha", {"gpuClusterFit1": 50, "gpuClusterBestFit1": 100, "clusterLive": 1})
     hub.submit("small", [ko.pod_set(1, 1)])
@@ -162,3 +177,30 @@ def test_a_nominated_cluster_that_dies_is_taken_out_of_the_nomination(hub: Hub) 
     d = hub.dispatcher()
     _one_pass(hub, d, 1, 2)
     assert hub.nominated("job") == []  # alpha is dead, bravo has no room: nothing, until a score changes
+
+
+def test_the_dispatcher_command_nominates_serves_its_metrics_and_stops_on_sigterm(hub: Hub, tmp_path: Path) -> None:
+    """`accelscore dispatcher` as a process (the run() it shares with hub-guard: accelscore.hubprocess)."""
+    hub.scores("alpha", {"gpuClusterFit8": 13, "gpuClusterBestFit8": 100, "clusterLive": 1})
+    hub.submit("one-node", [ko.pod_set(1, 8)])
+    log = tmp_path / "dispatcher.log"
+    with hub_command("dispatcher", hub.kubeconfig, log, ACCELSCORE_LEADER_ELECT="false") as port:
+        wait_for(lambda: hub.nominated("one-node") == ["alpha"], timeout_s=90)  # the bound includes the start
+        metrics = wait_for(lambda: http_text(f"http://127.0.0.1:{port}/metrics"), timeout_s=20)
+        assert 'accelscore_dispatcher_nominations_total{reason="fits"} 1' in metrics
+        assert "accelscore_dispatcher_leader 1" in metrics  # no election: the one replica writes
+        assert wait_for(lambda: http_text(f"http://127.0.0.1:{port}/readyz"), timeout_s=20)
+
+
+def test_leader_election_without_a_namespace_stops_the_start_with_one_line(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "hub.kubeconfig"  # loads; never contacted: the start stops before any call
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                          "clusters: [{name: h, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                          "users: [{name: u, user: {token: t}}]\n"
+                          "contexts: [{name: c, context: {cluster: h, user: u}}]\n")
+    env = {k: v for k, v in os.environ.items() if k != "POD_NAMESPACE"}
+    result = subprocess.run([sys.executable, "-m", "accelscore.cli", "dispatcher"],
+                            env={**env, "KUBECONFIG": str(kubeconfig)}, capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 2
+    assert "POD_NAMESPACE is empty" in result.stderr and len(result.stderr.strip().splitlines()) == 1

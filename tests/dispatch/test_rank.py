@@ -36,6 +36,9 @@ def test_the_roomiest_cluster_that_holds_the_job_comes_first_and_ties_follow_the
     got = rank(Demand(Kind.WHOLE, 2, 4), clusters, ledger=Ledger(), key="w", limit=3,
                tie_key=lambda c: -ord(c))
     assert got.clusters == ("a", "c", "b") and got.reason is Reason.FITS  # d holds one 4-GPU pod, not two
+    assert got.tied  # b and c hold the same room: the caller's order put c first
+    alone = rank(Demand(Kind.WHOLE, 2, 4), clusters[:2], ledger=Ledger(), key="w", limit=2)
+    assert alone.clusters == ("a", "b") and not alone.tied
 
 
 def test_one_pod_goes_where_its_best_node_is_filled_most_tightly() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import time
 from collections.abc import Callable
 
 import pytest
@@ -72,16 +71,15 @@ def test_published_status_carries_valid_until_and_a_freshness_condition(fleet: l
     assert condition["status"] == "True" and "2/2" in condition["message"]
 
 
-def test_a_gpu_freed_on_a_node_reaches_the_hub_within_the_min_interval_plus_2s(fleet: list[Rig]) -> None:
+def test_a_gpu_freed_on_a_node_reaches_the_hub_on_the_agents_next_cycle(fleet: list[Rig]) -> None:
+    """The agent's one cycle pushes the change and the scorer publishes it: nothing else has to happen (the
+    delay, at most the min publish interval, is the publisher's rule, tested with a clock in tests/publisher)."""
     a, _ = fleet
     wait_for(lambda: (a.hub_scores("accelscore") or {}).get("gpuClusterFree") == 18)
-    started = time.monotonic()
     for index in range(5):
         a.free_gpu("a-gpu-1", index)
     a.agents["a-gpu-1"].cycle()  # the agent's next cycle sees it and pushes at once (assignment changed)
-    wait_for(lambda: (a.hub_scores("accelscore") or {}).get("gpuClusterFree") == 25,
-             timeout_s=a.policy.min_interval_s + 2.0)
-    assert time.monotonic() - started <= a.policy.min_interval_s + 2.0
+    wait_for(lambda: (a.hub_scores("accelscore") or {}).get("gpuClusterFree") == 25, timeout_s=60)
     assert a.hub_scores("accelscore")["gpuClusterFit8"] == 25  # two whole nodes now
 
 

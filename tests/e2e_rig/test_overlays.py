@@ -1,16 +1,18 @@
 """The e2e overlays (e2e/overlays) render for any port base and state directory, and every patch lands where it
 means to: hostNetwork, loopback listeners on the rig's ports, the apiserver by address, the imported image never
-pulled, the rig kubelet's PodResources directory. `make e2e` applies exactly this output."""
+pulled, the rig kubelet's PodResources directory. `make e2e` applies exactly this output; a planted defect
+(`--plant`) changes its one target and nothing else."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from e2e.rig import overlay
+from e2e.rig import overlay, plants
 from e2e.rig.config import Config
 
 
@@ -64,3 +66,45 @@ def test_unknown_value_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(overlay, "OVERLAYS", tmp_path / "overlays")
     with pytest.raises(KeyError, match="E2E_NOT_A_PORT"):
         overlay.render(Config(cache=tmp_path, state=tmp_path / "state", port_base=41000), "x")
+
+
+def documents(cfg: Config, name: str) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(overlay.build(cfg, name)) if d}
+
+
+@pytest.mark.parametrize("name", sorted(plants.PLANTS))
+def test_a_plant_changes_only_its_target(name: str, tmp_path: Path) -> None:
+    """Each planted defect lands (its `test` op found its target) and changes that one object, nothing else."""
+    cfg = Config(cache=tmp_path, state=tmp_path / "state", port_base=41000)
+    plant = plants.PLANTS[name]
+    clean = documents(cfg, plant.overlay)
+    planted = documents(dataclasses.replace(cfg, plant=name), plant.overlay)
+    changed = sorted(key for key in clean if clean[key] != planted[key])
+    assert changed == [(plant.target["kind"], plant.target["name"])]
+    assert clean.keys() == planted.keys()
+
+
+def test_a_plant_leaves_other_overlays_alone(tmp_path: Path) -> None:
+    cfg = Config(cache=tmp_path, state=tmp_path / "state", port_base=41000)
+    for name, plant in plants.PLANTS.items():
+        for other in {"addon-template", "daemonset"} - {plant.overlay}:
+            assert overlay.build(dataclasses.replace(cfg, plant=name), other) == overlay.build(cfg, other)
+
+
+def test_the_planted_defects_are_what_they_say(tmp_path: Path) -> None:
+    cfg = Config(cache=tmp_path, state=tmp_path / "state", port_base=41000)
+
+    def planted(name: str) -> dict[tuple[str, str], dict[str, Any]]:
+        return documents(dataclasses.replace(cfg, plant=name), plants.PLANTS[name].overlay)
+
+    agent = planted("daemonset-image")[("DaemonSet", "accelscore-agent")]
+    assert agent["spec"]["template"]["spec"]["containers"][0]["image"] == "accelscore:does-not-exist"
+    policy = planted("policy-cel")[("ValidatingAdmissionPolicy", "accelscore-placement-scores")]
+    expression = policy["spec"]["validations"][0]["expression"]
+    assert expression.count("(") == expression.count(")") + 1
+    scorer = workloads(planted("no-valid-until")[("AddOnTemplate", "accelscore-0.1.0")])[0]
+    container = scorer["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:2] == ["/opt/accelscore/bin/python", "-c"] and container["args"][0] == "scorer"
+    registration = planted("registration-role")[("AddOnTemplate", "accelscore-0.1.0")]["spec"]["registration"][0]
+    assert registration["kubeClient"]["hubPermissions"][0]["currentCluster"]["clusterRoleName"].endswith(
+        "does-not-exist")

@@ -116,3 +116,45 @@ def test_an_honest_report_keeps_its_summary_object() -> None:
     summary = table.accept(_report("t", 4, labels=TRAY), NOW)
     (entry,) = table.snapshot().nodes
     assert entry.summary is summary
+
+
+def _mig_report(name: str, profile: str, instances: int) -> pb.NodeReport:
+    """One MIG-enabled GPU cut into `instances` free instances its agent says are of `profile`."""
+    parts = [b.mig(f"{name}-mig-{i}", f"{name}-gpu") for i in range(instances)]
+    for part in parts:
+        part.profile = profile
+    return b.report(name, devices=[b.gpu(f"{name}-gpu", mig_enabled=True), *parts])
+
+
+def _mig_table(nodes: dict[str, NodeFacts], reports: dict[str, tuple[str, int]]) -> dict[str, float]:
+    table = NodeTable(cluster="c1", config=CONFIG)
+    table.set_nodes(nodes)
+    for name, (profile, instances) in reports.items():
+        table.accept(_mig_report(name, profile, instances), NOW)
+    return {n: v for n, v in _raw(table).items() if n.startswith("gpuClusterFitMig")}
+
+
+def test_a_report_cannot_name_a_mig_profile_score() -> None:
+    """Read from the report, a node whose Node advertises no such profile published `gpuClusterFitMig9g.999gb`."""
+    nodes = {"real": NodeFacts("real", True, allocatable={"nvidia.com/mig-1g.10gb": 7.0}),
+             "liar": NodeFacts("liar", True, allocatable={"nvidia.com/mig-1g.10gb": 7.0}),
+             "bare": NodeFacts("bare", True, allocatable={"nvidia.com/gpu": 8.0})}
+    raw = _mig_table(nodes, {"real": ("1g.10gb", 7), "liar": ("9g.999gb", 7), "bare": ("1g.10gb", 7)})
+    assert raw == {"gpuClusterFitMig1g.10gb": 7}  # only the instances of a profile their Node offers
+
+
+def test_mig_profiles_come_from_gpu_feature_discovery_labels_too() -> None:
+    nodes = {"mixed": NodeFacts("mixed", True, labels={"nvidia.com/mig-3g.40gb.count": "2"}),
+             "single": NodeFacts("single", True, labels={PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+                                                         "nvidia.com/mig.strategy": "single"})}
+    raw = _mig_table(nodes, {"mixed": ("3g.40gb", 2), "single": ("1g.5gb", 7)})
+    assert raw == {"gpuClusterFitMig1g.5gb": 7, "gpuClusterFitMig3g.40gb": 2}
+
+
+def test_a_node_that_gains_a_profile_counts_it_without_waiting_for_its_report() -> None:
+    table = NodeTable(cluster="c1", config=CONFIG)
+    table.set_nodes({"n": NodeFacts("n", True)})
+    table.accept(_mig_report("n", "2g.20gb", 3), NOW)
+    assert "gpuClusterFitMig2g.20gb" not in _raw(table)
+    table.set_nodes({"n": NodeFacts("n", True, allocatable={"nvidia.com/mig-2g.20gb": 3.0})})
+    assert _raw(table)["gpuClusterFitMig2g.20gb"] == 3

@@ -9,7 +9,9 @@ apiserver cannot do on cue, in `make test`'s seconds, with no cluster:
 - the request log (`requests`), to count calls and writes;
 - enough real semantics for the product's own calls around those: CRUD with one global resourceVersion, 409 on a
   stale write, status subresources, field/label selectors, paged lists, watches with bookmarks and selector
-  moves, graceful pod deletion, merge patch, discovery; any served kind is storage only.
+  moves, graceful pod deletion, merge patch, discovery; any served kind is storage only, but a Lease's MicroTime
+  fields are decoded as the apiserver decodes them (400 otherwise: the product once sent a format a real server
+  refuses and this one took).
 
 Not here, because a real apiserver does it and `make e2e` runs those tests there (marker `realapi`): schema and
 ObjectMeta validation, defaulting and pruning, RBAC and impersonation, validating admission policies, namespace

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import struct
@@ -130,7 +131,6 @@ def test_a_client_that_sends_its_request_too_slowly_is_cut_off(monkeypatch: pyte
     server = _server()
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as conn:
-            began = time.monotonic()
             conn.sendall(b"GET /metrics HTTP/1.1\r\n")
             for _ in range(10):  # a header byte every 0.2 s: each read is quick, the request never ends
                 time.sleep(0.2)
@@ -138,13 +138,14 @@ def test_a_client_that_sends_its_request_too_slowly_is_cut_off(monkeypatch: pyte
                     conn.sendall(b"X")
                 except OSError:
                     break
-            conn.settimeout(3)
-            try:
-                reply = conn.recv(4096)
-            except OSError:
-                reply = b""
+            # The server has closed it (an end of stream or a reset, perhaps after an error reply): a server
+            # still waiting for the rest of the request would leave this read to time out (an error, not a pass).
+            conn.settimeout(60)
+            reply = b""
+            with contextlib.suppress(ConnectionResetError):
+                while chunk := conn.recv(4096):
+                    reply += chunk
             assert b"200" not in reply
-            assert time.monotonic() - began < 4
     finally:
         server.stop()
 

@@ -5,9 +5,15 @@ caught)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +28,7 @@ from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Sco
 from accelscore.scorer.publish.policy import PublishPolicy
 from accelscore.scorer.publish.publisher import Publisher
 from tests.kubeapi.fixtures import ApiHandle
+from tests.rig.wait import free_port
 
 POLICY = PublishPolicy(min_interval_s=10, dead_band=5, valid_for_s=300, min_fresh_ratio=0.5)
 SCORE_OBJECTS = (RESOURCE_USAGE_APS, ACCELSCORE_APS)
@@ -106,6 +113,7 @@ class Seen:
     resource_version: str
     scores: dict[str, int]
     fresh: str  # ScoresFresh status ("True"/"False"), "" if none
+    reason: str = ""  # ScoresFresh reason (TooFewFreshNodes, NoNodes, ...), "" if none
 
 
 def withdrawn(seen: Seen) -> bool:
@@ -140,7 +148,7 @@ class HubRecorder:
         cond = next((c for c in status.get("conditions") or () if c.get("type") == "ScoresFresh"), {})
         self.seen.append(Seen(time.time(), obj["metadata"]["name"], obj["metadata"]["resourceVersion"],
                               {s["name"]: s["value"] for s in status.get("scores") or ()},
-                              str(cond.get("status", ""))))
+                              str(cond.get("status", "")), str(cond.get("reason", ""))))
 
     def latest(self, name: str) -> Seen | None:
         """The newest version of `name` with scores or a freshness condition written."""
@@ -149,3 +157,28 @@ class HubRecorder:
     def stop(self) -> None:
         self._watch.stop()
         self._api.close()
+
+
+@contextlib.contextmanager
+def hub_command(command: str, kubeconfig: Path, log: Path, **env: str) -> Iterator[int]:
+    """`accelscore <command>` (hub-guard, dispatcher) as a process against the hub at `kubeconfig`, its `/metrics`
+    on a free loopback port (yielded); stopped with SIGTERM, which it must answer with exit status 0."""
+    port = free_port()
+    environ = dict(os.environ, KUBECONFIG=str(kubeconfig), ACCELSCORE_METRICS_ADDRESS=f"127.0.0.1:{port}", **env)
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "accelscore.cli", command], env=environ, stdout=out,
+                                stderr=subprocess.STDOUT)
+        try:
+            yield port
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0, log.read_text()[-2000:]
+
+
+def http_text(url: str) -> str | None:
+    """The body of a 200 answer, or None (refused, not yet listening, not ready)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return str(resp.read().decode())
+    except OSError:
+        return None

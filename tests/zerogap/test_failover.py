@@ -1,5 +1,6 @@
-"""Two replicas, one writer: only the Lease holder publishes; when it dies a standby takes over within the
-bound, and the hub never shows a withdrawn score."""
+"""Two replicas, one writer: only the Lease holder publishes; when it dies a standby takes over (after the
+lease expires; at once when it was released), and the hub never shows a withdrawn score. The tests assert the
+order of what happens, never seconds (a loaded machine stretches every step; docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,16 @@ import pytest
 
 from accelscore.kube.hub_scores import HubClient
 from accelscore.scorer.core.model import ACCELSCORE_APS
+from accelscore.scorer.ha.leadership import Timing
 from accelscore.scorer.publish.publisher import Publisher
 from accelscore.scorer.service import ScorerService
 from tests.rig.cluster import FAST, Rig
 from tests.rig.hub import score_sets, withdrawn
 from tests.rig.wait import wait_for
+
+# A lease that would not expire within any test: a standby that leads under it took a released lease.
+NEVER_EXPIRES = Timing(lease_duration_s=3600.0, renew_deadline_s=10.0, retry_period_s=FAST.retry_period_s)
+TAKEOVER_S = 60.0  # how long a wait may last before the test fails: a hang's bound, not a measurement
 
 
 class Agents:
@@ -36,10 +42,23 @@ class Agents:
         self._thread.join()
 
 
+def _start_pair(rig: Rig, timing: Timing) -> tuple[ScorerService, ScorerService, Agents]:
+    a, b = (rig.start_scorer(identity=f"scorer-{n}", timing=timing) for n in "ab")
+    return a, b, Agents(rig, [a, b])
+
+
 @pytest.fixture
 def pair(rig: Rig) -> Iterator[tuple[ScorerService, ScorerService, Agents]]:
-    a, b = rig.start_scorer(identity="scorer-a"), rig.start_scorer(identity="scorer-b")
-    agents = Agents(rig, [a, b])
+    a, b, agents = _start_pair(rig, FAST)
+    try:
+        yield a, b, agents
+    finally:
+        agents.stop()
+
+
+@pytest.fixture
+def lasting_pair(rig: Rig) -> Iterator[tuple[ScorerService, ScorerService, Agents]]:
+    a, b, agents = _start_pair(rig, NEVER_EXPIRES)
     try:
         yield a, b, agents
     finally:
@@ -60,39 +79,34 @@ def _free(rig: Rig) -> int | None:
 def test_only_the_lease_holder_writes_to_the_hub(rig: Rig, pair) -> None:
     a, b, _ = pair
     leader, standby = wait_for(lambda: _leader(a, b))
-    wait_for(lambda: _free(rig))
-    time.sleep(1.5)
+    wait_for(lambda: leader.publisher.stats()["writes_by_result"]["ok"] >= 2)  # both objects, at least
     assert standby.publisher.stats()["writes_by_result"]["ok"] == 0
     assert standby.worker.handed == 0 and not standby.worker.active
-    assert leader.publisher.stats()["writes_by_result"]["ok"] >= 2
 
 
-def test_a_killed_leaders_standby_publishes_within_the_bound_and_nothing_is_withdrawn(rig: Rig, pair) -> None:
-    a, b, agents = pair
-    leader, standby = wait_for(lambda: _leader(a, b))
+def _hands_over(rig: Rig, leader: ScorerService, standby: ScorerService, agents: Agents, *, release: bool) -> None:
+    """The leader stops; the standby leads, then publishes the news that came after; nothing is withdrawn."""
     baseline = wait_for(lambda: _free(rig))
-    leader.stop(release_lease=False)  # SIGKILL: the lease is left to expire
-    killed = time.monotonic()
-    agents.busy = 0  # news the new leader must publish
-    wait_for(lambda: standby.elector.is_leader(), timeout_s=FAST.takeover_bound_s + 5)
-    took_over = time.monotonic() - killed
-    wait_for(lambda: (_free(rig) or 0) > baseline, timeout_s=FAST.takeover_bound_s + 5)
-    published = time.monotonic() - killed
-    slack = 2.0  # thread scheduling on a loaded machine
-    assert took_over <= FAST.takeover_bound_s + slack, f"takeover after {took_over:.1f}s"
-    assert published <= FAST.takeover_bound_s + rig.policy.min_interval_s + slack, f"published after {published:.1f}s"
+    leader.stop(release_lease=release)
+    agents.busy = 0  # news only the new leader can publish
+    wait_for(lambda: standby.elector.is_leader(), timeout_s=TAKEOVER_S)
+    wait_for(lambda: (_free(rig) or 0) > baseline, timeout_s=TAKEOVER_S)
+    assert standby.publisher.stats()["writes_by_result"]["ok"] >= 1, "the news came from the old leader"
     assert not any(withdrawn(s) for s in rig.recorder.seen), "Placements saw a withdrawal"
 
 
-def test_a_leader_that_stops_cleanly_hands_over_within_a_retry_period(rig: Rig, pair) -> None:
-    a, b, _ = pair
+def test_a_killed_leaders_standby_publishes_after_the_lease_expires_and_nothing_is_withdrawn(rig: Rig, pair
+                                                                                            ) -> None:
+    a, b, agents = pair
     leader, standby = wait_for(lambda: _leader(a, b))
-    wait_for(lambda: _free(rig))
-    leader.stop()  # SIGTERM: the lease is released
-    stopped = time.monotonic()
-    wait_for(lambda: standby.elector.is_leader(), timeout_s=FAST.takeover_bound_s)
-    assert time.monotonic() - stopped <= FAST.retry_period_s + 2.0
-    assert not any(withdrawn(s) for s in rig.recorder.seen)
+    _hands_over(rig, leader, standby, agents, release=False)  # SIGKILL: the lease is left to expire
+
+
+def test_a_leader_that_stops_cleanly_hands_over_on_its_release(rig: Rig, lasting_pair) -> None:
+    """SIGTERM releases the lease: the standby leads although the lease it saw would last another hour."""
+    a, b, agents = lasting_pair
+    leader, standby = wait_for(lambda: _leader(a, b))
+    _hands_over(rig, leader, standby, agents, release=True)
 
 
 def test_metrics_say_which_replica_leads_and_publishes(rig: Rig, pair) -> None:

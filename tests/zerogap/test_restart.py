@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
+
+import pytest
 
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS
 from accelscore.v1 import report_pb2 as pb
@@ -101,3 +104,29 @@ def test_reports_sent_before_the_agents_collectors_read_their_node_publish_nothi
     first = wait_for(lambda: rig.recorder.latest(RESOURCE_USAGE_APS))
     assert first.fresh == "True"
     assert min(first.scores[f"{r}{s}Available"] for r in ("cpu", "mem", "gpu") for s in ("Node", "Cluster")) > -100
+
+
+def test_the_startup_rule_judges_the_snapshot_its_pass_scored(make_rig: Callable[..., Rig],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28 (a CI flake of test_failover): the rule read the table again after the pass. Reports accepted
+    while the pass ran (it waits for the sources' sets) opened the gate for sets computed from 1 of 3 nodes,
+    and the first write on the hub was a withdrawal (TooFewFreshNodes)."""
+    rig = make_rig()
+    scorer = rig.start_scorer(rescore_every_s=None, grace_s=3600.0)  # the test drives the passes
+    rig.wait_ready(scorer)
+    rig.report([scorer], rig.node_names[:1])  # 1 of 3: too few to be fresh
+    update = scorer.view.update
+
+    def the_others_report_during_the_pass(**kwargs: Any) -> None:
+        update(**kwargs)
+        rig.report([scorer], rig.node_names[1:])
+
+    monkeypatch.setattr(scorer.view, "update", the_others_report_during_the_pass)
+    scorer.score_once()
+    assert scorer.worker.offered == 0 and not scorer.worker.active, "sets of 1 of 3 nodes were offered"
+    monkeypatch.setattr(scorer.view, "update", update)
+    scorer.score_once()  # the next pass sees every node: it publishes
+    assert scorer.worker.active
+    first = wait_for(lambda: rig.recorder.latest(ACCELSCORE_APS))
+    assert first.fresh == "True"
+    assert not any(withdrawn(s) for s in rig.recorder.seen)

@@ -23,8 +23,9 @@ from accelscore.v1 import report_pb2
 class NodeFacts:
     """What the Node watch keeps per node: whether pods may be placed there and its accelerator amounts.
 
-    `labels`/`taints` are the Node's, for node filters and Kueue flavors; `groups` (derived from the labels) the
-    NVLink domain and GPU product its GPUs count in (`node_groups`: never the report's). `capacity`/`allocatable`
+    `labels`/`taints` are the Node's, for node filters and Kueue flavors; `groups` (derived from the labels and
+    allocatable) the NVLink domain, GPU product and partition profiles its GPUs count in (`node_groups`: never the
+    report's). `capacity`/`allocatable`
     hold the resources that bound a report (`plausible.bounded_resource`: accelerators, cpu, memory) of the
     Node's status; None = not known (no watch data), so reports are not bounded by them.
     """
@@ -38,7 +39,7 @@ class NodeFacts:
     groups: NodeGroups = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "groups", node_groups(self.labels))
+        object.__setattr__(self, "groups", node_groups(self.labels, self.allocatable))
 
 
 # What a report changes for scoring: every compared field of its summary but its two times (a report that
@@ -143,10 +144,11 @@ class NodeTable:
         when either side changes, so a pod or claim that just ended counts without waiting for the next report."""
         summary = self._reported[name]
         facts = None if self._nodes is None else self._nodes.get(name)
-        if self._nodes is not None:  # without a Node watch (local mode) the report is all there is
-            summary = regroup(summary, UNKNOWN if facts is None else facts.groups)
-        dra_unknown = self._dra is None and name in self._uses_dra  # no bound yet for its DRA devices
         view = None if self._dra is None else self._dra.get(name)
+        if self._nodes is not None:  # without a Node watch (local mode) the report is all there is
+            summary = regroup(summary, UNKNOWN if facts is None else facts.groups,
+                              dra_partitions=view is not None and bool(view.partitions))
+        dra_unknown = self._dra is None and name in self._uses_dra  # no bound yet for its DRA devices
         if facts is not None and facts.allocatable is not None and self._requested is not None and not dra_unknown:
             summary, capped = cap_free(summary, dra=view, allocatable=facts.allocatable,
                                        requested=self._requested.get(name, {}))
