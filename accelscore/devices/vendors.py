@@ -96,6 +96,7 @@ class Vendor:
     product_label: str = ""  # the Node label naming the product (simulator fleets; per-product scores' names)
     domain_label: str = ""  # the Node label naming the node's NVLink/fabric domain (GPU feature discovery's clique)
     memory_label: str = ""  # the Node label giving one GPU's memory in MiB (GPU feature discovery)
+    partition_label: str = ""  # regex of a Node label advertising a partition profile (named group `profile`)
     collector_module: str = ""  # accelscore.agent.collectors.<module> with build_collector(); "" = wired in app
     patterns: tuple[tuple[re.Pattern[str], ResourceRole], ...] = field(init=False, repr=False, compare=False)
 
@@ -113,6 +114,7 @@ NVIDIA = Vendor(
                  partition_types=("mig", "migdyn")),
     node_labels=(r"nvidia\.com/.+",), product_label="nvidia.com/gpu.product", domain_label="nvidia.com/gpu.clique",
     memory_label="nvidia.com/gpu.memory",
+    partition_label=r"nvidia\.com/mig-(?P<profile>.+)\.count",  # GPU feature discovery, mig.strategy=mixed
 )
 AMD = Vendor(
     name="amd", family=AcceleratorFamily.GPU, collector=CollectorName.AMD,

@@ -9,10 +9,11 @@ names the groups and a report only says how many GPUs are free. A Node without t
 no domain and no product: counted in every cluster-wide number, never in a group of its own.
 
 Partition profiles (`gpuClusterFitMig<profile>`) likewise: a profile counts on a node only when its Node
-advertises it, as a device-plugin partition resource in its allocatable (`nvidia.com/mig-1g.10gb`,
-`amd.com/cpx_nps4`), GPU feature discovery's `nvidia.com/mig-<profile>.count` label, or the `-MIG-<profile>`
-product of `mig.strategy=single`. A node whose DRA view publishes partitions keeps the profiles its report
-names (ResourceSlices name them; the scorer's DRA view does not keep the names yet, docs/scores.md).
+advertises it, as a device-plugin partition resource in its allocatable (a MIG or AMD compute partition
+resource), a vendor's partition label (the vendor table's `partition_label`: GPU feature discovery's MIG `.count`
+label), or the `-MIG-<profile>` product of `mig.strategy=single`. A node whose DRA view publishes partitions keeps
+the profiles its report names (ResourceSlices name them; the scorer's DRA view does not keep the names yet,
+docs/scores.md).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from accelscore.scorer.ingest.gpu_layout import DOMAIN_LABELS
 # The Node labels naming a node's GPU product, in the vendor table's order.
 PRODUCT_LABELS = tuple(v.product_label for v in VENDORS if v.product_label and v.family is AcceleratorFamily.GPU)
 _MAX_VALUE = 63  # a label value's length limit (the API server enforces it; a bound here all the same)
-_MIG_COUNT = re.compile(r"nvidia\.com/mig-(?P<profile>.+)\.count")  # GPU feature discovery, mig.strategy=mixed
+# The Node labels advertising a partition profile (GPU feature discovery's MIG `.count` under mig.strategy=mixed).
+_PARTITION_LABELS = tuple(re.compile(v.partition_label) for v in VENDORS if v.partition_label)
 _SINGLE = re.compile(r"-MIG-(?P<profile>[^-]+)$")  # the product label's suffix under mig.strategy=single
 
 
@@ -64,8 +66,9 @@ def node_profiles(labels: Mapping[str, str], allocatable: Mapping[str, float] | 
     MIG labels (the `.count` of mixed strategy, the `-MIG-<profile>` product of single strategy)."""
     found = {p for name in allocatable or () if (p := _partition_profile(name))}
     for key in labels:
-        if key.startswith("nvidia.com/mig-") and (match := _MIG_COUNT.fullmatch(key)):
-            found.add(_profile(match["profile"]))
+        for pattern in _PARTITION_LABELS:
+            if (match := pattern.fullmatch(key)) is not None:
+                found.add(_profile(match["profile"]))
     product = next((labels[k] for k in PRODUCT_LABELS if labels.get(k)), "")
     if (single := _SINGLE.search(product)) is not None:
         found.add(_profile(single["profile"]))
