@@ -9,7 +9,6 @@ worker has no node and no agent. Why the hub admin identity: that worker has no 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import secrets
 import sys
 import threading
@@ -21,6 +20,7 @@ from kubernetes import client as k8s
 
 from accelscore.agent.push import PushResult, ReportSender
 from accelscore.kube.config import from_kubeconfig
+from accelscore.kube.lease import micro_time
 from accelscore.v1 import report_pb2 as pb
 from e2e.rig import procs
 from e2e.rig.config import Config
@@ -35,7 +35,7 @@ FEED_TAINT = {"key": "accelscore.io/e2e-feed", "value": "no-kubelet", "effect": 
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return micro_time(time.time())
 
 
 class Feed:
