@@ -24,7 +24,7 @@ from accelscore.simulator.fleet import Fleet, FleetError, load_fleet
 from accelscore.simulator.oneshot import score_fleet
 from accelscore.simulator.replay import Replay, ReplayOptions
 from accelscore.simulator.report import distance_rows
-from accelscore.simulator.trace import load_trace
+from accelscore.simulator.trace import Job, load_trace
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ class _Pair:
 
     def run(self, progress: Callable[[str], None] | None = None) -> list[Cell]:
         fleet = _load(self.fleet_dir, self.placements)
-        jobs = load_trace(self.trace)
+        jobs = _trace(self.trace)
         config, policy, opts = self.config, self.policy, self.opts
         oracle = Replay(fleet, jobs, routing.ORACLE, config=config, policy=policy, opts=opts).run()
         done: dict[tuple[str, str], tuple[dict[str, Any], ...]] = {}
@@ -150,6 +150,18 @@ def _load(fleet_dir: Path, placements: tuple[Path, ...]) -> Fleet:
         _LOADED.clear()  # pairs come fleet by fleet: keep one
         _LOADED[key] = load_fleet(fleet_dir, list(placements))
     return _LOADED[key]
+
+
+_TRACES: dict[tuple[Path, int, int], tuple[Job, ...]] = {}
+
+
+def _trace(path: Path) -> tuple[Job, ...]:
+    """A trace once per process (each fleet replays every trace; jobs are frozen), read again if the file changed."""
+    stat = path.stat()
+    key = (path.resolve(), stat.st_mtime_ns, stat.st_size)
+    if key not in _TRACES:
+        _TRACES[key] = load_trace(path)
+    return _TRACES[key]
 
 
 def all_live(fleet: Fleet, config: ScoringConfig, policy: pp.PublishPolicy) -> bool:

@@ -71,6 +71,12 @@ def _retimed(summary: NodeSummary, *, report_time: float, received_at: float) ->
     return new
 
 
+def _same_inputs(a: ScoreSet, b: ScoreSet) -> bool:
+    """Everything `publish_policy.decide` reads of a score set is the same (a rescore that moved nothing)."""
+    return (a.aps_name == b.aps_name and a.fresh_nodes == b.fresh_nodes and a.total_nodes == b.total_nodes
+            and a.scores == b.scores)
+
+
 @dataclass(frozen=True, slots=True)
 class ReplayOptions:
     """Replay knobs; seconds unless named otherwise."""
@@ -128,6 +134,10 @@ class _Universe:
         self.quiet = {c: [i for i, n in enumerate(states) if n.dark] for c, states in self.nodes.items()}
         self.content = dict.fromkeys(self.nodes, 0)
         self.sent_at: float | None = None  # the `now` of the last agents_send
+        # The last send's jitter draws, per cluster, not yet turned into times heard (`_heard` does, when read);
+        # and the clusters where a pod bound or finished since (only there can a node's report have changed).
+        self.batch: dict[str, tuple[float, list[int], list[float]]] = {}
+        self.touched: set[str] = set(self.nodes)
         self.late: dict[str, list[int]] = {c: [] for c in self.nodes}  # live nodes already stale when received
         self.unreported = {c.name: c.unreported for c in fleet.clusters}
         self.schedulable = {(c.name, n.report.node_name): n.schedulable for c in fleet.clusters for n in c.nodes}
@@ -149,24 +159,45 @@ class _Universe:
     def agents_send(self, now: float) -> None:
         """Every live node's agent reports the true state (received `report_delay_s` later, ± jitter); a changed
         report is summarized again, an unchanged one only refreshes the node's times."""
-        delay, jitter, limit = self.opts.report_delay_s, self.opts.delay_jitter, self.config.stale_after_s
+        limit = self.config.stale_after_s
+        # With a delay >= 0 and a jitter within ±100 %, every report arrives at or after `now`, so none is late.
+        on_time = self.opts.report_delay_s >= 0 and 0 <= self.opts.delay_jitter <= 1 and limit >= 0
         draw = self.rng.random  # rng.uniform(-1, 1) is -1 + 2 * rng.random(), bit for bit
         for cluster, states in self.nodes.items():
-            heard, late = self.heard[cluster], self.late[cluster]
+            live, late = self.live[cluster], self.late[cluster]
             late.clear()
-            for i in self.live[cluster]:
-                arrive = now + delay * (1 + jitter * (-1 + 2 * draw()))
-                node = states[i]
-                if node.dirty:
-                    node.report.time.FromNanoseconds(int(now * 1e9))
-                    node.report.sequence += 1
-                    self.table[(cluster, node.name)] = summarize(node.report, self.config, received_at=arrive)
-                    self.content[cluster] += 1
-                    node.dirty = False
-                heard[i] = (now, arrive)
-                if not now - arrive <= limit:
-                    late.append(i)
+            if not live:
+                continue  # the times last heard stay (a pending batch still holds them)
+            draws = [draw() for _ in live]
+            self.batch[cluster] = (now, live, draws)
+            if cluster in self.touched:
+                for i, r in zip(live, draws, strict=True):
+                    node = states[i]
+                    if node.dirty:
+                        node.report.time.FromNanoseconds(int(now * 1e9))
+                        node.report.sequence += 1
+                        self.table[(cluster, node.name)] = summarize(node.report, self.config,
+                                                                     received_at=self._arrival(now, r))
+                        self.content[cluster] += 1
+                        node.dirty = False
+            if not on_time:
+                late.extend(i for i, r in zip(live, draws, strict=True) if not now - self._arrival(now, r) <= limit)
+        self.touched.clear()
         self.sent_at = now
+
+    def _arrival(self, sent: float, draw: float) -> float:
+        """When a report sent at `sent` reaches the scorer, for the jitter draw `draw` in [0, 1)."""
+        return sent + self.opts.report_delay_s * (1 + self.opts.delay_jitter * (-1 + 2 * draw))
+
+    def _heard(self, cluster: str) -> list[tuple[float, float]]:
+        """Per node of the cluster, when its newest report was sent and received."""
+        heard = self.heard[cluster]
+        pending = self.batch.pop(cluster, None)
+        if pending is not None:
+            sent, live, draws = pending
+            for i, r in zip(live, draws, strict=True):
+                heard[i] = (sent, self._arrival(sent, r))
+        return heard
 
     def kill(self, t: float) -> bool:
         """Clusters due to die by `t` (seconds from the start) die: nodes dark, scorer frozen. True if any did."""
@@ -204,11 +235,11 @@ class _Universe:
         return wrote, moved
 
     def _decide(self, key: tuple[str, str], score_set: ScoreSet, now: float) -> pp.Decision:
-        """`publish_policy.decide`; a wait or no-op decided for these very scores and hub state holds until its
-        `at` (the same inputs give the same answer until then)."""
+        """`publish_policy.decide`; a wait or no-op decided for these scores (or equal ones) and this hub state holds
+        until its `at` (the same inputs give the same answer until then)."""
         held = self.published.get(key)
         memo = self.decided.get(key)
-        if memo is not None and memo[0] is score_set and memo[1] is held:
+        if memo is not None and memo[1] is held and (memo[0] is score_set or _same_inputs(memo[0], score_set)):
             decision = memo[2]
             if decision.action in (pp.Action.NONE, pp.Action.WAIT) and (decision.at is None or now < decision.at):
                 return decision
@@ -224,7 +255,7 @@ class _Universe:
     def snapshot(self, cluster: str, pending: float) -> ClusterSnapshot:
         """The scorer's snapshot of the cluster: each node's summary with its newest report's times."""
         entries = []
-        for n, (sent, received) in zip(self.nodes[cluster], self.heard[cluster], strict=True):
+        for n, (sent, received) in zip(self.nodes[cluster], self._heard(cluster), strict=True):
             key = (cluster, n.name)
             summary = self.table[key]
             if summary.received_at != received:
@@ -252,12 +283,15 @@ class _Universe:
     def _stale_nodes(self, cluster: str, now: float) -> tuple[int, ...]:
         """Which of the cluster's nodes are stale at `now` (positions): the nodes that still report were all heard at
         the last agents_send, so only those that stopped (and the rare late arrival) are looked at then."""
-        limit, heard = self.config.stale_after_s, self.heard[cluster]
+        limit = self.config.stale_after_s
         if now != self.sent_at:
-            return tuple(i for i, (_, received) in enumerate(heard) if not now - received <= limit)
+            return tuple(i for i, (_, received) in enumerate(self._heard(cluster)) if not now - received <= limit)
         quiet = self.quiet[cluster]
         if not quiet:
             return tuple(self.late[cluster])
+        pending = self.batch.get(cluster)  # it holds the quiet nodes' times only if they reported until it (killed)
+        heard = self._heard(cluster) if pending is not None and pending[1] is not self.live[cluster] \
+            else self.heard[cluster]
         return tuple(sorted([*self.late[cluster], *(i for i in quiet if not now - heard[i][1] <= limit)]))
 
     def withdrawn(self, cluster: str, aps: str) -> bool:
@@ -297,20 +331,29 @@ class Replay:
         self.frag_shape = common_shape(self.jobs)
         # Per cluster, the best-fit plan of each (shape, pods) while that cluster's truth stays as it is (a bind or
         # a finish there clears its entry; a death clears all); `changes` counts those per cluster (`record`).
-        self._plans: dict[str, dict[tuple[truth.Shape, int], packing.Plan | None]] = {c: {} for c in self.u.nodes}
+        self._plans: dict[str, dict[int, packing.Plan | None]] = {c: {} for c in self.u.nodes}
         self.changes = dict.fromkeys(self.u.nodes, 0)
+        self._truth = 0  # goes up on every change of the truth anywhere
+        self._kinds: dict[str, int] = {}  # job name -> a number per distinct (shape, pods): cheap memo keys
+        self._kind_ids: dict[tuple[truth.Shape, int], int] = {}
+        # A waiting job's last answer to "could another cluster than the chosen ones start it now": (chosen, _truth).
+        self._elsewhere: dict[str, tuple[tuple[str, ...], int, bool]] = {}
         self._ever: dict[tuple[truth.Shape, int], bool] = {}  # _ever_fits, until a cluster dies
         self._ties: tuple[float, Callable[[str], SupportsRichComparison]] | None = None
 
     def _changed(self, cluster: str) -> None:
         """A device of the cluster was bound or freed: what fits there must be found again."""
         self._plans[cluster] = {}
+        self.u.touched.add(cluster)
+        self._truth += 1
         self.changes[cluster] += 1
 
     def _plan(self, cluster: str, job: Job) -> packing.Plan | None:
         """packing.best_fit of the job's pods in the cluster now (memoised until that cluster's truth changes)."""
         memo = self._plans[cluster]
-        key = (job.shape, job.pods)
+        key = self._kinds.get(job.name)
+        if key is None:
+            key = self._kinds[job.name] = self._kind_ids.setdefault((job.shape, job.pods), len(self._kind_ids))
         if key not in memo:
             memo[key] = packing.best_fit(self.u.nodes[cluster], job.shape, job.pods)
         return memo[key]
@@ -500,8 +543,17 @@ class Replay:
                     out.dying(job)  # it waits at a cluster that died; the hub cannot know yet (docs/placement.md)
                 # Sent to a cluster that cannot run it only if some other cluster could have, right now;
                 # a job that fits nowhere just waits in the queue.
-                if chosen and any(self._fits_in(c, job) for c in self.u.nodes if c not in chosen):
+                if chosen and self._fits_elsewhere(job, chosen):
                     out.missent(job, chosen[0])
                     missent_to[job.name] = chosen[0]
                 still.append(job)
         return still
+
+    def _fits_elsewhere(self, job: Job, chosen: tuple[str, ...]) -> bool:
+        """Some cluster other than the chosen ones could start the job now (the same answer until the truth moves)."""
+        memo = self._elsewhere.get(job.name)
+        if memo is not None and memo[0] == chosen and memo[1] == self._truth:
+            return memo[2]
+        fits = any(self._fits_in(c, job) for c in self.u.nodes if c not in chosen)
+        self._elsewhere[job.name] = (chosen, self._truth, fits)
+        return fits
