@@ -104,7 +104,7 @@ class _Pair:
     dispatcher_ties: tuple[str, ...]
 
     def run(self, progress: Callable[[str], None] | None = None) -> list[Cell]:
-        fleet = _load(self.fleet_dir, self.placements)
+        fleet = load_once(self.fleet_dir, self.placements)
         jobs = _trace(self.trace)
         config, policy, opts = self.config, self.policy, self.opts
         oracle = Replay(fleet, jobs, routing.ORACLE, config=config, policy=policy, opts=opts).run()
@@ -143,7 +143,7 @@ def _run_pair(index: int) -> list[Cell]:
 _LOADED: dict[tuple[Path, tuple[Path, ...]], Fleet] = {}
 
 
-def _load(fleet_dir: Path, placements: tuple[Path, ...]) -> Fleet:
+def load_once(fleet_dir: Path, placements: tuple[Path, ...]) -> Fleet:
     """A fleet once per process (every trace replays on the same one; a replay copies what it changes)."""
     key = (fleet_dir, placements)
     if key not in _LOADED:

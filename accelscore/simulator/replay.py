@@ -16,6 +16,7 @@ start; only the free devices on each flavor's nodes follow the replay (docs/simu
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -143,6 +144,8 @@ class _Universe:
         self.schedulable = {(c.name, n.report.node_name): n.schedulable for c in fleet.clusters for n in c.nodes}
         self.last_scored: dict[str, tuple[tuple[object, ...], tuple[ScoreSet, ...]]] = {}
         self.decided: dict[tuple[str, str], tuple[ScoreSet, pp.PublishedState | None, pp.Decision]] = {}
+        # Per cluster, sets whose every decision was a wait or a no-op, and until when those decisions hold.
+        self.holding: dict[str, tuple[tuple[ScoreSet, ...], float]] = {}
         initial = score_fleet(fleet, config, policy, self.custom)
         self.frozen = {c.cluster for c in initial if c.frozen}  # a dead scorer writes nothing
         self.dies = {c.name: c.dies_at_s for c in fleet.clusters if c.dies_at_s is not None}
@@ -217,13 +220,20 @@ class _Universe:
         for cluster in self.nodes:
             if cluster in self.frozen:
                 continue  # its scorer is dead: the hub keeps what it wrote last
-            for score_set in self.score_sets(cluster, self.pending_static[cluster] + pending.get(cluster, 0.0), now):
+            sets = self.score_sets(cluster, self.pending_static[cluster] + pending.get(cluster, 0.0), now)
+            held = self.holding.get(cluster)
+            if held is not None and held[0] is sets and now < held[1]:
+                continue  # the same sets, nothing written since: every decision is the memoised wait or no-op
+            until, writes = math.inf, False
+            for score_set in sets:
                 key = (cluster, score_set.aps_name)
                 if key in self.absent:
                     continue  # that APS's producer is not installed on this cluster
                 decision = self._decide(key, score_set, now)
                 if decision.action not in pp.WRITES:
+                    until = until if decision.at is None else min(until, decision.at)
                     continue
+                writes = True
                 withdrawn = decision.action is pp.Action.WITHDRAW
                 scores = {s.name: s.value for s in decision.scores}  # withdrawn: publish_policy.withdrawn_scores
                 old = self.hub[cluster].get(score_set.aps_name)
@@ -232,6 +242,10 @@ class _Universe:
                 self.hub_writes += 1
                 wrote = True  # any add or update of an APS requeues the Placements (REFERENCE §1), a refresh too
                 moved = moved or old is None or dict(old.scores) != scores
+            if writes:
+                self.holding.pop(cluster, None)
+            else:
+                self.holding[cluster] = (sets, until)
         return wrote, moved
 
     def _decide(self, key: tuple[str, str], score_set: ScoreSet, now: float) -> pp.Decision:
