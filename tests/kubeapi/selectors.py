@@ -17,14 +17,14 @@ FIELD_LABELS = frozenset({"metadata.name", "metadata.namespace", "spec.nodeName"
 
 def _terms(text: str) -> list[tuple[str, bool, str]]:
     """(key, negated, value) per comma-separated `key=value`, `key==value` or `key!=value`."""
-    terms = []
-    for part in (p.strip() for p in (text or "").split(",")):
+    terms: list[tuple[str, bool, str]] = []
+    for part in (p.strip() for p in text.split(",") if text):
         m = re.fullmatch(r"([-A-Za-z0-9_./]+)\s*(==|=|!=)\s*([-A-Za-z0-9_.]*)", part)
         if not m:
             raise ApiError.bad_request(f"unable to parse requirement: found '{part}' in selector '{text}' (the test "
                                        "server takes only =, == and !=)")
         terms.append((m.group(1), m.group(2) == "!=", m.group(3)))
-    return terms if text else []
+    return terms
 
 
 def _field_value(obj: Mapping[str, Any], path: str) -> str:

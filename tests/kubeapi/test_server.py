@@ -77,20 +77,20 @@ def test_pod_field_selectors_and_status_subresource(core: client.CoreV1Api, ns: 
     for i, phase in enumerate(["Running", "Succeeded", "Failed", "Pending"]):
         pod = pod_body(f"p{i}", node)
         pod["status"] = {"phase": "Running"}
-        created = core.create_namespacedpod_body(ns, pod)
+        created = core.create_namespaced_pod(ns, pod)
         assert created.status.phase == "Pending"  # status on create is reset, as in the apiserver
         core.patch_namespaced_pod_status(f"p{i}", ns, {"status": {"phase": phase}})
-    core.create_namespacedpod_body(ns, pod_body("elsewhere", unique("other")))
+    core.create_namespaced_pod(ns, pod_body("elsewhere", unique("other")))
     sel = f"spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"
-    names = sorted(p.metadata.name for p in core.list_namespacedpod_body(ns, field_selector=sel).items)
+    names = sorted(p.metadata.name for p in core.list_namespaced_pod(ns, field_selector=sel).items)
     assert names == ["p0", "p3"]
     everywhere = core.list_pod_for_all_namespaces(field_selector=f"metadata.namespace={ns},spec.nodeName={node}")
     assert len(everywhere.items) == 4
     # A main-resource patch cannot change status.
-    core.patch_namespacedpod_body("p0", ns, {"metadata": {"labels": {"a": "b"}}, "status": {"phase": "Failed"}})
-    assert core.read_namespacedpod_body("p0", ns).status.phase == "Running"
-    for pod in core.list_namespacedpod_body(ns).items:
-        core.delete_namespacedpod_body(pod.metadata.name, ns, grace_period_seconds=0)
+    core.patch_namespaced_pod("p0", ns, {"metadata": {"labels": {"a": "b"}}, "status": {"phase": "Failed"}})
+    assert core.read_namespaced_pod("p0", ns).status.phase == "Running"
+    for pod in core.list_namespaced_pod(ns).items:
+        core.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
 
 
 @pytest.mark.anyapi
@@ -99,7 +99,7 @@ def test_watch_streams_events_bookmarks_and_selector_moves(kube_api: ApiHandle, 
     if kube_api.server:
         kube_api.server.set_bookmark_interval(0.2)
     node = unique("node")
-    rv = core.list_namespacedpod_body(ns).metadata.resource_version
+    rv = core.list_namespaced_pod(ns).metadata.resource_version
     events: list[tuple[str, str]] = []
     deleting: list[Any] = []
 
@@ -114,10 +114,10 @@ def test_watch_streams_events_bookmarks_and_selector_moves(kube_api: ApiHandle, 
 
     thread = threading.Thread(target=run)
     thread.start()
-    core.create_namespacedpod_body(ns, pod_body("a", node))
-    core.create_namespacedpod_body(ns, pod_body("b", unique("other")))
+    core.create_namespaced_pod(ns, pod_body("a", node))
+    core.create_namespaced_pod(ns, pod_body("b", unique("other")))
     core.patch_namespaced_pod_status("a", ns, {"status": {"phase": "Running"}})
-    core.delete_namespacedpod_body("a", ns, grace_period_seconds=0)
+    core.delete_namespaced_pod("a", ns, grace_period_seconds=0)
     thread.join(timeout=10)
     changes = [e for e in events if e[0] != "BOOKMARK"]
     # A bound pod deleted with grace period 0: MODIFIED (deletionTimestamp set, grace 0), then DELETED.
@@ -125,7 +125,7 @@ def test_watch_streams_events_bookmarks_and_selector_moves(kube_api: ApiHandle, 
     assert len(deleting) == 1 and deleting[0].deletion_grace_period_seconds == 0
     if kube_api.server:
         assert ("BOOKMARK", "") in events
-    core.delete_namespacedpod_body("b", ns, grace_period_seconds=0)
+    core.delete_namespaced_pod("b", ns, grace_period_seconds=0)
 
 
 @pytest.mark.anyapi
