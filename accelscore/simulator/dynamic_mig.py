@@ -60,6 +60,7 @@ class Partitioner:
     parents: Mapping[str, _Parent]  # GPU UUID -> parent
     rules: tuple[TaintRule, ...] = ()
     cut: dict[str, DeviceKey] = field(default_factory=dict)  # MIG wire id -> the placement it is
+    recorded: frozenset[str] = frozenset()  # GPUs in MIG mode in the recorded report (partitions held for good)
 
     def _index(self, report: pb.NodeReport) -> dict[str, int]:
         return {d.id: i for i, d in enumerate(report.devices) if d.id in self.parents}
@@ -151,6 +152,11 @@ class Partitioner:
                 amount.requested = float(requested)
                 amount.free = amount.allocatable - amount.requested
 
+    def whole_again(self, report: pb.NodeReport) -> list[int]:
+        """The usable GPUs in MIG mode now only for partitions cut in the replay: whole once those finish."""
+        return [i for i, d in enumerate(report.devices) if d.id in self.parents and d.id not in self.recorded
+                and d.mig_enabled and d.health in (pb.HEALTH_HEALTHY, pb.HEALTH_DEGRADED)]
+
     def capacity(self, report: pb.NodeReport, profile: str) -> list[int]:
         """The partitions of `profile` this node's usable GPUs could hold were nothing allocated (slots)."""
         index = self._index(report)
@@ -183,7 +189,8 @@ def partitioner(node: str, slices: Iterable[DraSlice], report: pb.NodeReport,
                for gpu, whole in wholes.items() if gpu in on_node}
     if not parents:
         return None
-    out = Partitioner(pools.counter_sets, parents, tuple(rules))
+    out = Partitioner(pools.counter_sets, parents, tuple(rules),
+                      recorded=frozenset(d.id for d in report.devices if d.id in parents and d.mig_enabled))
     keys = {d.key for p in parents.values() for ds in p.placements.values() for d in ds}
     for wire in report.devices:
         key = (wire.dra_driver, wire.dra_pool, wire.dra_device)

@@ -181,6 +181,8 @@ def capacity(nodes: Iterable[NodeState], shape: Shape) -> list[int]:
             if n.parts is not None and shape.mig_profile:  # partitions cut on demand, not those cut now
                 slots = [i for i in slots if n.report.devices[i].id not in n.parts.cut]
                 slots += n.parts.capacity(n.report, shape.mig_profile)
+            elif n.parts is not None and shape.pool == GPU:  # a GPU cut in the replay is whole again once empty
+                slots = sorted({*slots, *n.parts.whole_again(n.report)})
             out.append(sum(1 for i in slots if _matches(n.report.devices[i], shape)))
     return out
 

@@ -82,6 +82,7 @@ def test_a_mig_pod_on_a_partitionable_gpu_consumes_one_placement_as_the_agent_re
     assert amounts == [(8.0, 3.0, 5.0)] and whole == (8, 5, True)  # GPU 2 is no longer whole; 0-1 were not either
     assert dict((p, free) for p, free, _ in mig)["1g.10gb"] == 2 * 5 + 6 + 5 * 7
     assert len(state.free[truth.GPU]) == 5 and len(state.free["mig:1g.10gb"]) == 2 * 5 + 6 + 5 * 7
+    assert truth.capacity([state], truth.Shape(count=8)) == [6]  # GPUs 2-7: the replay's cut is not for good
     truth.check_invariants([state])
 
     truth.release(plan, "job", shape)  # the claim is released, the driver deletes the MIG device: MIG mode off
