@@ -86,9 +86,11 @@ def cells(request: pytest.FixtureRequest) -> tuple[matrix.Cell, ...]:
                             policy=pp.PublishPolicy(), opts=ReplayOptions(), tie_breaks=ORDERS, only=(fleet,)))
 
 
-# Open (issue 29): measured in the run behind docs/simulate.md's table, not yet analysed. gang-8gpu on the DRA-only
-# fleet with realistic-400 is 7 jobs over the oracle in name order (and dead-first: every cluster is live), 4 in
-# random:1, random:2 and random:5, within 3 in random:3 and random:4.
+# Open (issue 29; docs/placement.md, "Open: 2 x 8 gangs ..."): on the DRA-only fleet only dra-whole can start a gang of
+# two 8-GPU pods, and the examples that rank by room (gang-1gpu .. gang-4gpu, the pinned copies) send their small jobs
+# there first. With MIG partitions cut on demand (the 52 MIG jobs of realistic-400 now run), gang-8gpu is 10 over the
+# oracle in name order and dead-first (every cluster is live), 4 in random:1, random:2 and random:5, 3 in random:3 and
+# random:4; every other example there is within 3 in every order.
 OPEN = {("dra-partitionable", "realistic-400", "gang-8gpu")}
 
 
