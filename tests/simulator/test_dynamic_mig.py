@@ -33,9 +33,9 @@ def _state() -> truth.NodeState:
     return state
 
 
-def _agent(**kw: object) -> pb.NodeReport:
+def _agent(**kw: Any) -> pb.NodeReport:
     """What the agent reports for pe-3 with these claims allocated."""
-    return json_format.ParseDict(gen.Node(NODE, mode="partitionable", **kw).report(), pb.NodeReport())  # type: ignore[arg-type]
+    return json_format.ParseDict(gen.Node(NODE, mode="partitionable", **kw).report(), pb.NodeReport())
 
 
 def _view(report: pb.NodeReport) -> tuple[Any, ...]:
