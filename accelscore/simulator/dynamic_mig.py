@@ -129,13 +129,14 @@ class Partitioner:
             gpu.mig_enabled = gpu_id in children
             del gpu.partitions_available[:]
             consumed += bool(gpu.assignments) or not fits(parent.whole, left) or gpu_id in children
-            if gpu.assignments or gpu.health not in (pb.HEALTH_HEALTHY, pb.HEALTH_DEGRADED):
+            if gpu.assignments:
                 continue
+            usable = gpu.health in (pb.HEALTH_HEALTHY, pb.HEALTH_DEGRADED)  # the agent lists them either way
             for profile, devices in sorted(self._open(parent, held).items()):
                 count = partitions_available(devices, left)
                 if count:
                     gpu.partitions_available.add(profile=profile, count=count)
-                    slots[_MIG_PREFIX + profile].extend([index[gpu_id]] * count)
+                    slots[_MIG_PREFIX + profile].extend([index[gpu_id]] * count if usable else [])
         self._requested(report, consumed)
         return dict(slots)
 
