@@ -51,6 +51,10 @@ class _Parent:
     whole: DraDevice
     placements: Mapping[str, tuple[DraDevice, ...]]  # profile -> placements, in placement order
 
+    @property
+    def named(self) -> dict[str, DraDevice]:
+        return {d.name: d for ds in self.placements.values() for d in ds}
+
 
 @dataclass
 class Partitioner:
@@ -70,9 +74,17 @@ class Partitioner:
         return pool.startswith(_MIG_PREFIX) and report.devices[index].id in self.parents
 
     def _allocated(self, report: pb.NodeReport) -> set[DeviceKey]:
+        """Placements with a MIG device, and what the parents' own assignments hold: a placement a claim holds
+        that no telemetry lists yet (the agent puts it on the parent under the placement's name), else the GPU."""
         held = set(self.cut.values())
-        held |= {p.whole.key for d in report.devices if (p := self.parents.get(d.id)) is not None and d.assignments}
+        for d in report.devices:
+            parent = self.parents.get(d.id)
+            if parent is not None:
+                held |= {parent.named.get(a.device_id, parent.whole).key for a in d.assignments}
         return held
+
+    def _whole_held(self, parent: _Parent, gpu: pb.Device) -> bool:
+        return any(a.device_id not in parent.named for a in gpu.assignments)
 
     def _left(self, held: set[DeviceKey]) -> dict[tuple[str, str, str], dict[str, float]]:
         devices = [p.whole for p in self.parents.values()] + [d for p in self.parents.values()
@@ -129,7 +141,7 @@ class Partitioner:
             gpu.mig_enabled = gpu_id in children
             del gpu.partitions_available[:]
             consumed += bool(gpu.assignments) or not fits(parent.whole, left) or gpu_id in children
-            if gpu.assignments:
+            if self._whole_held(parent, gpu):
                 continue
             usable = gpu.health in (pb.HEALTH_HEALTHY, pb.HEALTH_DEGRADED)  # the agent lists them either way
             for profile, devices in sorted(self._open(parent, held).items()):

@@ -107,3 +107,20 @@ def test_an_empty_partitionable_node_could_hold_seven_1g_partitions_per_gpu() ->
     state = _state()
     assert truth.capacity([state], truth.Shape(mig_profile="1g.10gb")) == [8 * 7]
     assert truth.capacity([state], truth.Shape(mig_profile="3g.40gb")) == [8 * 2]
+
+
+@LOADS_SLICES
+def test_a_placement_held_before_telemetry_lists_it_stays_a_partition() -> None:
+    """fixtures/fleets/dra's dra-mig-0: a claim holds GPU 0's 3g.40gb placement, NVML lists no MIG device yet, so the
+    agent puts the assignment on the parent under the placement's name and still lists what the rest allows."""
+    [cluster] = [c for c in fl.load_fleet(gen.FLEETS_DIR / "dra").clusters if c.name == "mig-dra"]
+    recorded = {n.report.node_name: n.report for n in cluster.nodes}
+    states = truth.node_states(cluster, stale_after_s=300)
+    assert all(s.report == recorded[s.name] for s in states)
+    [state] = [s for s in states if s.parts is not None]
+    assert len(state.free["mig:1g.10gb"]) == 3 + 7 and state.free[truth.GPU] == [_gpu_index(state, 1)]
+
+
+def _gpu_index(state: truth.NodeState, minor: int) -> int:
+    return next(i for i, d in enumerate(state.report.devices) if d.kind == pb.DEVICE_KIND_NVIDIA_GPU
+                and d.pci_bus_id.endswith(f"{0x18 + minor:02X}:00.0"))
