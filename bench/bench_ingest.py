@@ -99,7 +99,8 @@ def serve(kubeconfig: str, mode: str) -> None:
                               audience="accelscore", agent_username=AGENT_SA)
     server, port = build_ingest_server(address="127.0.0.1:0", accept=table.accept, authenticator=auth,
                                        max_report_bytes=1 << 20, counters=stats,
-                                       rate_limiter=RateLimiter(rate_per_s=10_000, burst=10_000))
+                                       rate_limiter=RateLimiter(rate_per_s=10_000, burst=10_000),
+                                       refresh=table.refresh)
     server.start()
     print(port, flush=True)
     for _ in sys.stdin:
