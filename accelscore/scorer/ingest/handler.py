@@ -3,7 +3,10 @@
 Order per call: token → TokenReview (cached; else one shared review awaited as a coroutine, in its lane:
 `auth.TokenAuthenticator`) → a per-node call slot (`admission.NodeCalls`) → per-node rate → *only then*
 the body → size → parse → node binding → validation (incl. clock skew) → order (`ordering.ReportOrder`) →
-`accept(report, received_at)` (which may refuse an implausible report). A refused report changes nothing
+`accept(report, received_at)` (which may refuse an implausible report). A report whose figures repeat its
+node's last accepted ones (`figures.figures_key`, the common case) is checked for its header and order only and
+then refreshes its node (`refresh`: no validation, summary or plausibility again, no scoring pass owed); if the
+table declines (other Node facts since, a stale spell), it takes the full path. A refused report changes nothing
 and is counted by reason. The steps from parse on run for all the reports of one loop turn together, in order
 (`turn_batch`).
 
@@ -38,7 +41,7 @@ from accelscore.scorer.ingest.admission import NodeBusy, NodeCalls, RateLimiter
 from accelscore.scorer.ingest.auth import AuthError, Identity, TokenAuthenticator, bearer_token, check_node
 from accelscore.scorer.ingest.figures import figures_key
 from accelscore.scorer.ingest.node_table import ReportRefused
-from accelscore.scorer.ingest.ordering import ReportOrder
+from accelscore.scorer.ingest.ordering import MAX_TRACKED, ReportOrder
 from accelscore.scorer.ingest.report_rows import ReportRows
 from accelscore.scorer.ingest.skew import UnknownItemCounts
 from accelscore.scorer.ingest.turn_batch import TurnBatch
@@ -325,13 +328,14 @@ class ReportIngest:
         rejection = validate_report(report, now=received_at, max_clock_skew_s=self._skew, unknown=unknown, read=read)
         if rejection is not None:
             raise _Refused(rejection)
-        if unknown:
-            self._unknown[report.node_name] = tuple(unknown)
-        elif self._unknown:
-            self._unknown.pop(report.node_name, None)
         answer = self._ordered_accept(report, received_at, unknown, read=read)
         if answer is None:  # only a refresh declines
             raise _refused(RejectReason.INTERNAL, "the scorer failed to take the report")
+        # What a repeat of this report counts as unknown (a newer agent's items), bounded as ordering is.
+        if unknown and len(self._unknown) < MAX_TRACKED:
+            self._unknown[report.node_name] = tuple(unknown)
+        elif self._unknown:
+            self._unknown.pop(report.node_name, None)
         return answer
 
     def _ordered_accept(self, report: pb.NodeReport, received_at: float, unknown: Sequence[tuple[str, str]], *,
