@@ -71,6 +71,15 @@ def _with_times(summary: NodeSummary, report_time: float, received_at: float) ->
     return copy
 
 
+def _same_bounds(before: NodeFacts | None, now: NodeFacts | None) -> bool:
+    """Whether plausibility reads the same Node amounts from both (a Node's status update, a heartbeat, makes new
+    facts with the same amounts: a repeat still needs no new look)."""
+    if before is now:
+        return True
+    return (before is not None and now is not None and before.capacity == now.capacity
+            and before.allocatable == now.allocatable)
+
+
 @dataclass(frozen=True, slots=True)
 class _Figures:
     """What a node's last accepted report was judged against: its figures' key (`figures.figures_key`), the
@@ -174,9 +183,9 @@ class NodeTable:
             if held is None or held.key != key:
                 return False
             dra = self._dra
-            if (held.facts is not (None if self._nodes is None else self._nodes.get(name))
+            if (not _same_bounds(held.facts, None if self._nodes is None else self._nodes.get(name))
                     or held.dra_known is (dra is None) or held.dra is not (None if dra is None else dra.get(name))):
-                return False  # judged against other facts: plausibility must look again
+                return False  # judged against other bounds: plausibility must look again
             before = self._reported.get(name)
             if before is None or received_at - before.received_at > self._config.stale_after_s:
                 return False  # a report that ends a stale spell is a change
