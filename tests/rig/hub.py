@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,6 +153,12 @@ class HubRecorder:
     def latest(self, name: str) -> Seen | None:
         """The newest version of `name` with scores or a freshness condition written."""
         return next((s for s in reversed(self.seen) if s.name == name and (s.scores or s.fresh)), None)
+
+    def since(self, versions: Mapping[str, Seen]) -> list[Seen]:
+        """Every version seen of the objects in `versions` (name -> a version of it) stored after that one (the
+        hub's resourceVersions grow: the test server's, like etcd's revisions, are one counter)."""
+        return [s for s in self.seen if s.name in versions and int(s.resource_version)
+                > int(versions[s.name].resource_version)]
 
     def stop(self) -> None:
         self._watch.stop()
