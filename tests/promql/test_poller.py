@@ -11,9 +11,11 @@ import pytest
 from accelscore.errors import ConfigError
 from accelscore.scorer.custom import promql
 from accelscore.scorer.custom.promql import RESULTS, PromqlPoller, PromQuery, PromValue
+from tests.metrics.prometheus_server import STARTS_PROMETHEUS
 from tests.rig.wait import free_port, wait_for
 
 
+@STARTS_PROMETHEUS
 def test_values_arrive_and_failures_say_why(prom_url: str) -> None:
     poller = PromqlPoller([
         PromQuery(name="depth", url=prom_url, query="sum(accelscore_test_queue_depth)", every_s=0.2,
@@ -38,6 +40,7 @@ def test_values_arrive_and_failures_say_why(prom_url: str) -> None:
     assert counts["timeout"] == 0
 
 
+@STARTS_PROMETHEUS
 def test_a_value_fetched_long_ago_is_unknown_at_read_time(prom_url: str) -> None:
     q = PromQuery(name="three", url=prom_url, query="vector(3)", every_s=60, stale_after_s=2)
     poller = PromqlPoller([q])
@@ -51,6 +54,7 @@ def test_a_value_fetched_long_ago_is_unknown_at_read_time(prom_url: str) -> None
     assert poller.values(fetched.sample_time + 1)["three"].value == 3.0
 
 
+@STARTS_PROMETHEUS
 def test_the_thread_keeps_values_fresh(prom_url: str) -> None:
     q = PromQuery(name="t", url=prom_url, query="time()", every_s=0.2, stale_after_s=1)
     poller = PromqlPoller([q]).start()
