@@ -59,7 +59,7 @@ def test_a_sigkilled_scorer_process_restarts_without_touching_the_hub_until_it_h
     assert rig.hub_writes()[writes:] == [], "the restarted process wrote before its view was whole"
     rig.push(scorer.port, rig.node_names[2:], busy=5)  # whole view, same values: nothing to write
     seen = _scored(metrics_port, fresh=3)
-    assert seen[("accelscore_scorer_publishing", "")] == 1 and seen[("accelscore_scorer_publish_offers_total", "")] == 1
+    assert seen[("accelscore_scorer_publishing", "")] == 1 and seen[("accelscore_scorer_publish_offers_total", "")] >= 1
     # The publisher reads both objects back before it judges the unchanged sets: from then on it holds them, so
     # the news below is taken only after it is done with them; a rewrite of them would reach the hub first.
     wait_for(lambda: _read_backs(rig, requests) == {ACCELSCORE_APS, RESOURCE_USAGE_APS}, timeout_s=30)
