@@ -10,7 +10,7 @@ from accelscore.agent.collectors.base import State
 from accelscore.agent.collectors.node import NodeCollector
 from tests.agent.test_node_collector import Cluster, cpu_is, make_collector, until
 from tests.kubeapi import ApiHandle
-from tests.kubeapi.objects import node_body
+from tests.rig.objects import node_body
 from tests.rig.wait import wait_for
 
 

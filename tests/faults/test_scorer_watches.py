@@ -11,8 +11,8 @@ import pytest
 from kubernetes import client as k8s
 
 from accelscore.scorer.service import ScorerService
-from tests.kubeapi.objects import node_body
 from tests.rig.cluster import Rig
+from tests.rig.objects import node_body
 from tests.rig.scorer import fresh_total, node_names, raw, source_watch
 from tests.rig.wait import wait_for
 

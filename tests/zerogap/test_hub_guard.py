@@ -19,7 +19,7 @@ from accelscore.kube.hub_scores import GROUP, PLURAL, VERSION, HubClient
 from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Score
 from accelscore.scorer.publish.policy import Condition, PublishPolicy, rfc3339, stale_form, status_body
 from accelscore.scorer.publish.publisher import Publisher
-from tests.kubeapi.fixtures import ocm_crd_files
+from tests.kubeapi import ocm_crd_files
 from tests.kubeapi.server import KubeApiServer
 from tests.rig.hub import http_text, hub_command, score_sets
 from tests.rig.wait import wait_for
