@@ -47,9 +47,10 @@ def test_a_sigkilled_scorer_process_restarts_without_touching_the_hub_until_it_h
     rig.push(scorer.port, rig.node_names, busy=5)
     baseline = wait_for(lambda: (s := rig.recorder.latest(ACCELSCORE_APS)) and s.scores["gpuClusterFree"],
                         timeout_s=30)
-    before = {n: wait_for(lambda n=n: rig.recorder.latest(n)) for n in (ACCELSCORE_APS, RESOURCE_USAGE_APS)}
-    writes = len(rig.hub_writes())
+    wait_for(lambda: rig.recorder.latest(RESOURCE_USAGE_APS))  # both objects written
     scorer.kill()
+    before = rig.recorder.settled(rig.hub, (ACCELSCORE_APS, RESOURCE_USAGE_APS))  # what the killed process left
+    writes = len(rig.hub_writes())
     requests = len(rig.hub_server.requests)
 
     scorer.start()
