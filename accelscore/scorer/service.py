@@ -166,7 +166,8 @@ class ScorerService:
             max_report_bytes=self.config.ingest.max_report_bytes, counters=self.ingest_stats, clock=self._clock,
             max_clock_skew_s=self.config.ingest.max_clock_skew_s,
             rate_limiter=RateLimiter(rate_per_s=self.config.ingest.rate_per_node, burst=DEFAULT_BURST),
-            credentials=server_credentials(tls.source) if tls.source is not None else None)
+            credentials=server_credentials(tls.source) if tls.source is not None else None,
+            refresh=self.table.refresh)  # a repeated report only refreshes its node: no version bump, no wake
         tls.log()
         if authenticator is None:
             log.warning("authentication is DISABLED (--disable-auth): any caller may push reports")
