@@ -37,10 +37,10 @@ PASSED_IN_EVERY_ORDER = {
     "mixed-120": ["dead", "dra", "dra-mixed", "dra-partitionable", "fragmented", "homogeneous", "kueue", "mig", "mixed",
                   "models", "nvl72", "nvlink", "realistic", "shared", "stale", "tpu-v5e", "vendors"],
     "gangs-200": ["dead", "dra", "dra-mixed", "dra-partitionable", "fragmented", "homogeneous", "kueue", "mig",
-                  "mixed", "nvl72", "stale"],
+                  "mixed", "models", "nvl72", "nvlink", "stale"],
     "late2026-400": ["dead", "mixed", "nvl72", "stale"],
-    "realistic-400": ["dead", "homogeneous", "kueue", "mig", "mixed", "models", "nvl72", "nvlink", "realistic",
-                      "shared", "stale", "tpu-v5e"],
+    "realistic-400": ["dead", "fragmented", "homogeneous", "kueue", "mig", "mixed", "models", "nvl72", "nvlink",
+                      "realistic", "shared", "stale", "tpu-v5e"],
 }
 EVERY_ORDER = [(fleet, trace) for trace, fleets in PASSED_IN_EVERY_ORDER.items() for fleet in fleets]
 # A fleet's (or a cell's) replays take minutes of one core under load: their tests get a timeout of their own.
