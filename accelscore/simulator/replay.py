@@ -115,13 +115,20 @@ class _Universe:
         # before that tick's dispatch (the delay is far below a tick and the stale-after), so none is overtaken
         # and only the reception time of an unchanged report moves; freshness is read from it.
         self.table: dict[tuple[str, str], NodeSummary] = {}
-        self.heard: dict[tuple[str, str], tuple[float, float]] = {}
-        self.version: dict[tuple[str, str], int] = {}
+        heard: dict[tuple[str, str], tuple[float, float]] = {}
         for c in fleet.clusters:
             for n in c.nodes:
                 key = (c.name, n.report.node_name)
                 self.table[key] = summarize(n.report, config, received_at=start - n.report_age_s)
-                self.heard[key] = (self.table[key].report_time, start - n.report_age_s)
+                heard[key] = (self.table[key].report_time, start - n.report_age_s)
+        # Per cluster, in the order of `nodes`: when each node's newest report was sent and received; which nodes
+        # still report (the others' times stay); and a version that goes up whenever a node's report content does.
+        self.heard = {c: [heard[(c, n.name)] for n in states] for c, states in self.nodes.items()}
+        self.live = {c: [i for i, n in enumerate(states) if not n.dark] for c, states in self.nodes.items()}
+        self.quiet = {c: [i for i, n in enumerate(states) if n.dark] for c, states in self.nodes.items()}
+        self.content = dict.fromkeys(self.nodes, 0)
+        self.sent_at: float | None = None  # the `now` of the last agents_send
+        self.late: dict[str, list[int]] = {c: [] for c in self.nodes}  # live nodes already stale when received
         self.unreported = {c.name: c.unreported for c in fleet.clusters}
         self.schedulable = {(c.name, n.report.node_name): n.schedulable for c in fleet.clusters for n in c.nodes}
         self.last_scored: dict[str, tuple[tuple[object, ...], tuple[ScoreSet, ...]]] = {}
@@ -142,20 +149,24 @@ class _Universe:
     def agents_send(self, now: float) -> None:
         """Every live node's agent reports the true state (received `report_delay_s` later, ± jitter); a changed
         report is summarized again, an unchanged one only refreshes the node's times."""
-        delay = self.opts.report_delay_s
+        delay, jitter, limit = self.opts.report_delay_s, self.opts.delay_jitter, self.config.stale_after_s
+        draw = self.rng.random  # rng.uniform(-1, 1) is -1 + 2 * rng.random(), bit for bit
         for cluster, states in self.nodes.items():
-            for node in states:
-                if node.dark:
-                    continue
-                arrive = now + delay * (1 + self.opts.delay_jitter * self.rng.uniform(-1, 1))
-                key = (cluster, node.name)
+            heard, late = self.heard[cluster], self.late[cluster]
+            late.clear()
+            for i in self.live[cluster]:
+                arrive = now + delay * (1 + jitter * (-1 + 2 * draw()))
+                node = states[i]
                 if node.dirty:
                     node.report.time.FromNanoseconds(int(now * 1e9))
                     node.report.sequence += 1
-                    self.table[key] = summarize(node.report, self.config, received_at=arrive)
-                    self.version[key] = self.version.get(key, 0) + 1
+                    self.table[(cluster, node.name)] = summarize(node.report, self.config, received_at=arrive)
+                    self.content[cluster] += 1
                     node.dirty = False
-                self.heard[key] = (now, arrive)
+                heard[i] = (now, arrive)
+                if not now - arrive <= limit:
+                    late.append(i)
+        self.sent_at = now
 
     def kill(self, t: float) -> bool:
         """Clusters due to die by `t` (seconds from the start) die: nodes dark, scorer frozen. True if any did."""
@@ -166,6 +177,7 @@ class _Universe:
             self.killed.add(cluster)
             for node in self.nodes[cluster]:
                 node.dark = True
+            self.live[cluster], self.quiet[cluster] = [], list(range(len(self.nodes[cluster])))
         return bool(due)
 
     def scorer_publish(self, now: float, pending: Mapping[str, float]) -> tuple[bool, bool]:
@@ -212,9 +224,9 @@ class _Universe:
     def snapshot(self, cluster: str, pending: float) -> ClusterSnapshot:
         """The scorer's snapshot of the cluster: each node's summary with its newest report's times."""
         entries = []
-        for n in self.nodes[cluster]:
+        for n, (sent, received) in zip(self.nodes[cluster], self.heard[cluster], strict=True):
             key = (cluster, n.name)
-            summary, (sent, received) = self.table[key], self.heard[key]
+            summary = self.table[key]
             if summary.received_at != received:
                 summary = _retimed(summary, report_time=sent, received_at=received)
             entries.append(NodeEntry(n.name, self.schedulable[key], summary, *self.node_meta.get(key, ({}, ()))))
@@ -227,9 +239,7 @@ class _Universe:
 
         Scored again only when something they read changed: a node's report content, its freshness or
         schedulability, or the pending demand (most clusters, most ticks, change nothing)."""
-        limit = self.config.stale_after_s
-        key = (pending, tuple((self.schedulable[(cluster, n.name)], self.version.get((cluster, n.name), 0),
-                               now - self.heard[(cluster, n.name)][1] <= limit) for n in self.nodes[cluster]))
+        key = (pending, self.content[cluster], self._stale_nodes(cluster, now))
         last = self.last_scored.get(cluster)
         if last is not None and last[0] == key:
             return last[1]
@@ -238,6 +248,17 @@ class _Universe:
                           kueue=self.kueue.get(cluster))
         self.last_scored[cluster] = (key, sets)
         return sets
+
+    def _stale_nodes(self, cluster: str, now: float) -> tuple[int, ...]:
+        """Which of the cluster's nodes are stale at `now` (positions): the nodes that still report were all heard at
+        the last agents_send, so only those that stopped (and the rare late arrival) are looked at then."""
+        limit, heard = self.config.stale_after_s, self.heard[cluster]
+        if now != self.sent_at:
+            return tuple(i for i, (_, received) in enumerate(heard) if not now - received <= limit)
+        quiet = self.quiet[cluster]
+        if not quiet:
+            return tuple(self.late[cluster])
+        return tuple(sorted([*self.late[cluster], *(i for i in quiet if not now - heard[i][1] <= limit)]))
 
     def withdrawn(self, cluster: str, aps: str) -> bool:
         """The scorer's last write of that object withdrew its scores."""
@@ -274,14 +295,29 @@ class Replay:
         self.u = _Universe(fleet, config, policy, opts, custom)
         self.decisions: dict[str, tuple[str, ...]] = {}
         self.frag_shape = common_shape(self.jobs)
-        self._fits: dict[tuple[str, truth.Shape, int], bool] = {}  # cleared whenever a device is bound or freed
+        # Per cluster, the best-fit plan of each (shape, pods) while that cluster's truth stays as it is (a bind or
+        # a finish there clears its entry; a death clears all); `changes` counts those per cluster (`record`).
+        self._plans: dict[str, dict[tuple[truth.Shape, int], packing.Plan | None]] = {c: {} for c in self.u.nodes}
+        self.changes = dict.fromkeys(self.u.nodes, 0)
+        self._ever: dict[tuple[truth.Shape, int], bool] = {}  # _ever_fits, until a cluster dies
+        self._ties: tuple[float, Callable[[str], SupportsRichComparison]] | None = None
+
+    def _changed(self, cluster: str) -> None:
+        """A device of the cluster was bound or freed: what fits there must be found again."""
+        self._plans[cluster] = {}
+        self.changes[cluster] += 1
+
+    def _plan(self, cluster: str, job: Job) -> packing.Plan | None:
+        """packing.best_fit of the job's pods in the cluster now (memoised until that cluster's truth changes)."""
+        memo = self._plans[cluster]
+        key = (job.shape, job.pods)
+        if key not in memo:
+            memo[key] = packing.best_fit(self.u.nodes[cluster], job.shape, job.pods)
+        return memo[key]
 
     def _fits_in(self, cluster: str, job: Job) -> bool:
-        """Whether all of the job's pods fit in the cluster now (memoised until the truth changes)."""
-        key = (cluster, job.shape, job.pods)
-        if key not in self._fits:
-            self._fits[key] = packing.best_fit(self.u.nodes[cluster], job.shape, job.pods) is not None
-        return self._fits[key]
+        """Whether all of the job's pods fit in the cluster now."""
+        return self._plan(cluster, job) is not None
 
     def _rerank(self, now: float) -> None:
         """Re-run the scheduler for every Placement in use, in name order (Balance sees the others)."""
@@ -293,7 +329,12 @@ class Replay:
             self.decisions[name] = ranking.selected
 
     def _tie_key(self, now: float) -> Callable[[str], SupportsRichComparison]:
-        """How tied clusters are ordered (ReplayOptions.tie_break)."""
+        """How tied clusters are ordered (ReplayOptions.tie_break); one key per `now`."""
+        if self._ties is None or self._ties[0] != now:
+            self._ties = (now, self._make_tie_key(now))
+        return self._ties[1]
+
+    def _make_tie_key(self, now: float) -> Callable[[str], SupportsRichComparison]:
         if self.opts.tie_break == "reverse":
             position = {c: i for i, c in enumerate(sorted(self.u.nodes, reverse=True))}
             return lambda c: position.get(c, len(position))
@@ -307,7 +348,14 @@ class Replay:
         return lambda c: c
 
     def _ever_fits(self, job: Job) -> bool:
-        """Could the job run in some cluster if that cluster were empty (live nodes only)?"""
+        """Could the job run in some cluster if that cluster were empty (live nodes only)? Memoised per shape until a
+        cluster dies (nothing else changes what an empty cluster offers)."""
+        key = (job.shape, job.pods)
+        if key not in self._ever:
+            self._ever[key] = self._fits_if_empty(job)
+        return self._ever[key]
+
+    def _fits_if_empty(self, job: Job) -> bool:
         for states in self.u.nodes.values():
             groups = [states]
             if job.shape.nvlink_domain:  # one domain must hold every pod
@@ -342,7 +390,8 @@ class Replay:
                 running.remove(r)
                 if self.disp is not None:
                     self.disp.done(r.job)
-                self._fits.clear()
+                for cluster in {n.cluster for n, _ in r.plan}:
+                    self._changed(cluster)
                 last_change = t
             while i < len(arrivals) and arrivals[i].arrival_s <= t:
                 job = arrivals[i]
@@ -353,7 +402,9 @@ class Replay:
                     out.unplaceable.append(job.name)
             queue = self._time_out(queue, t, missent_to, out)
             if u.kill(t):
-                self._fits.clear()
+                for cluster in self.u.nodes:
+                    self._changed(cluster)
+                self._ever.clear()
             if not self.oracle:  # the oracle reads the truth, not the hub
                 # The hub sees this tick's changes before its dispatch: a real hub reacts within the report
                 # delay (~2 s), well inside a 15 s tick, so a job is not sent astray by the tick itself.
@@ -377,7 +428,7 @@ class Replay:
             last_change = t if len(running) != before else last_change
             if opts.check_invariants:
                 truth.check_invariants(n for states in u.nodes.values() for n in states)
-            out.record(t, u.nodes, len(queue))
+            out.record(t, u.nodes, len(queue), versions=self.changes)
             if i >= len(arrivals) and not running and (not queue or t - last_change >= RESYNC_S):
                 break  # done, or stuck: nothing runs, so nothing changes; the waiting jobs never get out
             if t >= horizon:
@@ -408,10 +459,8 @@ class Replay:
     def _oracle_choice(self, job: Job) -> tuple[str, ...]:
         """The cluster where the job starts now leaving the fewest free devices on the nodes it uses; else none."""
         best: tuple[int, str] | None = None
-        for cluster, nodes in self.u.nodes.items():
-            if not self._fits_in(cluster, job):
-                continue
-            plan = packing.best_fit(nodes, job.shape, job.pods)
+        for cluster in self.u.nodes:
+            plan = self._plan(cluster, job)
             if plan is None:
                 continue
             used = {id(n): n for n, _ in plan}
@@ -432,11 +481,10 @@ class Replay:
             else:
                 chosen = self.decisions.get(self.route[job.name], ())
             for cluster in chosen:
-                plan = packing.best_fit(self.u.nodes[cluster], job.shape, job.pods) if self._fits_in(cluster, job) \
-                    else None
+                plan = self._plan(cluster, job)
                 if plan is not None:
                     truth.bind(plan, job.name, job.shape)
-                    self._fits.clear()
+                    self._changed(cluster)
                     running.append(_Running(job, plan, now + job.duration_s))
                     out.placed(job, cluster, wait_s=t - job.arrival_s)
                     missent_to.pop(job.name, None)

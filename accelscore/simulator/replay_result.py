@@ -43,6 +43,7 @@ class Outcome:
     running_at_end: int = 0
     series: list[Sample] = field(default_factory=list)
     per_node: dict[int, tuple[tuple[int, bool], tuple[int, int, int, int]]] = field(default_factory=dict)
+    per_cluster_figures: dict[str, tuple[int | None, tuple[int, int, int, int]]] = field(default_factory=dict)
 
     def placed(self, job: Job, cluster: str, *, wait_s: float) -> None:
         self.started.add(job.name)
@@ -66,19 +67,32 @@ class Outcome:
             self.stale_jobs.add(job.name)
             self.stale_by_cluster[cluster] = self.stale_by_cluster.get(cluster, 0) + 1
 
-    def record(self, t: float, nodes: Mapping[str, Iterable[NodeState]], waiting: int) -> None:
+    def record(self, t: float, nodes: Mapping[str, Iterable[NodeState]], waiting: int,
+               versions: Mapping[str, int] | None = None) -> None:
         """Allocation over live nodes (slots: a device, a MIG instance, a share), and free whole devices on nodes
-        with fewer free than the common shape."""
+        with fewer free than the common shape. `versions`: per cluster, a count that goes up whenever a node of
+        it binds, frees or goes dark; a cluster whose count did not move is not looked at again."""
+        held = usable = frag = free_total = 0
+        for cluster, states in nodes.items():
+            version = versions.get(cluster) if versions is not None else None
+            seen = self.per_cluster_figures.get(cluster)
+            if version is None or seen is None or seen[0] != version:
+                seen = self.per_cluster_figures[cluster] = (version, self._cluster_figures(states))
+            h, u, f, w = seen[1]
+            held, usable, frag, free_total = held + h, usable + u, frag + f, free_total + w
+        self.series.append(Sample(t, 100.0 * held / usable if usable else 0.0, waiting, frag, free_total))
+
+    def _cluster_figures(self, states: Iterable[NodeState]) -> tuple[int, int, int, int]:
+        """`_node_figures` summed over the cluster's nodes (each node's figures move only when it does)."""
         held = usable = frag = free_total = 0
         cache = self.per_node
-        for states in nodes.values():
-            for node in states:
-                seen = cache.get(id(node))
-                if seen is None or seen[0] != (node.version, node.dark):  # a node's figures move only when it does
-                    seen = cache[id(node)] = ((node.version, node.dark), _node_figures(node, self.frag_shape))
-                h, u, f, w = seen[1]
-                held, usable, frag, free_total = held + h, usable + u, frag + f, free_total + w
-        self.series.append(Sample(t, 100.0 * held / usable if usable else 0.0, waiting, frag, free_total))
+        for node in states:
+            seen = cache.get(id(node))
+            if seen is None or seen[0] != (node.version, node.dark):
+                seen = cache[id(node)] = ((node.version, node.dark), _node_figures(node, self.frag_shape))
+            h, u, f, w = seen[1]
+            held, usable, frag, free_total = held + h, usable + u, frag + f, free_total + w
+        return held, usable, frag, free_total
 
 
 def _node_figures(node: NodeState, frag_shape: int) -> tuple[int, int, int, int]:
