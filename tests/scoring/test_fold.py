@@ -81,7 +81,7 @@ def histories(draw: st.DrawFn) -> list[tuple[tuple[NodeEntry, ...], float]]:
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(history=histories())
 def test_the_incremental_totals_equal_the_from_scratch_ones_after_every_change(
         history: list[tuple[tuple[NodeEntry, ...], float]]) -> None:
