@@ -104,6 +104,9 @@ def agents(port: int, ca_file: str, server_name: str, seconds: float) -> None:
 
 
 def run() -> list[Row]:
+    from accelscore.cli import grpc_environment
+
+    grpc_environment()  # both children run grpc as `accelscore scorer` and `accelscore agent` do (read at their start)
     server = python_child("from bench.bench_scorer_cpu import scorer; scorer()")
     assert server.stdin is not None and server.stdout is not None
     started = json.loads(server.stdout.readline())

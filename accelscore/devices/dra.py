@@ -36,6 +36,7 @@ __all__ = [
     "node_view",
     "partitions_available",
     "physical_ref",
+    "placement_order",
     "remaining_counters",
     "unhealthy_taints",
 ]
@@ -216,7 +217,7 @@ def partitions_available(candidates: Iterable[DraDevice],
     """
     budget = {k: dict(v) for k, v in left.items()}
     count = 0
-    for device in sorted(candidates, key=lambda d: _placement(d.name)):
+    for device in sorted(candidates, key=lambda d: placement_order(d.name)):
         if not fits(device, budget):
             continue
         for set_name, counters in device.consumes:
@@ -227,7 +228,7 @@ def partitions_available(candidates: Iterable[DraDevice],
     return count
 
 
-def _placement(name: str) -> tuple[int, str]:
+def placement_order(name: str) -> tuple[int, str]:
     """NVIDIA MIG names end in `-<placementStart>`: order by it (then by name)."""
     tail = name.rsplit("-", 1)[-1]
     return (int(tail), name) if tail.isdigit() else (1 << 30, name)

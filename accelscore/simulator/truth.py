@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from accelscore.devices import DeviceKind, vendor_of_kind, vendor_row
+from accelscore.simulator.dynamic_mig import Partitioner, partitioner
 from accelscore.simulator.fleet import Cluster
 from accelscore.v1 import report_pb2
 
@@ -79,6 +80,15 @@ class NodeState:
     clique: str = ""  # its NVLink domain (the clique label's value); empty = none
     held: int = 0  # slots assigned (Σ assignments over its devices), kept as pods bind and finish
     version: int = 0  # goes up whenever a pod binds or finishes here
+    parts: Partitioner | None = None  # its partitionable DRA GPUs (dynamic MIG); None = none
+
+    def resync(self) -> None:
+        """Free slots recounted from the report, partitions still to cut included (after a dynamic MIG change)."""
+        if self.parts is not None:
+            cut = self.parts.sync(self.report)
+            self.free = _free_slots(self.report)
+            for pool, slots in cut.items():
+                self.free[pool] = sorted([*self.free.get(pool, ()), *slots])
 
     @property
     def name(self) -> str:
@@ -151,16 +161,30 @@ def node_states(cluster: Cluster, *, stale_after_s: float) -> list[NodeState]:
         report = report_pb2.NodeReport()
         report.CopyFrom(node.report)
         clique = dict(node.labels).get(CLIQUE_LABEL) or report.node.labels.get(CLIQUE_LABEL, "")
-        states.append(NodeState(cluster.name, report, node.schedulable, dark=node.report_age_s > stale_after_s,
-                                free=_free_slots(report), clique=clique,
-                                held=sum(len(d.assignments) for d in report.devices)))
+        parts = None if cluster.dra is None else partitioner(report.node_name, cluster.dra.slices, report,
+                                                               cluster.dra.rules)
+        state = NodeState(cluster.name, report, node.schedulable, dark=node.report_age_s > stale_after_s,
+                          free=_free_slots(report), clique=clique, held=sum(len(d.assignments) for d in report.devices),
+                          parts=parts)
+        state.resync()
+        states.append(state)
     return states
 
 
 def capacity(nodes: Iterable[NodeState], shape: Shape) -> list[int]:
-    """Per usable node, how many slots of this shape it could offer if it were empty."""
-    return [sum(1 for i in _capacity_slots(n.report).get(shape.pool, ()) if _matches(n.report.devices[i], shape))
-            for n in nodes if n.usable()]
+    """Per usable node, how many slots of this shape it could offer if it were empty (partitions it could cut
+    included)."""
+    out = []
+    for n in nodes:
+        if n.usable():
+            slots = _capacity_slots(n.report).get(shape.pool, [])
+            if n.parts is not None and shape.mig_profile:  # partitions cut on demand, not those cut now
+                slots = [i for i in slots if n.report.devices[i].id not in n.parts.cut]
+                slots += n.parts.capacity(n.report, shape.mig_profile)
+            elif n.parts is not None and shape.pool == GPU:  # a GPU cut in the replay is whole again once empty
+                slots = sorted({*slots, *n.parts.whole_again(n.report)})
+            out.append(sum(1 for i in slots if _matches(n.report.devices[i], shape)))
+    return out
 
 
 def _resource(report: report_pb2.NodeReport, name: str) -> report_pb2.ResourceAmount | None:
@@ -188,6 +212,9 @@ def bind(plan: list[tuple[NodeState, list[int]]], job: str, shape: Shape) -> Non
         pod = f"{job}-{pod_index}"
         name = ""
         for i in devices:
+            if node.parts is not None and node.parts.takes(node.report, pool, i):
+                name = node.parts.cut_partition(node.report, i, shape.mig_profile, pod)
+                continue
             dev = node.report.devices[i]
             limit = dev.share_count if pool == SHARE else 1
             if len(dev.assignments) >= limit:
@@ -204,6 +231,7 @@ def bind(plan: list[tuple[NodeState, list[int]]], job: str, shape: Shape) -> Non
         node.version += 1
         node.report.node.pod_count += 1
         node.dirty = True
+        node.resync()
 
 
 def _free_replica(dev: report_pb2.Device) -> int:
@@ -219,6 +247,9 @@ def release(plan: list[tuple[NodeState, list[int]]], job: str, shape: Shape) -> 
         pod = f"{job}-{pod_index}"
         name = ""
         for i in set(devices):
+            if node.parts is not None and node.parts.takes(node.report, pool, i):
+                name = node.parts.tear_down(node.report, i, pod)  # (one partition per pod of a MIG job)
+                continue
             dev = node.report.devices[i]
             kept = [a for a in dev.assignments if a.pod != pod]
             name = next(a.resource_name for a in dev.assignments if a.pod == pod)
@@ -235,6 +266,7 @@ def release(plan: list[tuple[NodeState, list[int]]], job: str, shape: Shape) -> 
         node.version += 1
         node.report.node.pod_count -= 1
         node.dirty = True
+        node.resync()
 
 
 def check_invariants(nodes: Iterable[NodeState]) -> None:

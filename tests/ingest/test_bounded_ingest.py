@@ -245,6 +245,7 @@ def test_an_agent_with_a_cached_token_is_served_while_unknown_tokens_fill_the_wa
         flood = [call.future(body, timeout=60, metadata=(("authorization", f"Bearer unknown-{i}"),))
                  for i in range(6)]
         wait_for(lambda: stats.snapshot()["auth_busy"] >= 4)  # two unknown tokens hold both slots, 4 were refused
+        wait_for(lambda: sum(f.done() for f in flood) >= 4)  # ... and their callers have heard so (a loaded machine)
         response = call(pb.PushReportRequest(report=eight_gpu_report("node-a", sequence=2)), timeout=60,
                         metadata=(("authorization", f"Bearer {token}"),))
         held = [f for f in flood if not f.done()]  # served from the cache while both reviews were still in flight

@@ -49,11 +49,10 @@ class NodeState(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class NodeCensus:
-    """How many nodes are in each state, and the summaries of the counted (FRESH) ones in snapshot order."""
+class NodeCounts:
+    """How many nodes are in each state."""
 
     counts: Mapping[NodeState, int]
-    counted: tuple[NodeSummary, ...]
 
     @property
     def schedulable_nodes(self) -> int:
@@ -62,6 +61,25 @@ class NodeCensus:
     @property
     def fresh_nodes(self) -> int:
         return sum(n for state, n in self.counts.items() if state.fresh)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCensus(NodeCounts):
+    """The counts, and the summaries of the counted (FRESH) ones in snapshot order."""
+
+    counted: tuple[NodeSummary, ...]
+
+
+def node_state(entry: NodeEntry, *, now: float, stale_after_s: float) -> NodeState:
+    """The state of one node (the rule `census` applies to every node in one loop)."""
+    if not entry.schedulable:
+        return NodeState.UNSCHEDULABLE
+    summary = entry.summary
+    if summary is None:
+        return NodeState.NEVER_REPORTED
+    if now - summary.received_at > stale_after_s:
+        return NodeState.STALE
+    return NodeState.CORDONED if summary.unschedulable else NodeState.FRESH
 
 
 def census(nodes: Iterable[NodeEntry], *, now: float, stale_after_s: float) -> NodeCensus:
@@ -85,12 +103,6 @@ def census(nodes: Iterable[NodeEntry], *, now: float, stale_after_s: float) -> N
     counts = {NodeState.UNSCHEDULABLE: unschedulable, NodeState.NEVER_REPORTED: never, NodeState.STALE: stale,
               NodeState.CORDONED: cordoned, NodeState.FRESH: len(counted)}
     return NodeCensus(MappingProxyType(counts), tuple(counted))
-
-
-def node_state(entry: NodeEntry, *, now: float, stale_after_s: float) -> NodeState:
-    """The state of one node: what `census` says about it alone."""
-    counts = census((entry,), now=now, stale_after_s=stale_after_s).counts
-    return next(state for state, n in counts.items() if n)
 
 
 def collectors_read(summary: NodeSummary) -> bool:

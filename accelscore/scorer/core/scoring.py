@@ -1,9 +1,9 @@
 """One scoring pass: a ClusterSnapshot and a ScoringConfig -> the two published ScoreSets. Pure (no I/O, no clock).
 
-The pass is `cluster_totals` (one loop over the counted nodes, `accelscore.scorer.core.totals`) followed by the
-score table (`accelscore.scorer.core.score_table`): each entry's raw value from the totals, mapped by its scale
-with its reference or bounds from the config. Which nodes count is `accelscore.scorer.core.node_state`:
-unknown and stale are never free.
+The pass is the cluster's totals (`accelscore.scorer.core.totals`: from scratch, or kept up to date per changed
+node by `accelscore.scorer.core.fold`) followed by the score table (`accelscore.scorer.core.score_table`): each
+entry's raw value from the totals, mapped by its scale with its reference or bounds from the config. Which nodes
+count is `accelscore.scorer.core.node_state`: unknown and stale are never free.
 """
 
 from __future__ import annotations
@@ -71,8 +71,12 @@ def score_set(aps: str, totals: ClusterTotals, config: ScoringConfig) -> ScoreSe
     return ScoreSet(aps, tuple(scores), raws, fresh_nodes=totals.fresh_nodes, total_nodes=totals.schedulable_nodes)
 
 
-def score_cluster(snapshot: ClusterSnapshot, config: ScoringConfig, *, now: float) -> tuple[ScoreSet, ScoreSet]:
-    """(resource-usage-score, accelscore) for one cluster at time `now` (unix seconds)."""
-    totals = cluster_totals(snapshot, now=now, stale_after_s=config.stale_after_s)
+def score_totals(totals: ClusterTotals, config: ScoringConfig) -> tuple[ScoreSet, ScoreSet]:
+    """(resource-usage-score, accelscore) from a cluster's totals."""
     return score_set(RESOURCE_USAGE_APS, totals, config), score_set(ACCELSCORE_APS, totals, config)
+
+
+def score_cluster(snapshot: ClusterSnapshot, config: ScoringConfig, *, now: float) -> tuple[ScoreSet, ScoreSet]:
+    """(resource-usage-score, accelscore) for one cluster at time `now` (unix seconds), from scratch."""
+    return score_totals(cluster_totals(snapshot, now=now, stale_after_s=config.stale_after_s), config)
 

@@ -1,11 +1,10 @@
-"""One pass over a cluster's node summaries -> `ClusterTotals`, the numbers every score is a function of. Pure.
+"""A cluster's node summaries -> `ClusterTotals`, the numbers every score is a function of. Pure.
 
-Which nodes count is `node_state.census`; this module only adds up the counted ones. Per node it
-unpacks one row derived at ingest (`NodeSummary.row`: `model.PASS_ROW` of its `model.NodeScan`): four
-float sums and maxima for resource-usage-score, the most free GPU memory, two bit-set ORs for the free
-GPU and TPU counts (node maxima and best fit), and one packed-int addition for every device count and
-the exact compute units (`accelscore.scorer.core.lanes`). That keeps a pass over 50,000 nodes near 10 ms
-(bench/bench_scoring.py). `CLUSTER_NUMBERS` catalogues what custom scores read as `cluster.<name>`.
+Which nodes count is `node_state.node_state`; the aggregates are kept by `fold.ClusterFold`, which the scorer
+updates per changed node (a pass costs O(changed nodes)) and `cluster_totals` builds from nothing (the
+from-scratch pass: the same fold). Per node the fold reads one row derived at ingest (`NodeSummary.row`:
+`model.PASS_ROW` of its `model.NodeScan`). `CLUSTER_NUMBERS` catalogues what custom scores read as
+`cluster.<name>`.
 """
 
 from __future__ import annotations
@@ -17,22 +16,18 @@ from operator import attrgetter
 from typing import Any
 
 from accelscore.devices import VENDORS, AcceleratorFamily
-from accelscore.scorer.core import keyed, lanes
-from accelscore.scorer.core.best_fit import FREE_CAP
+from accelscore.scorer.core import keyed
+from accelscore.scorer.core.fold import ClusterFold
 from accelscore.scorer.core.model import (
-    COMPUTE_SCALE,
     FIT_SIZES,
     GPU_RESOURCES_DOC,
     PLAIN_GPU_RESOURCE,
-    SUMMARY_LANES,
     TPU_RESOURCES_DOC,
     ClusterSnapshot,
-    NodeExtras,
-    NodeSummary,
     catalogued,
     catalogued_record,
 )
-from accelscore.scorer.core.node_state import NodeCensus, census
+from accelscore.scorer.core.node_state import NodeCounts
 
 _NODE_MAX = "most on one counted node"
 DOMAIN_LABELS_DOC = " / ".join(f"`{v.domain_label}`" for v in VENDORS if v.domain_label)  # NVLink domain labels
@@ -49,7 +44,7 @@ class ClusterTotals:
     level node maxima floor at 0 (upstream), sums keep over-commit negatives.
     """
 
-    census: NodeCensus
+    census: NodeCounts
     cpu_free_node_max: float = catalogued("cpuFreeNodeMaxCores", "double", "cores", f"allocatable - requested CPU, "
                                           f"{_NODE_MAX}")
     cpu_free_sum: float = catalogued("cpuFreeCores", "double", "cores", "allocatable - requested CPU, summed")
@@ -158,88 +153,14 @@ CLUSTER_NUMBERS: tuple[ClusterNumber, ...] = (
 )
 
 
-def _node_max(seen: int, counted: tuple[NodeSummary, ...], number: str) -> int:
-    """The most free devices on one node, from the bit set of free counts; a count at the cap is looked up."""
-    top = seen.bit_length() - 1
-    if top < FREE_CAP:
-        return max(top, 0)
-    # Some node has >= FREE_CAP free: exact, off the fast path.
-    return int(max(getattr(s.scan, number) for s in counted))
-
-
 def cluster_totals(snapshot: ClusterSnapshot, *, now: float, stale_after_s: float) -> ClusterTotals:
-    """The totals of one cluster at `now` (unix seconds)."""
-    nodes = census(snapshot.nodes, now=now, stale_after_s=stale_after_s)
-    cpu_max = cpu_sum = mem_max = mem_sum = gpu_api_max = gpu_api_sum = tpu_api_max = tpu_api_sum = 0.0
-    gpu_mem_max = 0.0
-    seen = fit_seen = tpu_seen = run = 0
-    by_product: dict[str, int] = {}
-    product_now = ""  # the product of the current run of nodes; its packed sums wait in `run`
-    rare: list[NodeExtras] = []  # nodes with an NVLink domain or several products
-    by_keys: dict[tuple[str, ...], int] = {}  # profile list -> Σ NodeExtras.packed
-    keys_now: tuple[str, ...] = ()
-    xrun = 0
-    # Locals only; the float sums run in snapshot order, as they always have (the same values to the last bit).
-    # Free GPU and TPU counts enter as one bit each (NodeScan.*_free_bit): their node maxima are the highest bit.
-    for s in nodes.counted:
-        cpu, mem, gpu_api, tpu_api, gpu_mem, gpu_bit, fit_bit, tpu_bit, counts, product, extra = s.row  # PASS_ROW
-        cpu_sum += cpu
-        if cpu > cpu_max:
-            cpu_max = cpu
-        mem_sum += mem
-        if mem > mem_max:
-            mem_max = mem
-        gpu_api_sum += gpu_api
-        if gpu_api > gpu_api_max:
-            gpu_api_max = gpu_api
-        tpu_api_sum += tpu_api
-        if tpu_api > tpu_api_max:
-            tpu_api_max = tpu_api
-        if gpu_mem > gpu_mem_max:
-            gpu_mem_max = gpu_mem
-        seen |= gpu_bit
-        fit_seen |= fit_bit
-        tpu_seen |= tpu_bit
-        # Every device count and the compute units in one addition, per product: nodes of one product come
-        # in runs (a node pool), so most nodes cost one identity test (products are interned at ingest).
-        if product is product_now:
-            run += counts
-        else:
-            by_product[product_now] = by_product.get(product_now, 0) + run
-            product_now, run = product, counts
-        if extra is not None:  # partitions and shares: summed per profile list as products are per product
-            if extra.lane_keys is keys_now:
-                xrun += extra.packed
-            else:
-                by_keys[keys_now] = by_keys.get(keys_now, 0) + xrun
-                keys_now, xrun = extra.lane_keys, extra.packed
-            if extra.rare:
-                rare.append(extra)
-    by_product[product_now] = by_product.get(product_now, 0) + run
-    packed = sum(by_product.values())
-    by_product.pop("", None)  # nodes without GPUs, or with several products (their extras carry each)
-    sums = dict(zip(SUMMARY_LANES, lanes.unpack(packed, len(SUMMARY_LANES)), strict=True))
-    if xrun:
-        by_keys[keys_now] = by_keys.get(keys_now, 0) + xrun
-    keyed_sums = keyed.sums(by_product, by_keys, rare, snapshot, nodes) if by_product or by_keys or rare \
-        else keyed.NONE
-    return ClusterTotals(
-        census=nodes,
-        cpu_free_node_max=cpu_max, cpu_free_sum=cpu_sum,
-        memory_free_node_max_bytes=mem_max, memory_free_sum_bytes=mem_sum,
-        gpu_api_free_node_max=gpu_api_max, gpu_api_free_sum=gpu_api_sum,
-        tpu_api_free_node_max=tpu_api_max, tpu_api_free_sum=tpu_api_sum,
-        gpu_free_node_max=_node_max(seen, nodes.counted, "gpu_free"),
-        gpu_fits=tuple(sums[f"gpu_fit{k}"] for k in FIT_SIZES),
-        gpu_plain_fits=tuple(sums[f"gpu_plain_fit{k}"] for k in FIT_SIZES),
-        gpu_total=sums["gpu_total"], gpu_healthy=sums["gpu_healthy"],
-        gpu_mem_free_node_max_bytes=gpu_mem_max,
-        gpu_compute_free=Fraction(sums["compute_units"], COMPUTE_SCALE),
-        tpu_free_node_max=_node_max(tpu_seen, nodes.counted, "tpu_free"), tpu_free_sum=sums["tpu_free"],
-        tpu_total=sums["tpu_total"],
-        pending_gpu_requests=snapshot.pending_gpu_requests,
-        pending_tpu_requests=snapshot.pending_tpu_requests,
-        gpu_free_seen=fit_seen,
-        gpu_by_product=keyed_sums.products, mig=keyed_sums.mig, shares_free=keyed_sums.shares_free,
-        shares_total=keyed_sums.shares_total, domains=keyed_sums.domains, resources=keyed_sums.resources,
-    )
+    """The totals of one cluster at `now` (unix seconds), from scratch: a fold from nothing (`fold.ClusterFold`)."""
+    fold = ClusterFold(stale_after_s=stale_after_s)
+    fold.update(snapshot.nodes, now=now)
+    return totals_of(fold, snapshot)
+
+
+def totals_of(fold: ClusterFold, snapshot: ClusterSnapshot) -> ClusterTotals:
+    """The totals a fold holds, with the snapshot's pending requests (the whole cluster's, never filtered)."""
+    return ClusterTotals(**fold.results(), pending_gpu_requests=snapshot.pending_gpu_requests,
+                         pending_tpu_requests=snapshot.pending_tpu_requests)

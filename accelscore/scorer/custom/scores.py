@@ -35,10 +35,11 @@ from typing import Any
 from cel_expr_python import cel
 
 from accelscore.errors import ConfigError
+from accelscore.scorer.core.fold import ClusterFold
 from accelscore.scorer.core.model import CUSTOM_APS, ClusterSnapshot, NodeEntry, NodeScan, Score, ScoreSet
 from accelscore.scorer.core.score_table import BY_NAME
 from accelscore.scorer.core.scoring import accel_map
-from accelscore.scorer.core.totals import ClusterTotals, cluster_totals
+from accelscore.scorer.core.totals import ClusterTotals, cluster_totals, totals_of
 from accelscore.scorer.custom.cel_ast import node_reads
 from accelscore.scorer.custom.fields import (
     CLUSTER_FIELDS,
@@ -54,6 +55,7 @@ from accelscore.scorer.custom.promql import PromQuery, parse_prom_query
 
 DEFAULT_BUDGET = 100_000  # CEL evaluations per pass (memo hits are free)
 DEFAULT_TIME_BUDGET_S = 0.5  # CPU seconds per pass for all definitions together; the rest are unknown that pass
+MAX_FOLDS = 16  # node filters whose totals are kept between passes (~1 MiB each at 5,000 nodes); others: scratch
 MEMO_LIMIT = 200_000  # a filter's memo is cleared when it holds more keys than this
 MAX_DEFINITIONS = 100  # the first 100 definitions compile; more are one error line (memory is per definition)
 MAX_EXPRESSION_CHARS = 2048  # an expression or node filter; with cel-cpp's iteration budget this bounds an
@@ -232,6 +234,10 @@ class CompiledFilter:
     program: cel.Expression
     projection: Projection
     memo: dict[Hashable, bool] = field(default_factory=dict)  # memo key (`_Columns.keys`) -> kept
+    # The kept nodes' totals, kept from pass to pass (`fold.ClusterFold`: a pass folds the nodes that changed or
+    # moved in or out); None for the filters past MAX_FOLDS, whose totals are made from scratch (memory).
+    fold: ClusterFold | None = None
+    keeps_fold: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +283,8 @@ def compile_definition(definition: Definition, filters: dict[str, CompiledFilter
                 raise DefinitionError(f"{label}: nodeFilter: {_checker_message(error)}") from None
             if check.return_type().name() not in {"BOOL", "DYN"}:
                 raise DefinitionError(f"{label}: nodeFilter: must be a bool, got {check.return_type().name().lower()}")
-            node_filter = CompiledFilter(definition.node_filter, check, projection_from(check))
+            node_filter = CompiledFilter(definition.node_filter, check, projection_from(check),
+                                         keeps_fold=len(filters) < MAX_FOLDS)
             filters[definition.node_filter] = node_filter
     return CompiledScore(definition, program, node_filter)
 
@@ -514,9 +521,15 @@ def _one(compiled: CompiledScore, snapshot: ClusterSnapshot, columns: _Columns,
         except _EvalFailed as failed:
             by_filter[key] = f"node filter evaluation failed: {failed}"
         else:
-            by_filter[key] = cluster_totals(ClusterSnapshot(snapshot.cluster, kept, snapshot.pending_gpu_requests,
-                                                            snapshot.pending_tpu_requests),
-                                            now=now, stale_after_s=stale_after_s)
+            nodes = ClusterSnapshot(snapshot.cluster, kept, snapshot.pending_gpu_requests,
+                                    snapshot.pending_tpu_requests)
+            fold = node_filter.fold
+            if fold is None or fold.stale_after_s != stale_after_s:
+                fold = ClusterFold(stale_after_s=stale_after_s)
+                if node_filter.keeps_fold:
+                    node_filter.fold = fold
+            fold.update(kept, now=now)
+            by_filter[key] = totals_of(fold, nodes)
     subset = by_filter[key]
     if isinstance(subset, str):
         raise _Unknown(subset)

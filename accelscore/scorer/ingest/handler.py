@@ -3,7 +3,10 @@
 Order per call: token → TokenReview (cached; else one shared review awaited as a coroutine, in its lane:
 `auth.TokenAuthenticator`) → a per-node call slot (`admission.NodeCalls`) → per-node rate → *only then*
 the body → size → parse → node binding → validation (incl. clock skew) → order (`ordering.ReportOrder`) →
-`accept(report, received_at)` (which may refuse an implausible report). A refused report changes nothing
+`accept(report, received_at)` (which may refuse an implausible report). A report whose figures repeat its
+node's last accepted ones (`figures.figures_key`, the common case) is checked for its header and order only and
+then refreshes its node (`refresh`: no validation, summary or plausibility again, no scoring pass owed); if the
+table declines (other Node facts since, a stale spell), it takes the full path. A refused report changes nothing
 and is counted by reason. The steps from parse on run for all the reports of one loop turn together, in order
 (`turn_batch`).
 
@@ -26,7 +29,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol
 
@@ -36,12 +39,19 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from accelscore.scorer.ingest.admission import NodeBusy, NodeCalls, RateLimiter
 from accelscore.scorer.ingest.auth import AuthError, Identity, TokenAuthenticator, bearer_token, check_node
+from accelscore.scorer.ingest.figures import figures_key
 from accelscore.scorer.ingest.node_table import ReportRefused
-from accelscore.scorer.ingest.ordering import ReportOrder
+from accelscore.scorer.ingest.ordering import MAX_TRACKED, ReportOrder
 from accelscore.scorer.ingest.report_rows import ReportRows
 from accelscore.scorer.ingest.skew import UnknownItemCounts
 from accelscore.scorer.ingest.turn_batch import TurnBatch
-from accelscore.scorer.ingest.validate import MAX_CLOCK_SKEW_S, Rejection, RejectReason, validate_report
+from accelscore.scorer.ingest.validate import (
+    MAX_CLOCK_SKEW_S,
+    Rejection,
+    RejectReason,
+    check_header,
+    validate_report,
+)
 from accelscore.scorer.ingest.whole_gpus import read_report
 from accelscore.v1 import report_pb2 as pb
 
@@ -75,6 +85,13 @@ class Accept(Protocol):
     what ingest read of the report already (`whole_gpus.read_report`, None: nothing)."""
 
     def __call__(self, report: pb.NodeReport, received_at: float, *, read: ReportRows | None = None) -> object: ...
+
+
+class Refresh(Protocol):
+    """Where an unchanged report goes (`NodeTable.refresh`): True when it only refreshed its node, False when it
+    must take the full path (`Accept`)."""
+
+    def __call__(self, name: str, key: bytes, *, report_time: float, received_at: float) -> bool: ...
 
 
 def _accepted_answer(received_at: float) -> bytes:
@@ -172,8 +189,11 @@ class ReportIngest:
     def __init__(self, *, accept: Accept, authenticator: TokenAuthenticator | None, max_report_bytes: int,
                  stats: IngestStats, clock: Callable[[], float] = time.time, rate_limiter: RateLimiter | None = None,
                  max_clock_skew_s: float = MAX_CLOCK_SKEW_S, node_calls: NodeCalls | None = None,
-                 call_deadline_s: float = CALL_DEADLINE_S, stream_idle_s: float = STREAM_IDLE_S) -> None:
+                 call_deadline_s: float = CALL_DEADLINE_S, stream_idle_s: float = STREAM_IDLE_S,
+                 refresh: Refresh | None = None) -> None:
         self._accept = accept
+        self._refresh = refresh
+        self._unknown: dict[str, tuple[tuple[str, str], ...]] = {}  # node -> unknown items of its last full take
         self._auth = authenticator
         self._max_bytes = max_report_bytes
         self._stats = stats
@@ -291,19 +311,41 @@ class ReportIngest:
                 raise _refused(err.reason, str(err)) from None
         else:
             self._rate_check(report.node_name[:253])  # auth off: the claimed name is all there is
+        key = None if self._refresh is None else figures_key(body)
+        if key is not None:
+            # The same figures as the node's last accepted report (the common case): its header and order are
+            # checked as any report's, and then it only refreshes the node (`NodeTable.refresh`).
+            rejection = check_header(report, now=received_at, max_clock_skew_s=self._skew)
+            if rejection is not None:
+                raise _Refused(rejection)
+            answer = self._ordered_accept(report, received_at, self._unknown.get(report.node_name, ()), key=key)
+            if answer is not None:
+                return answer
         unknown: list[tuple[str, str]] = []
-        # The hot path: the report's collectors, resources and (valid whole GPUs) devices are read once here; the
+        # The full path: the report's collectors, resources and (valid whole GPUs) devices are read once here; the
         # rows go on to `accept`.
-        read = read_report(report)
+        read = read_report(report, figures=key)
         rejection = validate_report(report, now=received_at, max_clock_skew_s=self._skew, unknown=unknown, read=read)
         if rejection is not None:
             raise _Refused(rejection)
-        return self._ordered_accept(report, received_at, unknown, read)
+        answer = self._ordered_accept(report, received_at, unknown, read=read)
+        if answer is None:  # only a refresh declines
+            raise _refused(RejectReason.INTERNAL, "the scorer failed to take the report")
+        # What a repeat of this report counts as unknown (a newer agent's items), bounded as ordering is.
+        if unknown and len(self._unknown) < MAX_TRACKED:
+            self._unknown[report.node_name] = tuple(unknown)
+        elif self._unknown:
+            self._unknown.pop(report.node_name, None)
+        return answer
 
-    def _ordered_accept(self, report: pb.NodeReport, received_at: float, unknown: list[tuple[str, str]],
-                        read: ReportRows | None) -> bytes:
+    def _ordered_accept(self, report: pb.NodeReport, received_at: float, unknown: Sequence[tuple[str, str]], *,
+                        read: ReportRows | None = None, key: bytes | None = None) -> bytes | None:
+        """Check the report's order, then accept it (or, given its figures' `key`, refresh its node: None when
+        that declined, and nothing was kept) and keep its order; the serialized answer."""
         node, instance, sequence = report.node_name, report.agent_instance, report.sequence
-        when = min(report.time.seconds + report.time.nanos / 1e9, received_at)
+        stamp = report.time
+        report_time = stamp.seconds + stamp.nanos / 1e9
+        when = min(report_time, received_at)
         # One lock over check, accept and keep: two pushes for one node cannot overtake each other.
         with self._order.lock:
             rejection = self._order.check(node, instance, sequence, when, received_at)
@@ -314,7 +356,11 @@ class ReportIngest:
                 log.debug("dropped stale report for %s/%s/%d", node, instance, sequence)
                 return pb.PushReportResponse(dropped_reason=RejectReason.STALE_SEQUENCE.value).SerializeToString()
             try:
-                self._accept(report, received_at, read=read)
+                if key is not None and self._refresh is not None:
+                    if not self._refresh(node, key, report_time=report_time, received_at=received_at):
+                        return None
+                else:
+                    self._accept(report, received_at, read=read)
             except ReportRefused as refused:
                 raise _Refused(refused.rejection) from None
             except Exception:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 
 from accelscore.devices.dra import NodeDraView
 from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary, Taint
@@ -53,6 +54,44 @@ def same_figures(a: NodeSummary, b: NodeSummary) -> bool:
     return all(getattr(a, name) == getattr(b, name) for name in _CHANGE_FIELDS)
 
 
+# Every field of a summary, read in one call: `_with_times` copies a summary without deriving its scan again.
+_SUMMARY_SLOTS = tuple(f.name for f in fields(NodeSummary) if f.name not in ("report_time", "received_at"))
+_summary_values = attrgetter(*_SUMMARY_SLOTS)
+_set = object.__setattr__
+
+
+def _with_times(summary: NodeSummary, report_time: float, received_at: float) -> NodeSummary:
+    """`summary` with new report and receive times: its derived scan and row depend on neither, so they are
+    copied, not derived again (`dataclasses.replace` would, at ~10x the cost; an unchanged report's hot path)."""
+    copy = object.__new__(NodeSummary)
+    for name, value in zip(_SUMMARY_SLOTS, _summary_values(summary), strict=True):
+        _set(copy, name, value)
+    _set(copy, "report_time", report_time)
+    _set(copy, "received_at", received_at)
+    return copy
+
+
+def _same_bounds(before: NodeFacts | None, now: NodeFacts | None) -> bool:
+    """Whether plausibility reads the same Node amounts from both (a Node's status update, a heartbeat, makes new
+    facts with the same amounts: a repeat still needs no new look)."""
+    if before is now:
+        return True
+    return (before is not None and now is not None and before.capacity == now.capacity
+            and before.allocatable == now.allocatable)
+
+
+@dataclass(frozen=True, slots=True)
+class _Figures:
+    """What a node's last accepted report was judged against: its figures' key (`figures.figures_key`), the
+    Node facts and DRA view its plausibility read. A report with the same key while all three hold is the
+    same report again, and only refreshes the node (`NodeTable.refresh`)."""
+
+    key: bytes
+    facts: NodeFacts | None
+    dra: NodeDraView | None
+    dra_known: bool
+
+
 class ReportRefused(Exception):
     """`NodeTable.accept` refused the report (it is not kept); `rejection` says why."""
 
@@ -85,6 +124,7 @@ class NodeTable:
         self._built: dict[str, tuple[NodeSummary | None, NodeFacts | None, NodeEntry]] = {}
         self._names: tuple[str, ...] = ()
         self._name_set: set[str] = set()
+        self._figures: dict[str, _Figures] = {}  # node -> what its last accepted report was judged against
         self.version = 0  # bumps on every change of what scoring counts, so the scoring loop skips idle passes
         self.refreshes = 0  # accepted reports that changed nothing but the node's freshness (no version bump)
 
@@ -112,7 +152,12 @@ class NodeTable:
                 raise ReportRefused(rejection)
         uses_dra = counts.uses_dra if counts is not None else any(
             d.source == report_pb2.DEVICE_SOURCE_DRA for d in report.devices)
+        key = None if read is None else read.figures
         with self._lock:
+            if key is None:
+                self._figures.pop(name, None)
+            else:
+                self._figures[name] = _Figures(key, facts, None if dra is None else dra.get(name), dra is not None)
             before = self._reported.get(name)
             if (before is not None and (name in self._uses_dra) == uses_dra and same_figures(before, summary)
                     and summary.received_at - before.received_at <= self._config.stale_after_s):
@@ -126,6 +171,32 @@ class NodeTable:
             self._recount(name)
             self.version += 1
         return summary
+
+    def refresh(self, name: str, key: bytes, *, report_time: float, received_at: float) -> bool:
+        """A report of `name` whose figures' key is its last accepted report's: when the Node facts and DRA view
+        that report was judged against still hold and the node is fresh, only the node's times move (no
+        validation, summary or plausibility again; `version` stays, so no scoring pass is owed) and True; else
+        False, and the caller takes the report the full way (`accept`). The caller checked its identity, header
+        and order."""
+        with self._lock:
+            held = self._figures.get(name)
+            if held is None or held.key != key:
+                return False
+            dra = self._dra
+            if (not _same_bounds(held.facts, None if self._nodes is None else self._nodes.get(name))
+                    or held.dra_known is (dra is None) or held.dra is not (None if dra is None else dra.get(name))):
+                return False  # judged against other bounds: plausibility must look again
+            before = self._reported.get(name)
+            if before is None or received_at - before.received_at > self._config.stale_after_s:
+                return False  # a report that ends a stale spell is a change
+            counted = self._summaries.get(name)
+            summary = self._reported[name] = _with_times(before, report_time, received_at)
+            # What scoring counts was derived from the reported figures and the table's other inputs, none of which
+            # changed since (each `set_*` recounts at once): only its times move too.
+            self._summaries[name] = (summary if counted is before or counted is None
+                                     else _with_times(counted, report_time, received_at))
+            self.refreshes += 1
+        return True
 
     def _refresh(self, name: str, before: NodeSummary, summary: NodeSummary) -> None:
         """(Under the lock.) A report with the same figures while the node is fresh (one that ends a stale spell is a
@@ -166,6 +237,8 @@ class NodeTable:
                 del self._summaries[gone]
             for gone in set(self._bounds) - set(self._nodes):
                 del self._bounds[gone]
+            for gone in set(self._figures) - set(self._nodes):
+                del self._figures[gone]
             for name in self._reported:
                 old = before.get(name)
                 new = self._nodes[name]

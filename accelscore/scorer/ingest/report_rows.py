@@ -36,8 +36,10 @@ def resource_rows(resources: Iterable[report_pb2.ResourceAmount]) -> tuple[Resou
 class ReportRows:
     """What ingest read of one report (`whole_gpus.read_report`), handed on to validation, summary and
     plausibility. `devices`: each device and its fields when the report is whole GPUs of one model, every device
-    valid (`whole_gpus.read_devices`); None for any other report, which the general path reads itself."""
+    valid (`whole_gpus.read_devices`); None for any other report, which the general path reads itself. `figures`: the
+    report's `figures.figures_key` (None: none), which the node table keeps so that a repeat is only a refresh."""
 
     devices: tuple[tuple[Any, ...], ...] | None
     collectors: tuple[CollectorRow, ...]
     resources: tuple[ResourceRow, ...]
+    figures: bytes | None = None

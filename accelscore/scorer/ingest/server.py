@@ -41,6 +41,7 @@ from accelscore.scorer.ingest.handler import (
     STREAM_IDLE_S,
     Accept,
     IngestStats,
+    Refresh,
     ReportIngest,
 )
 from accelscore.scorer.ingest.validate import MAX_CLOCK_SKEW_S
@@ -166,13 +167,15 @@ def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAut
                         clock: Callable[[], float] = time.time, credentials: grpc.ServerCredentials | None = None,
                         max_concurrent_rpcs: int = DEFAULT_MAX_CALLS, calls_per_node: int = DEFAULT_CALLS_PER_NODE,
                         call_deadline_s: float = CALL_DEADLINE_S, stream_idle_s: float = STREAM_IDLE_S,
-                        connections: list[tuple[str, int]] | None = None) -> tuple[IngestServer, int]:
+                        connections: list[tuple[str, int]] | None = None,
+                        refresh: Refresh | None = None) -> tuple[IngestServer, int]:
     """An ingest server (not yet started) serving ReportService on `address`, and the port it bound.
 
     `rate_limiter`: True = the default per-node bucket, False/None = none, or one to use.
     `credentials` (from `scorer.tls.server_credentials`) makes it a TLS port; None is plaintext, which only
     an explicit `--insecure-plaintext` asks for in the product (`ScorerService`). `connections`: the connection
-    limits (`connection_limits()` unless given).
+    limits (`connection_limits()` unless given). `refresh` (`NodeTable.refresh`): where a report that repeats its
+    node's last figures goes instead of `accept` (None: every report goes to `accept`).
     """
     if max_report_bytes <= 0:
         raise ValueError("max_report_bytes must be > 0")
@@ -181,7 +184,7 @@ def build_ingest_server(*, address: str, accept: Accept, authenticator: TokenAut
     ingest = ReportIngest(accept=accept, authenticator=authenticator, max_report_bytes=max_report_bytes,
                           stats=counters, clock=clock, rate_limiter=rate_limiter or None,
                           max_clock_skew_s=max_clock_skew_s, node_calls=NodeCalls(limit=calls_per_node),
-                          call_deadline_s=call_deadline_s, stream_idle_s=stream_idle_s)
+                          call_deadline_s=call_deadline_s, stream_idle_s=stream_idle_s, refresh=refresh)
     # Raw bytes both ways: the handler pulls and parses the body only after the metadata checks.
     handler = grpc.method_handlers_generic_handler(SERVICE, {
         METHOD: grpc.stream_unary_rpc_method_handler(ingest.push),

@@ -112,6 +112,16 @@ def validate_report(report: pb.NodeReport, *, now: float, max_clock_skew_s: floa
     return None
 
 
+def check_header(report: pb.NodeReport, *, now: float, max_clock_skew_s: float = MAX_CLOCK_SKEW_S) -> Rejection | None:
+    """Why the report's header (node name, time, clock skew, agent ids) must be refused, or None: what every report
+    is checked for, one whose figures repeat its node's last accepted ones included (`handler`)."""
+    try:
+        _check_header(report, now, max_clock_skew_s)
+    except _Bad as bad:
+        return bad.rejection
+    return None
+
+
 def _check_header(report: pb.NodeReport, now: float, skew: float) -> None:
     problem = node_name_problem(report.node_name)
     if problem:

@@ -98,13 +98,14 @@ def read_devices(report: report_pb2.NodeReport) -> tuple[Row, ...] | None:
     return tuple(rows)
 
 
-def read_report(report: report_pb2.NodeReport) -> ReportRows | None:
-    """The report's devices (`read_devices`), collectors and resources, each read once; None when it lists more
-    collectors or resources than validation allows (then none are read: the general path refuses it)."""
+def read_report(report: report_pb2.NodeReport, *, figures: bytes | None = None) -> ReportRows | None:
+    """The report's devices (`read_devices`), collectors and resources, each read once, and its `figures` key
+    when the caller has it; None when it lists more collectors or resources than validation allows (then none are
+    read: the general path refuses it)."""
     collectors, resources = report.collectors, report.resources
     if len(collectors) > MAX_COLLECTORS or len(resources) > MAX_RESOURCES:
         return None
-    return ReportRows(read_devices(report), collector_rows(collectors), resource_rows(resources))
+    return ReportRows(read_devices(report), collector_rows(collectors), resource_rows(resources), figures)
 
 
 def summarize_whole_gpus(report: report_pb2.NodeReport, config: ScoringConfig, *, received_at: float,
