@@ -353,6 +353,8 @@ class Replay:
         # A waiting job's last answer to "could another cluster than the chosen ones start it now": (chosen, _truth).
         self._elsewhere: dict[str, tuple[tuple[str, ...], int, bool]] = {}
         self._ever: dict[tuple[truth.Shape, int], bool] = {}  # _ever_fits, until a cluster dies
+        # Clusters with partitionable DRA GPUs: what an empty node there offers moves as partitions are cut (truth).
+        self._dynamic = {c for c, states in self.u.nodes.items() if any(n.parts is not None for n in states)}
         self._ties: tuple[float, Callable[[str], SupportsRichComparison]] | None = None
 
     def _changed(self, cluster: str) -> None:
@@ -361,6 +363,8 @@ class Replay:
         self.u.touched.add(cluster)
         self._truth += 1
         self.changes[cluster] += 1
+        if cluster in self._dynamic:
+            self._ever.clear()
 
     def _plan(self, cluster: str, job: Job) -> packing.Plan | None:
         """packing.best_fit of the job's pods in the cluster now (memoised until that cluster's truth changes)."""
@@ -406,7 +410,7 @@ class Replay:
 
     def _ever_fits(self, job: Job) -> bool:
         """Could the job run in some cluster if that cluster were empty (live nodes only)? Memoised per shape until a
-        cluster dies (nothing else changes what an empty cluster offers)."""
+        cluster dies or a partitionable DRA GPU is cut or freed (nothing else changes what an empty cluster offers)."""
         key = (job.shape, job.pods)
         if key not in self._ever:
             self._ever[key] = self._fits_if_empty(job)
