@@ -9,7 +9,8 @@
 #   $E2E_CACHE/crds/         ocm-hub ocm-klusterlet kueue: CRD YAML copied from the module cache
 #   $E2E_CACHE/images/       pause.oci.tar (registry.k8s.io/pause:3.10.2, our static pause)
 # E2E_CACHE is $ACCELSCORE_E2E_CACHE, default ~/.cache/accelscore-e2e. Go's own build and module caches are
-# the defaults, so a rerun only checks (go build leaves an up-to-date binary alone). One line per artifact:
+# the defaults, so a rerun only checks (go build leaves an up-to-date binary alone; -buildvcs=false, else each new
+# commit of this repository is stamped into every binary and relinks it). One line per artifact:
 # name, built or cached, seconds.
 #
 # Usage: e2e/build.sh [ARTIFACT...]      (default: all; names as in the table below, or crds, image, packages)
@@ -106,7 +107,8 @@ build_go() {  # NAME MODDIR PACKAGE MODULE
   local out=$BIN/$1 before start flags
   start=$(date +%s) before=$(mtime "$out")
   flags=$(ldflags "$2" "$4")
-  (cd "$HERE/go/$2" && go build -mod=readonly -p "$GO_PARALLEL" -trimpath -ldflags "$flags" -o "$out" "$3") ||
+  (cd "$HERE/go/$2" && go build -mod=readonly -buildvcs=false -p "$GO_PARALLEL" -trimpath -ldflags "$flags" \
+    -o "$out" "$3") ||
     die "go build of $1 ($3) failed"
   report "$1" "$([ "$(mtime "$out")" = "$before" ] && echo cached || echo built)" $(( $(date +%s) - start ))
 }
