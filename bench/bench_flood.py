@@ -196,7 +196,7 @@ def measure(api: object, kubeconfig: Path, kind: str, stolen: str, review_s: flo
     try:
         if agent_proc.stdout.readline().strip() != "warm":
             raise RuntimeError("agents failed to warm up")
-        api.set_latency("POST", r"/tokenreviews$", review_s)  # type: ignore[attr-defined]
+        api.delay("POST", r"/tokenreviews$", review_s, times=None)  # type: ignore[attr-defined]
         baseline = current_rss_mib(server.pid)
         flooder = python_child(f"from bench.bench_flood import flood; flood({port}, {kind!r}, {stolen!r})")
         time.sleep(0.5)  # the flood is under way before the agents' measured pushes
@@ -239,7 +239,7 @@ def run() -> list[Row]:
                 "authentication.kubernetes.io/pod-name": [f"agent-{node}"],
                 "authentication.kubernetes.io/node-name": [node]})
         for kind, review_s in FLOODS.items():
-            api.set_latency("POST", r"/tokenreviews$", 0)
+            api.delay("POST", r"/tokenreviews$", 0, times=None)
             load = load_note()
             r = measure(api, kubeconfig, kind, agent_token("node-x"), review_s)
             tag = f"flood[{kind}]"

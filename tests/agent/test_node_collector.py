@@ -14,7 +14,7 @@ from accelscore.agent.collectors.node import NodeCollector
 from accelscore.agent.snapshots import NodeSnapshot
 from accelscore.kube.config import load_api_client
 from tests.kubeapi import ApiHandle, unique
-from tests.kubeapi.objects import node_body, pod_body
+from tests.rig.objects import node_body, pod_body
 
 GiB = 1024.0**3
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -11,7 +10,8 @@ from accelscore.agent.collectors.base import State
 from accelscore.agent.collectors.node import NodeCollector
 from tests.agent.test_node_collector import Cluster, cpu_is, make_collector, until
 from tests.kubeapi import ApiHandle
-from tests.kubeapi.objects import node_body
+from tests.rig.objects import node_body
+from tests.rig.wait import wait_for
 
 
 @pytest.fixture
@@ -28,6 +28,12 @@ def _pod_lists(handle: ApiHandle) -> int:
                 if r.path == "/api/v1/pods" and "watch=" not in r.query and r.status == 200])
 
 
+def _pod_watches(handle: ApiHandle) -> int:
+    assert handle.server is not None
+    return len([r for r in handle.server.requests
+                if r.path == "/api/v1/pods" and "watch=" in r.query and r.status == 200])
+
+
 def test_watch_expired_while_disconnected_is_recovered_by_relist(staged: tuple[ApiHandle, Cluster]) -> None:
     handle, cluster = staged
     server = handle.server
@@ -39,9 +45,7 @@ def test_watch_expired_while_disconnected_is_recovered_by_relist(staged: tuple[A
         # The next re-watch fails; while the agent is backing off, a pod arrives and history is compacted.
         server.inject("GET", r"^/api/v1/pods$", 503, times=2)
         server.delay("GET", r"^/api/v1/pods$", 1.0)  # the third try is served late: after the compaction below
-        deadline = time.monotonic() + 5
-        while not any(r.status == 503 for r in server.requests) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: any(r.status == 503 for r in server.requests))
         cluster.pod("b", cpu="2")
         server.compact()
         until(col, cpu_is(3.0))
@@ -59,7 +63,8 @@ def test_frequent_bookmarks_change_nothing_and_cause_no_relist(staged: tuple[Api
     try:
         cluster.pod("a", cpu="1")
         until(col, cpu_is(1.0))
-        time.sleep(1.3)  # many bookmarks and one watch timeout/resume
+        # One watch timeout/resume (its first watch ends after 1 s, bookmarks every 50 ms meanwhile).
+        wait_for(lambda: _pod_watches(handle) >= 2)
         cluster.pod("b", cpu="1")
         reading = until(col, cpu_is(2.0))
         assert reading.reason == ""

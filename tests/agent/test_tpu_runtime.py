@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import grpc
 import pytest
 
@@ -14,7 +12,7 @@ from accelscore.agent.snapshots import TpuSnapshot
 from accelscore.vendor.tpu import tpu_metric_service_pb2 as pb
 from tests.conftest import TpuFactory
 from tests.fakes.libtpu_server import LibtpuServer, load_metrics
-from tests.rig.wait import free_port
+from tests.rig.wait import free_port, wait_for
 
 GIB = 1024**3
 USAGE, TOTAL, DUTY = (m.value for m in MetricName)
@@ -89,9 +87,8 @@ def test_workload_starting_after_the_agent_is_seen_without_restart(tpu: TpuFacto
     collector = tpu("v5e", [port], advertised=True)
     assert _snap(collector).runtime_serving is False
     with LibtpuServer(load_metrics("v5e-4chip"), port=port):
-        deadline = time.monotonic() + 5.0  # the channel retries within its reconnect backoff (<= 5 s)
-        while not (snap := _snap(collector)).runtime_serving and time.monotonic() < deadline:
-            time.sleep(0.1)
+        # the channel retries within its reconnect backoff (<= 5 s idle; the wait is generous for a loaded machine)
+        snap = wait_for(lambda: (s := _snap(collector)).runtime_serving and s, timeout_s=60, every_s=0.1)
     assert snap.runtime_serving is True
     assert snap.chips[3].duty_cycle_ratio == 0.0
 

@@ -24,7 +24,7 @@ from accelscore.kube.hub_scores import HubClient
 from accelscore.scorer.core.model import ACCELSCORE_APS
 from accelscore.scorer.publish.policy import rfc3339
 from tests.dispatch import kueue_objects as ko
-from tests.kubeapi.fixtures import ocm_crd_files
+from tests.kubeapi import ocm_crd_files
 from tests.kubeapi.server import KubeApiServer
 from tests.rig.hub import http_text, hub_command
 from tests.rig.wait import wait_for

@@ -37,6 +37,7 @@ from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
 from tests.fakes.libtpu_server import LibtpuServer, load_metrics
 from tests.rig.scorer import resolved, standalone_scorer
+from tests.rig.wait import wait_for
 
 SYSFS = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"
 # Together these give every GPU family a sample: MIG instances, XID events, a retired-pages reading.
@@ -164,9 +165,8 @@ def scorer_families(report: pb.NodeReport) -> dict[str, Family]:
             outcome = sender.send(sent)
             assert outcome.result is PushResult.OK, outcome
         service.score_once()
-        deadline = time.monotonic() + 10  # the publishing worker takes the pass's score sets on its own thread
-        while not service.publisher.stats()["published"] and time.monotonic() < deadline:
-            time.sleep(0.02)
+        # the publishing worker takes the pass's score sets on its own thread
+        wait_for(lambda: service.publisher.stats()["published"], timeout_s=60, every_s=0.02)
         return families(service.registry)
     finally:
         sender.close()

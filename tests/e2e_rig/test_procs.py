@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from e2e.rig import procs
@@ -31,8 +30,7 @@ def test_stop_kills_the_whole_group(tmp_path: Path) -> None:
     assert procs.alive(cfg, "sleeper")
     assert procs.recorded(cfg) == ["sleeper"]
     assert procs.stop(cfg, "sleeper", grace_s=5)
-    time.sleep(0.2)
-    assert not procs.alive(cfg, "sleeper")
+    procs.wait_until("the sleeper gone", lambda: not procs.alive(cfg, "sleeper"), 30, every_s=0.1)
     procs.wait_until("the child gone", lambda: not Path(f"/proc/{child}").exists(), 10, every_s=0.1)
     assert procs.recorded(cfg) == []
 

@@ -7,14 +7,12 @@ backlog it cannot see as free."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from kubernetes import client as k8s
 
 from accelscore.scorer.service import ScorerService
-from tests.kubeapi.objects import node_body
 from tests.rig.cluster import Rig
+from tests.rig.objects import node_body
 from tests.rig.scorer import fresh_total, node_names, raw, source_watch
 from tests.rig.wait import wait_for
 
@@ -87,8 +85,11 @@ def test_an_http_410_on_the_re_watch_relists_without_losing_the_reports(rig: Rig
                           message="too old resource version: 1 (2)")
     rig.api_server.drop_watches(NODES)
     wait_for(lambda: source_watch(scorer, "nodes").relists == 2)
-    time.sleep(0.3)  # a few scoring passes after the relist
-    assert raw(scorer)["gpuClusterFree"] == 9.0 and fresh_total(scorer) == (3, 3)
+    # One node reports news after the relist: the pass that scores it (10 free) also shows the others' reports,
+    # kept through the relist (a pass owed by the report, not a sleep hoping for one).
+    rig.report([scorer], ["gpu-0"], busy=4)
+    wait_for(lambda: raw(scorer).get("gpuClusterFree") == 10.0)
+    assert fresh_total(scorer) == (3, 3)
 
 
 def test_a_watch_dropped_mid_stream_resumes_from_its_resource_version_and_keeps_its_nodes(rig: Rig) -> None:
@@ -111,8 +112,8 @@ def _node_watches(rig: Rig) -> int:
 
 def test_a_stalled_watch_keeps_the_last_state_then_times_out_and_re_watches(
         rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
-    # timeoutSeconds 1 and 1 s of slack: a watch silent for 2 s (not even a bookmark) is declared stalled.
-    scorer = rig.start_scorer(watch_options={"timeout_seconds": 1, "stall_slack_s": 1.0,
+    # timeoutSeconds 1 and 3 s of slack: a watch silent for 4 s (not even a bookmark) is declared stalled.
+    scorer = rig.start_scorer(watch_options={"timeout_seconds": 1, "stall_slack_s": 3.0,
                                              "backoff_initial_s": 0.05, "backoff_max_s": 0.2})
     wait_for(lambda: scorer.ready()[0])
     _reported_and_scored(rig, scorer, 9.0)
@@ -122,12 +123,14 @@ def test_a_stalled_watch_keeps_the_last_state_then_times_out_and_re_watches(
     before = _node_watches(rig)
     core.patch_node("gpu-1", {"spec": {"unschedulable": True}})
     core.create_node(node_body("gpu-new"))
-    time.sleep(0.5)
-    # While stalled the scorer scores its last state: the same nodes, the same free count.
-    assert node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2"] and raw(scorer)["gpuClusterFree"] == 9.0
-    wait_for(lambda: _node_watches(rig) >= before + 1, timeout_s=10)  # read timeout, then a new watch
-    wait_for(lambda: node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2", "gpu-new"], timeout_s=10)
-    wait_for(lambda: raw(scorer).get("gpuClusterFree") == 6.0)  # gpu-1 cordoned; gpu-new never reported
+    # While stalled the scorer scores its last state: a pass owed by a report made after the changes (gpu-0 now
+    # 4 free) still sees the same nodes, gpu-1 schedulable (the stall is declared 4 s after the watch began).
+    rig.report([scorer], ["gpu-0"], busy=4)
+    wait_for(lambda: raw(scorer).get("gpuClusterFree") == 10.0)
+    assert node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2"]
+    wait_for(lambda: _node_watches(rig) >= before + 1, timeout_s=30)  # read timeout, then a new watch
+    wait_for(lambda: node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2", "gpu-new"], timeout_s=30)
+    wait_for(lambda: raw(scorer).get("gpuClusterFree") == 7.0)  # gpu-1 cordoned; gpu-new never reported
     assert source_watch(scorer, "nodes").relists == 1  # re-watched from its resourceVersion, no relist
     assert fresh_total(scorer) == (2, 3)
     assert any("Read timed out" in r.getMessage() for r in caplog.records if r.name == "accelscore.kube.watch")

@@ -6,7 +6,6 @@ token is already cached are served meanwhile."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,9 +101,7 @@ def test_agents_with_cached_tokens_are_served_while_a_new_agents_review_hangs(in
         outcome: list[PushResult] = []
         slow = threading.Thread(target=lambda: outcome.append(new.send(eight_gpu_report("node-new")).result))
         slow.start()
-        deadline = time.monotonic() + 5
-        while ingest.reviews() < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: ingest.reviews() >= 2, timeout_s=60, every_s=0.02)  # the new agent's review hangs
         served = [known.send(eight_gpu_report("node-known", sequence=s)).result for s in (2, 3, 4)]
         slow.join(60)
         assert served == [PushResult.OK] * 3

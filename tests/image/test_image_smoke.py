@@ -21,8 +21,8 @@ from accelscore import __version__
 from tests.deploy import support
 from tests.fakes.kubelet_server import KubeletServer
 from tests.image.runner import Image, run, unpack, volume
-from tests.kubeapi.objects import node_body, pod_body
 from tests.kubeapi.server import KubeApiServer
+from tests.rig.objects import node_body, pod_body
 
 pytestmark = pytest.mark.image
 LAYOUT = Path(os.environ.get("ACCELSCORE_IMAGE_LAYOUT") or support.REPO / "build" / "image" / "oci")

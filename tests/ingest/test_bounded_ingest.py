@@ -111,7 +111,7 @@ def test_a_flood_of_bad_tokens_costs_one_token_review_per_unique_token_per_negat
 
 def test_concurrent_calls_with_one_unknown_token_share_one_token_review(kube_test_server: ApiHandle) -> None:
     server = server_of(kube_test_server)
-    server.set_latency("POST", TOKEN_REVIEWS, 0.3)
+    server.delay("POST", TOKEN_REVIEWS, 0.3, times=None)
     auth = authenticator(kube_test_server)
     start = threading.Barrier(32)
 
@@ -132,7 +132,7 @@ def test_concurrent_calls_with_one_unknown_token_share_one_token_review(kube_tes
 def test_a_flood_of_unique_tokens_gets_no_more_token_reviews_in_flight_than_the_cap(
         kube_test_server: ApiHandle) -> None:
     server = server_of(kube_test_server)
-    server.set_latency("POST", TOKEN_REVIEWS, 5.0)  # slow reviews: a caller queued behind one ends after it
+    server.delay("POST", TOKEN_REVIEWS, 5.0, times=None)  # slow reviews: a caller queued behind one ends after it
     auth = authenticator(kube_test_server, max_reviews_in_flight=2, request_timeout_s=60.0)
     start = threading.Barrier(20)
     ended: list[str] = []  # what each call came to, in the order they ended
@@ -170,7 +170,7 @@ def test_a_flood_of_bad_tokens_does_not_evict_the_agents_cached_tokens(kube_test
 
 def test_calls_over_the_waiting_cap_are_refused_as_auth_busy_and_counted(kube_test_server: ApiHandle) -> None:
     server = server_of(kube_test_server)
-    server.set_latency("POST", TOKEN_REVIEWS, 0.5)
+    server.delay("POST", TOKEN_REVIEWS, 0.5, times=None)
     stats = IngestStats()
     grpc_server, port = build_ingest_server(address="127.0.0.1:0", accept=Accepted(),
                                             authenticator=authenticator(kube_test_server, max_waiting_calls=2,
@@ -240,7 +240,7 @@ def test_an_agent_with_a_cached_token_is_served_while_unknown_tokens_fill_the_wa
     try:
         call(pb.PushReportRequest(report=eight_gpu_report("node-a", sequence=1)), timeout=5,
              metadata=(("authorization", f"Bearer {token}"),))  # reviewed once, now cached
-        server.set_latency("POST", TOKEN_REVIEWS, 30.0)  # the flood's reviews outlast what follows (a hang bound)
+        server.delay("POST", TOKEN_REVIEWS, 30.0, times=None)  # the flood's reviews outlast what follows (a hang bound)
         body = pb.PushReportRequest(report=eight_gpu_report("node-b"))
         flood = [call.future(body, timeout=60, metadata=(("authorization", f"Bearer unknown-{i}"),))
                  for i in range(6)]

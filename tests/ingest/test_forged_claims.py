@@ -28,7 +28,7 @@ def test_a_forged_claims_flood_naming_real_nodes_lets_new_agents_in_and_locks_no
     srv = _Server(kube_test_server, cache_max_ttl_s=2.0)
     for sequence, (node, token) in enumerate(running.items(), start=1):
         assert code_of(srv.push(token, node, sequence).result) is grpc.StatusCode.OK
-    server.set_latency("POST", "/apis/authentication.k8s.io/v1/tokenreviews", REVIEW_S)
+    server.delay("POST", "/apis/authentication.k8s.io/v1/tokenreviews", REVIEW_S, times=None)
     stop = threading.Event()
     flood_codes: list[grpc.StatusCode] = []
 

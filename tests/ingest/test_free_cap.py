@@ -21,9 +21,9 @@ from accelscore.scorer.ingest.plausible import cap_free
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.scorer.service import ScorerService
 from tests.ingest.sample import eight_gpu_report
-from tests.kubeapi.objects import node_body
 from tests.kubeapi.server import KubeApiServer
 from tests.rig.cluster import Rig
+from tests.rig.objects import node_body
 from tests.rig.scorer import source_watch
 from tests.rig.wait import wait_for
 

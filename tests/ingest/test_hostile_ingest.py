@@ -139,7 +139,7 @@ def test_callers_sharing_an_unknown_token_wait_without_holding_a_warm_agents_pus
         for node, token in warm.items():
             assert _code(srv.push(token, node)) is grpc.StatusCode.OK
         review_s = 3.0
-        server.set_latency("POST", TOKEN_REVIEWS, review_s)
+        server.delay("POST", TOKEN_REVIEWS, review_s, times=None)
         followers = [srv.push(f"shared-{i % 4}", "node-q", timeout=review_s + 5) for i in range(60)]
         # Each warm agent's deadline is shorter than one review: served only if it waits behind nothing.
         warm_codes = [_code(srv.push(token, node, sequence=2, timeout=review_s - 1)) for node, token in warm.items()]
@@ -165,7 +165,7 @@ def test_a_new_agent_is_reviewed_and_accepted_at_once_while_random_tokens_flood_
             flood_codes.extend(_code(f) for f in futures)
 
     review_s = 1.5
-    server.set_latency("POST", TOKEN_REVIEWS, review_s)
+    server.delay("POST", TOKEN_REVIEWS, review_s, times=None)
     flooder = threading.Thread(target=flood)
     flooder.start()
     try:

@@ -83,8 +83,11 @@ def test_a_stream_the_scorer_ended_while_idle_is_reopened_without_a_failed_push(
     srv = _Plain(stream_idle_s=0.2)
     try:
         assert srv.sender.send(eight_gpu_report("node-a", sequence=1)).result is PushResult.OK
-        time.sleep(0.6)  # the scorer ends the idle stream
+        idle = srv.sender._stream  # the stream the report went on
+        assert idle is not None
+        wait_for(idle._call.done)  # the scorer ended it: idle for 0.2 s
         assert srv.sender.send(eight_gpu_report("node-a", sequence=2)).result is PushResult.OK
+        assert srv.sender._stream is not idle  # a new stream carried it
     finally:
         srv.close()
     assert srv.accepted.sequences() == [1, 2]

@@ -59,16 +59,6 @@ class ApiError(Exception):
         """410 for a too-old resourceVersion or continue token."""
         return cls(410, message, reason=reason)
 
-    @classmethod
-    def invalid(cls, kind_group: str, name: str, kind: str, group: str, causes: list[dict[str, str]]) -> ApiError:
-        """422 Invalid with one cause per field error, joined the way the apiserver joins them."""
-        parts = [f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes]
-        joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
-        details: dict[str, Any] = {"name": name, "kind": kind, "causes": causes}
-        if group:
-            details["group"] = group
-        return cls(422, f'{kind_group} "{name}" is invalid: {joined}', details=details)
-
 
 def _named(resource: str, group: str, name: str) -> tuple[str, dict[str, str]]:
     """`<resource>.<group>` as the apiserver names a kind in messages, and the Status details naming the object."""

@@ -17,11 +17,6 @@ from accelscore.crds import ocm_crd_paths
 from tests.kubeapi.server import KubeApiServer
 
 
-def ocm_crd_files() -> list[Path]:
-    """The real OCM CRDs the hub serves (vendored in accelscore/crds/ocm)."""
-    return ocm_crd_paths()
-
-
 def unique(prefix: str) -> str:
     """A DNS-safe unique name, so tests can share a real cluster."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
@@ -88,13 +83,13 @@ def kube_api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApiHand
 @pytest.fixture
 def hub_api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApiHandle]:
     """The OCM hub's API: $HUB_KUBECONFIG's hub for a marked test when set, else a test server with OCM's CRDs."""
-    yield from _handle(request, "HUB_KUBECONFIG", tmp_path, ocm_crd_files())
+    yield from _handle(request, "HUB_KUBECONFIG", tmp_path, ocm_crd_paths())
 
 
 @pytest.fixture(scope="module")
 def hub_api_module(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiHandle]:
     """`hub_api` shared by one test module (for set-ups a real hub takes seconds to enforce)."""
-    yield from _handle(request, "HUB_KUBECONFIG", tmp_path_factory.mktemp("hub"), ocm_crd_files())
+    yield from _handle(request, "HUB_KUBECONFIG", tmp_path_factory.mktemp("hub"), ocm_crd_paths())
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from tests.kubeapi.resources import ResourceType
 from tests.kubeapi.selectors import parse_field_selector, parse_label_selector
 from tests.kubeapi.state import RequestRecord, ServerState
 
-_OPEN_PATHS = ("/version", "/healthz", "/readyz", "/livez")
 _NOT_FOUND = "the server could not find the requested resource"
 _REAL_ONLY = ("what a real apiserver does (docs/testing.md: mark the test realapi), the test server does not: {}; "
               "refused rather than ignored")
@@ -51,20 +50,10 @@ class KubeHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: tests read `.requests` instead."""
 
-    def do_GET(self) -> None:
-        self._serve("GET")
+    def _verb(self) -> None:
+        self._serve(self.command)
 
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def do_PUT(self) -> None:
-        self._serve("PUT")
-
-    def do_PATCH(self) -> None:
-        self._serve("PATCH")
-
-    def do_DELETE(self) -> None:
-        self._serve("DELETE")
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _verb
 
     # ------------------------------------------------------------ plumbing
 
@@ -77,9 +66,6 @@ class KubeHandler(BaseHTTPRequestHandler):
             body = self._read_body()
             self._authenticate(path)
             self._refuse_real_only(query)
-            delay = self.state.latency(method, path)
-            if delay:
-                time.sleep(delay)
             fault = self.state.take_fault(method, path)
             if fault and fault.delay_s:
                 time.sleep(fault.delay_s)  # a slow apiserver (or a slow link to it)
@@ -112,7 +98,7 @@ class KubeHandler(BaseHTTPRequestHandler):
             raise ApiError.bad_request(f"the body of the request was not valid JSON: {err}") from err
 
     def _authenticate(self, path: str) -> None:
-        if path in _OPEN_PATHS:
+        if path == "/version":
             return
         header = self.headers.get("Authorization") or ""
         token = header[7:].strip() if header.lower().startswith("bearer ") else ""
@@ -166,12 +152,9 @@ class KubeHandler(BaseHTTPRequestHandler):
         if path == "/apis":
             return resources.group_list(types)
         if path == "/version":
-            return {"major": "1", "minor": "36", "emulationMajor": "1", "emulationMinor": "36",
-                    "minCompatibilityMajor": "1", "minCompatibilityMinor": "35", "gitVersion": "v1.36.0",
-                    "gitCommit": "0" * 40, "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
-                    "goVersion": "go1.25.0", "compiler": "gc", "platform": "linux/amd64"}
-        if path in ("/healthz", "/readyz", "/livez"):
-            return {"status": "ok"}
+            return {"major": "1", "minor": "36", "gitVersion": "v1.36.0", "gitCommit": "0" * 40,
+                    "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25.0",
+                    "compiler": "gc", "platform": "linux/amd64"}
         parts = path.split("/")[2:] if path.startswith("/apis/") else []
         known = resources.groups(types)
         if len(parts) == 1 and parts[0] in known:
@@ -210,7 +193,7 @@ class KubeHandler(BaseHTTPRequestHandler):
         if method != "GET":
             raise ApiError(405, "the server does not allow this method on the requested resource")
         q = {k: v[-1] for k, v in query.items()}
-        fsel = parse_field_selector(q.get("fieldSelector", ""), rt.kind)
+        fsel = parse_field_selector(q.get("fieldSelector", ""))
         lsel = parse_label_selector(q.get("labelSelector", ""))
 
         def pred(o: dict[str, Any]) -> bool:
@@ -257,7 +240,7 @@ class KubeHandler(BaseHTTPRequestHandler):
         elif method == "PATCH":
             with store.cond:  # read-patch-write is atomic, as in the apiserver's retry loop
                 current = store.get(rt, ns, name)
-                patched = apply_patch(current, self.headers.get("Content-Type") or "", body, custom=rt.custom)
+                patched = apply_patch(current, self.headers.get("Content-Type") or "", body)
                 result = store.update(rt, route.version, ns, name, patched, status_only=route.status)
             self._send_json(200, result)
         elif method == "DELETE" and not route.status:
@@ -278,7 +261,7 @@ class KubeHandler(BaseHTTPRequestHandler):
             bookmarks=q.get("allowWatchBookmarks") in ("true", "1"),
             bookmark_interval=lambda: state.bookmark_interval_s,
         )
-        stall = state.take_watch_fault(route_path := self._record[1])
+        stall = state.take_fault("GET", route_path := self._record[1], watch=True)
         self._start(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -288,7 +271,7 @@ class KubeHandler(BaseHTTPRequestHandler):
             state.open_watches[id(self)] = (route_path, self.connection)
         try:
             if stall is not None:  # a stalled watch: the connection stays open and carries nothing
-                state.store.wait_closed(stall.seconds)
+                state.store.wait_closed(stall.delay_s)
                 events.close()  # type: ignore[attr-defined]
                 events = iter(())
             for event in events:

@@ -23,9 +23,6 @@ class ResourceType:
     has_status: bool
     # What create does with .status: "drop" (CRs with /status), "keep" (nodes), or a default dict.
     create_status: str | dict[str, Any] = "drop"
-    custom: bool = False
-    # Fields the apiserver decodes as a MicroTime (RFC 3339, exactly six fractional digits): anything else is 400.
-    micro_times: tuple[tuple[str, ...], ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -44,8 +41,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     ResourceType("", ("v1",), "configmaps", "ConfigMap", True, False),
     ResourceType("", ("v1",), "secrets", "Secret", True, False),
     # Leader election's store: no status; an update with a stale resourceVersion gets 409, like any kind.
-    ResourceType("coordination.k8s.io", ("v1",), "leases", "Lease", True, False,
-                 micro_times=(("spec", "acquireTime"), ("spec", "renewTime"))),
+    ResourceType("coordination.k8s.io", ("v1",), "leases", "Lease", True, False),
 )
 DRA_GROUP = "resource.k8s.io"
 DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")  # what a v1.34+ cluster serves; 1.32-1.33: ("v1beta2", "v1beta1")
@@ -93,7 +89,6 @@ def load_crds(paths: Iterable[Path]) -> list[ResourceType]:
                     kind=spec["names"]["kind"],
                     namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                     has_status=any("status" in (v.get("subresources") or {}) for v in served),
-                    custom=True,
                 )
             )
     return out

@@ -1,10 +1,5 @@
-"""`KubeApiServer`: a Kubernetes API test server on loopback HTTP that the official client talks to unchanged.
-
-Semantics kept real (the package docstring says why these and no more): one global resourceVersion, optimistic
-concurrency (409 on a stale update), status subresources (status dropped on create, ignored on main-resource
-writes), field/label selectors, watches streamed as chunked newline-delimited JSON with bookmarks, selector moves
-sent as DELETED/ADDED, and 410 Gone (an ERROR event in the stream) for a watch older than the retained history.
-"""
+"""`KubeApiServer`: the test server on loopback HTTP that the official client talks to unchanged, and its knobs for
+faults on cue (the package docstring says what it does and what it leaves to a real apiserver)."""
 
 from __future__ import annotations
 
@@ -22,7 +17,7 @@ import yaml
 
 from tests.kubeapi.handler import KubeHandler
 from tests.kubeapi.resources import BUILTINS, DRA_VERSIONS, dra_types, load_crds
-from tests.kubeapi.state import Fault, RequestRecord, ServerState, WatchFault
+from tests.kubeapi.state import Fault, RequestRecord, ServerState
 from tests.kubeapi.store import Store
 
 _INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -36,11 +31,10 @@ class _HTTPServer(ThreadingHTTPServer):
 class KubeApiServer:
     """A running test apiserver (context manager); `.url` is its base URL."""
 
-    def __init__(self, *, crd_files: Sequence[Path] = (), history_window: int = 1000,
-                 dra_versions: Sequence[str] = DRA_VERSIONS) -> None:
+    def __init__(self, *, crd_files: Sequence[Path] = (), dra_versions: Sequence[str] = DRA_VERSIONS) -> None:
         """`dra_versions`: the resource.k8s.io versions served (a 1.32-1.33 cluster: v1beta2, v1beta1; none: ())."""
         types = list(BUILTINS) + dra_types(dra_versions) + load_crds(crd_files)
-        self._state = ServerState(store=Store(history_window=history_window), types=types)
+        self._state = ServerState(store=Store(), types=types)
         self.token = secrets.token_hex(16)
         self._state.api_tokens.add(self.token)
         store = self._state.store
@@ -98,31 +92,28 @@ class KubeApiServer:
         with self._state.lock:
             self._state.faults.append(fault)
 
-    def set_latency(self, method: str, path_regex: str, seconds: float) -> None:
-        """Answer requests whose method (or "*") and URL path (re.search) match `seconds` late; 0 removes the rule."""
-        rule_method = method.upper() if method != "*" else "*"
-        with self._state.lock:
-            self._state.latencies[:] = [r for r in self._state.latencies
-                                        if (r[0], r[1].pattern) != (rule_method, path_regex)]
-            if seconds > 0:
-                self._state.latencies.append((rule_method, re.compile(path_regex), seconds))
-
-    def delay(self, method: str, path_regex: str, seconds: float, *, times: int = 1) -> None:
-        """Answer the next `times` matching requests only after `seconds` (then normally): a slow server."""
+    def delay(self, method: str, path_regex: str, seconds: float, *, times: int | None = 1) -> None:
+        """Answer the next `times` matching requests only after `seconds` (then normally): a slow server. With
+        `times=None` every matching request, until the next `delay(..., times=None)` of that method and path
+        replaces the rule (`seconds` 0 removes it)."""
         fault = Fault(method.upper() if method != "*" else "*", re.compile(path_regex), 0, times, delay_s=seconds)
         with self._state.lock:
-            self._state.faults.append(fault)
+            if times is None:
+                self._state.faults[:] = [f for f in self._state.faults if f.times is not None
+                                         or (f.method, f.path_regex.pattern) != (fault.method, path_regex)]
+            if seconds > 0 or times is not None:
+                self._state.faults.append(fault)
 
     def stall_watches(self, path_regex: str, seconds: float, *, times: int = 1) -> None:
         """The next `times` watches on a matching URL path get headers, then nothing for `seconds` (no events,
         no bookmarks, timeoutSeconds ignored: a hung apiserver or a black-holed link), then a clean end."""
         with self._state.lock:
-            self._state.watch_faults.append(WatchFault(re.compile(path_regex), seconds, times))
+            self._state.watch_faults.append(Fault("GET", re.compile(path_regex), 0, times, delay_s=seconds))
 
     def pending_watch_stalls(self) -> int:
         """How many injected watch stalls have not been served yet (0: each one is running or done)."""
         with self._state.lock:
-            return sum(fault.times for fault in self._state.watch_faults)
+            return sum(fault.times or 0 for fault in self._state.watch_faults)
 
     def drop_watches(self, path_regex: str) -> int:
         """Cut every open watch on a matching URL path mid-stream (socket shut down, no last chunk): a dropped
@@ -153,11 +144,6 @@ class KubeApiServer:
         """How often watches that allow bookmarks get a BOOKMARK event."""
         self._state.bookmark_interval_s = seconds
 
-    @property
-    def resource_version(self) -> str:
-        """The current global resourceVersion."""
-        return str(self._state.store.rv)
-
     def stop(self) -> None:
         """End all watches and stop serving; idempotent."""
         if self._stopped:
@@ -175,6 +161,3 @@ class KubeApiServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
-
-    def __repr__(self) -> str:
-        return f"KubeApiServer({self.url})"

@@ -23,25 +23,15 @@ class RequestRecord(NamedTuple):
 
 @dataclass
 class Fault:
-    """An injected failure: the next `times` requests matching method and path get `status`."""
+    """An injected failure: the next `times` requests (None: every one) matching method and path get `status`."""
 
     method: str
     path_regex: re.Pattern[str]
     status: int
-    times: int
+    times: int | None
     reason: str = ""
     message: str = ""
     delay_s: float = 0.0  # wait this long first; with status 0 the request is then served normally
-
-
-@dataclass
-class WatchFault:
-    """An injected stall: the next `times` watches on a matching path get their headers, then nothing at all
-    (no events, no bookmarks, whatever timeoutSeconds says) for `seconds`, then a clean end of stream."""
-
-    path_regex: re.Pattern[str]
-    seconds: float
-    times: int
 
 
 @dataclass
@@ -54,9 +44,8 @@ class ServerState:
     issuer: Issuer = field(default_factory=Issuer)  # signs service-account tokens; its JWKS at /openid/v1/jwks
     api_tokens: set[str] = field(default_factory=set)
     faults: list[Fault] = field(default_factory=list)
-    watch_faults: list[WatchFault] = field(default_factory=list)
+    watch_faults: list[Fault] = field(default_factory=list)  # stalls: delay_s of silence on a watch
     open_watches: dict[int, tuple[str, Any]] = field(default_factory=dict)  # id -> (path, socket)
-    latencies: list[tuple[str, re.Pattern[str], float]] = field(default_factory=list)
     requests: list[RequestRecord] = field(default_factory=list)
     bookmark_interval_s: float = 1.0
     default_watch_timeout_s: float = 1800.0
@@ -69,33 +58,16 @@ class ServerState:
                 return rt
         return None
 
-    def latency(self, method: str, path: str) -> float:
-        """Seconds to wait before answering a request (the first matching `set_latency` rule; 0 = none)."""
+    def take_fault(self, method: str, path: str, *, watch: bool = False) -> Fault | None:
+        """Consume one matching injected fault (of `watch_faults` for a watch's stall, else of `faults`)."""
         with self.lock:
-            for rule_method, regex, seconds in self.latencies:
-                if rule_method in ("*", method) and regex.search(path):
-                    return seconds
-        return 0.0
-
-    def take_fault(self, method: str, path: str) -> Fault | None:
-        """Consume one matching injected fault."""
-        with self.lock:
-            for fault in self.faults:
+            faults = self.watch_faults if watch else self.faults
+            for fault in faults:
                 if fault.method in ("*", method) and fault.path_regex.search(path):
-                    fault.times -= 1
-                    if fault.times <= 0:
-                        self.faults.remove(fault)
-                    return fault
-        return None
-
-    def take_watch_fault(self, path: str) -> WatchFault | None:
-        """Consume one matching injected watch stall."""
-        with self.lock:
-            for fault in self.watch_faults:
-                if fault.path_regex.search(path):
-                    fault.times -= 1
-                    if fault.times <= 0:
-                        self.watch_faults.remove(fault)
+                    if fault.times is not None:
+                        fault.times -= 1
+                        if fault.times <= 0:
+                            faults.remove(fault)
                     return fault
         return None
 

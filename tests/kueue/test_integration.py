@@ -4,7 +4,6 @@ client): its read-only watches, the `accelscore-kueue` set published to a hub; a
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from kubernetes import client as k8s
 
 from accelscore.crds import kueue_crd_paths
 from accelscore.kube.config import from_kubeconfig
-from accelscore.scorer.core.model import KUEUE_APS, ScoreSet
+from accelscore.scorer.core.model import ACCELSCORE_APS, KUEUE_APS, ScoreSet
 from accelscore.scorer.publish.policy import PublishPolicy
 from accelscore.scorer.service import ScorerService
 from tests.kubeapi.server import KubeApiServer
@@ -175,19 +174,28 @@ def test_an_older_kueue_serving_only_v1beta1_is_read_in_v1beta1(tmp_path: Path) 
 
 
 def test_kueue_without_queues_publishes_one_empty_object_and_does_not_rewrite_it(kueue_cluster: Rig) -> None:
-    import time
-
     scorer = start(kueue_cluster)
     kueue_cluster.report(busy=5)
     assert wait_for(lambda: kueue_set_of(scorer)).scores == ()
     assert wait_for(lambda: kueue_cluster.hub_scores(KUEUE_APS) is not None)
-    for _ in range(10):
+    for _ in range(10):  # ten more passes, each taken by the publisher (none replaced in its slot)
         scorer.score_once()
-        time.sleep(0.05)
+        wait_for(lambda: scorer.worker.handed == scorer.worker.offered)
+    # News for accelscore's own object: the publisher writes it only after it judged the ten passes above, so
+    # once it is on the hub, any rewrite of the empty object would be too (order, not a quiet interval).
+    free = kueue_cluster.hub_scores(ACCELSCORE_APS)
+    kueue_cluster.report(busy=1)
+    scorer.score_once()
+    wait_for(lambda: kueue_cluster.hub_scores(ACCELSCORE_APS) != free)
     writes = [r for r in kueue_cluster.hub_server.requests
               if r.method in ("POST", "PUT", "PATCH") and KUEUE_APS in r.path]
     assert kueue_cluster.hub_scores(KUEUE_APS) == {}
     assert len(writes) <= 2, writes  # create + first status write
+
+
+def _discoveries(rig: Rig) -> int:
+    """API group discoveries the cluster's API served (Kueue's look: is its group served?)."""
+    return sum(r.method == "GET" and r.path == "/apis" for r in rig.api_server.requests)
 
 
 def test_kueue_installed_after_the_scorer_started_is_found_without_a_restart(
@@ -200,7 +208,8 @@ def test_kueue_installed_after_the_scorer_started_is_found_without_a_restart(
         scorer = start(c)
         c.report(busy=5)
         assert kueue_set_of(scorer) is None
-        time.sleep(0.5)  # a few quiet looks: still absent, nothing more logged
+        looks = _discoveries(c)
+        wait_for(lambda: _discoveries(c) >= looks + 2)  # two quiet looks again (every 0.2 s): still absent
         c.api_server.install_crds(kueue_crd_paths())  # the operator installs Kueue
         create(c, "resourceflavors", flavor("h100", POOL))
         create(c, "clusterqueues", cluster_queue("solo", nominal=4), queue_status(1))

@@ -27,7 +27,7 @@ from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
 from tests.fakes.podresources_builder import allocatable_reply, list_reply
-from tests.metrics.prometheus_server import PrometheusServer
+from tests.metrics.prometheus_server import STARTS_PROMETHEUS, PrometheusServer
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +81,7 @@ def test_every_metric_of_ours_starts_with_accelscore(agent_and_scorer: tuple) ->
         assert names and all(n.startswith("accelscore_") for n in names), names
 
 
+@STARTS_PROMETHEUS
 def test_real_prometheus_scrapes_agent_and_scorer(agent_and_scorer: tuple, tmp_path: Path) -> None:
     _, _, _, agent_port, scorer_port = agent_and_scorer
     prometheus = PrometheusServer(tmp_path / "prom", {"agent": f"127.0.0.1:{agent_port}",

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from accelscore.httpserve import MetricsServer
-from tests.metrics.prometheus_server import PrometheusServer
+from tests.metrics.prometheus_server import STARTS_PROMETHEUS, PrometheusServer
 from tests.monitoring import exposition
 from tests.monitoring.support import rules_spec
 
@@ -40,12 +40,14 @@ def _one(result: list[dict]) -> tuple[dict[str, str], float]:
     return result[0]["metric"], float(result[0]["value"][1])
 
 
+@STARTS_PROMETHEUS
 def test_dcgm_dashboard_query_avg_utilization_by_hostname(prometheus: PrometheusServer) -> None:
     labels, value = _one(prometheus.wait_for("avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"))
     assert labels == {"Hostname": exposition.NODE}
     assert value == pytest.approx(sum(UTIL) / len(UTIL))
 
 
+@STARTS_PROMETHEUS
 def test_dcgm_series_have_dcgm_exporter_labels_and_units(prometheus: PrometheusServer) -> None:
     series = prometheus.wait_for(f'DCGM_FI_DEV_FB_FREE{{UUID="{UUID0}"}}')
     labels, free = _one(series)
@@ -61,6 +63,7 @@ def test_dcgm_series_have_dcgm_exporter_labels_and_units(prometheus: PrometheusS
     assert len(prometheus.wait_for("DCGM_FI_DEV_GPU_UTIL")) == 8
 
 
+@STARTS_PROMETHEUS
 def test_dcgm_xid_errors_is_zero_for_gpus_without_an_xid(prometheus: PrometheusServer) -> None:
     series = prometheus.wait_for("DCGM_FI_DEV_XID_ERRORS")
     assert len(series) == 8 and {float(s["value"][1]) for s in series} == {0.0}

@@ -10,6 +10,7 @@ from pathlib import Path
 from accelscore.scorer.core.model import CUSTOM_APS
 from accelscore.scorer.ingest.node_table import NodeFacts
 from accelscore.scorer.service import ScorerService
+from tests.metrics.prometheus_server import STARTS_PROMETHEUS
 from tests.rig.scorer import standalone_scorer
 from tests.rig.wait import wait_for
 from tests.scoring.builders import gpus, report
@@ -60,6 +61,7 @@ def _custom(service: ScorerService) -> dict[str, int]:
     return wait_for(one_pass)
 
 
+@STARTS_PROMETHEUS
 def test_promql_inputs_feed_scores_and_failed_or_stale_ones_publish_0(prom_url: str, tmp_path: Path) -> None:
     path = tmp_path / "scores.yaml"
     path.write_text(SCORES.format(url=prom_url))

@@ -5,25 +5,17 @@ from __future__ import annotations
 import re
 import socket
 import time
-from collections.abc import Callable
 
 import pytest
 
 from accelscore.errors import ConfigError
 from accelscore.scorer.custom import promql
 from accelscore.scorer.custom.promql import RESULTS, PromqlPoller, PromQuery, PromValue
-from tests.rig.wait import free_port
+from tests.metrics.prometheus_server import STARTS_PROMETHEUS
+from tests.rig.wait import free_port, wait_for
 
 
-def wait_until(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise TimeoutError("condition not met")
-
-
+@STARTS_PROMETHEUS
 def test_values_arrive_and_failures_say_why(prom_url: str) -> None:
     poller = PromqlPoller([
         PromQuery(name="depth", url=prom_url, query="sum(accelscore_test_queue_depth)", every_s=0.2,
@@ -35,7 +27,7 @@ def test_values_arrive_and_failures_say_why(prom_url: str) -> None:
     assert before == dict.fromkeys(("depth", "many", "down"), PromValue(None, None, "not queried yet"))
     poller.start()
     try:
-        wait_until(lambda: poller.stats()["queries_total"]["ok"] >= 3)  # the interval repeats the queries
+        wait_for(lambda: poller.stats()["queries_total"]["ok"] >= 3)  # the interval repeats the queries
         values = poller.values(time.time())
     finally:
         poller.stop()
@@ -48,6 +40,7 @@ def test_values_arrive_and_failures_say_why(prom_url: str) -> None:
     assert counts["timeout"] == 0
 
 
+@STARTS_PROMETHEUS
 def test_a_value_fetched_long_ago_is_unknown_at_read_time(prom_url: str) -> None:
     q = PromQuery(name="three", url=prom_url, query="vector(3)", every_s=60, stale_after_s=2)
     poller = PromqlPoller([q])
@@ -61,16 +54,19 @@ def test_a_value_fetched_long_ago_is_unknown_at_read_time(prom_url: str) -> None
     assert poller.values(fetched.sample_time + 1)["three"].value == 3.0
 
 
+@STARTS_PROMETHEUS
 def test_the_thread_keeps_values_fresh(prom_url: str) -> None:
     q = PromQuery(name="t", url=prom_url, query="time()", every_s=0.2, stale_after_s=1)
     poller = PromqlPoller([q]).start()
     try:
-        wait_until(lambda: poller.values(time.time())["t"].value is not None)
-        time.sleep(1.5)  # longer than stale_after_s: only a refreshed value is still known
-        value = poller.values(time.time())["t"]
+        first = wait_for(lambda: (v := poller.values(time.time())["t"]).value is not None and v)
+        # Known at a read later than the first value's staleness: only a refreshed value can be (had the thread
+        # stopped, the read would say stale and this wait would time out).
+        value = wait_for(lambda: (v := poller.values(time.time())["t"]).value is not None
+                         and v.sample_time > first.sample_time + q.stale_after_s and v)
     finally:
         poller.stop()
-    assert value.value is not None and abs(value.value - time.time()) < 1.5
+    assert value.reason == "ok" and value.value == pytest.approx(value.sample_time, abs=1.0)  # time() at its sample
 
 
 def test_stop_cuts_off_a_query_in_flight_and_ends_every_thread() -> None:
@@ -83,8 +79,10 @@ def test_stop_cuts_off_a_query_in_flight_and_ends_every_thread() -> None:
         poller = PromqlPoller([PromQuery(name="stuck", url=url, query="vector(1)", timeout_s=30, every_s=30,
                                          stale_after_s=60)])
         poller.start()
-        time.sleep(0.2)  # the query is in flight
+        listener.settimeout(60)
+        in_flight, _ = listener.accept()  # the query's connection: it waits for an answer that never comes
         poller.stop(timeout_s=5.0)
+        in_flight.close()
         assert poller.alive() == 0
         assert poller.values(time.time())["stuck"] == PromValue(None, None, "not queried yet")
 
@@ -106,7 +104,7 @@ def test_a_bug_below_leaves_an_unknown_value_and_a_live_thread(monkeypatch: pyte
     poller = PromqlPoller([PromQuery(name="b", url="http://p:9090", query="vector(1)", every_s=0.1)]).start()
     try:
         # the thread survived the first failure (its count, not the call: the count comes after the call raises)
-        wait_until(lambda: poller.stats()["queries_total"]["error"] >= 2)
+        wait_for(lambda: poller.stats()["queries_total"]["error"] >= 2)
     finally:
         poller.stop()
     assert poller.values(time.time())["b"] == PromValue(None, None, "internal error: RuntimeError: boom")

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from accelscore.scorer.custom.promql import PromQuery, PromValue, query_instant
+from tests.metrics.prometheus_server import STARTS_PROMETHEUS
 from tests.promql.fake_http import LoopbackServer, fixed, slow, trickle
 from tests.rig.wait import free_port
 
@@ -17,32 +18,38 @@ def run(url: str, query: str, **kw: float) -> PromValue:
     return query_instant(PromQuery(name="q", url=url, query=query, **kw), now=time.time())
 
 
+@STARTS_PROMETHEUS
 def test_a_scalar_result_is_the_value(prom_url: str) -> None:
     got = run(prom_url, "scalar(sum(accelscore_test_queue_depth))")
     assert (got.value, got.reason) == (8.0, "ok")
     assert got.sample_time is not None and abs(got.sample_time - time.time()) < 5
 
 
+@STARTS_PROMETHEUS
 def test_a_vector_of_one_sample_is_the_value(prom_url: str) -> None:
     assert run(prom_url, 'accelscore_test_queue_depth{queue="a"}').value == 3.0
     assert run(prom_url, "sum(accelscore_test_queue_depth)").value == 8.0
     assert run(prom_url + "/", "vector(3)").value == 3.0  # a trailing slash on the base URL is fine
 
 
+@STARTS_PROMETHEUS
 def test_a_fractional_timeout_is_passed_to_prometheus(prom_url: str) -> None:
     """The server-side `timeout` parameter is plain seconds: Prometheus refuses "0.5s" (not a PromQL duration)."""
     assert run(prom_url, "vector(3)", timeout_s=2.5).value == 3.0  # "2.5s" refused; long enough on a busy machine
 
 
+@STARTS_PROMETHEUS
 def test_several_series_are_unknown(prom_url: str) -> None:
     assert run(prom_url, "accelscore_test_queue_depth") == PromValue(None, None,
                                                                      "2 series (a query must return one)")
 
 
+@STARTS_PROMETHEUS
 def test_no_series_is_unknown(prom_url: str) -> None:
     assert run(prom_url, "accelscore_test_missing") == PromValue(None, None, "no series")
 
 
+@STARTS_PROMETHEUS
 def test_nan_and_inf_are_unknown(prom_url: str) -> None:
     nan = run(prom_url, "scalar(accelscore_test_missing)")  # scalar() of no series is NaN
     assert (nan.value, nan.reason) == (None, "NaN")
@@ -50,17 +57,20 @@ def test_nan_and_inf_are_unknown(prom_url: str) -> None:
     assert (inf.value, inf.reason) == (None, "+Inf")
 
 
+@STARTS_PROMETHEUS
 def test_invalid_promql_is_unknown_with_prometheus_reason(prom_url: str) -> None:
     got = run(prom_url, "sum(")
     assert got.value is None
     assert got.reason.startswith("http 400: bad_data: "), got.reason
 
 
+@STARTS_PROMETHEUS
 def test_a_range_result_is_unknown(prom_url: str) -> None:
     got = run(prom_url, "accelscore_test_queue_depth[1m]")
     assert got == PromValue(None, None, "matrix result (a query must return a scalar or one sample)")
 
 
+@STARTS_PROMETHEUS
 def test_a_sample_older_than_stale_after_is_unknown(prom_url: str) -> None:
     """Prometheus stamps an instant result with its evaluation time; read 400 s later, that sample is stale."""
     q = PromQuery(name="q", url=prom_url, query="vector(3)", stale_after_s=120)
@@ -71,6 +81,7 @@ def test_a_sample_older_than_stale_after_is_unknown(prom_url: str) -> None:
     assert ahead.value is None and "in the future" in ahead.reason
 
 
+@STARTS_PROMETHEUS
 def test_old_data_needs_a_freshness_guard_in_the_query(prom_url: str) -> None:
     """A sample stamped 150 s ago still answers a plain query (Prometheus's 5-minute lookback); the guard from
     docs/promql.md turns it into no series, hence unknown."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kubeapi.fixtures import ApiHandle, ocm_crd_files, unique
+from tests.kubeapi import ApiHandle, ocm_crd_files, unique
 from tests.kubeapi.server import KubeApiServer
 from tests.rig.hub import make_namespace, remove_namespace
 

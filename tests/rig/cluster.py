@@ -28,13 +28,13 @@ from tests.fakes.fake_pynvml import FakeNvml, load_scenario
 from tests.fakes.kubelet_server import KubeletServer
 from tests.fakes.podresources_builder import allocatable_reply, list_reply
 from tests.ingest.sample import eight_gpu_report
-from tests.kubeapi.fixtures import ApiHandle, ocm_crd_files
-from tests.kubeapi.objects import node_body
+from tests.kubeapi import ApiHandle, ocm_crd_files
 from tests.kubeapi.server import KubeApiServer
 from tests.rig import hub as hub_reads
 from tests.rig.agents import Assigned, InProcessAgent, Process, agent_process, scorer_process, start_in_process_agent
 from tests.rig.hub import HubRecorder
 from tests.rig.ingest import AGENT_SA
+from tests.rig.objects import node_body
 from tests.rig.scorer import run_in_thread, scorer_config
 from tests.rig.wait import free_port, wait_for
 

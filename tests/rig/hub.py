@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from accelscore.scorer.core.model import ACCELSCORE_APS, RESOURCE_USAGE_APS, Sco
 from accelscore.scorer.publish.policy import PublishPolicy
 from accelscore.scorer.publish.publisher import Publisher
 from tests.kubeapi.fixtures import ApiHandle
-from tests.rig.wait import free_port
+from tests.rig.wait import free_port, wait_for
 
 POLICY = PublishPolicy(min_interval_s=10, dead_band=5, valid_for_s=300, min_fresh_ratio=0.5)
 SCORE_OBJECTS = (RESOURCE_USAGE_APS, ACCELSCORE_APS)
@@ -153,6 +153,22 @@ class HubRecorder:
     def latest(self, name: str) -> Seen | None:
         """The newest version of `name` with scores or a freshness condition written."""
         return next((s for s in reversed(self.seen) if s.name == name and (s.scores or s.fresh)), None)
+
+    def since(self, versions: Mapping[str, Seen]) -> list[Seen]:
+        """Every version seen of the objects in `versions` (name -> a version of it) stored after that one (the
+        hub's resourceVersions grow: the test server's, like etcd's revisions, are one counter)."""
+        return [s for s in self.seen if s.name in versions and int(s.resource_version)
+                > int(versions[s.name].resource_version)]
+
+    def settled(self, hub: ApiHandle, names: Iterable[str]) -> dict[str, Seen]:
+        """Each object's version the hub holds now, once this recorder has seen it: the baseline after a writer
+        stopped (a write it made after an earlier look would otherwise count as a later writer's)."""
+        held = {name: read(hub, self._namespace, name)["metadata"]["resourceVersion"] for name in names}
+        seen: dict[str, Seen] = {}
+        for name, version in held.items():
+            seen[name] = wait_for(lambda n=name, v=version: next(
+                (s for s in reversed(self.seen) if s.name == n and s.resource_version == v), None))
+        return seen
 
     def stop(self) -> None:
         self._watch.stop()

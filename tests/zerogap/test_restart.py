@@ -3,6 +3,7 @@ a cold start publishes only after the Node watch synced."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,7 @@ from accelscore.v1 import report_pb2 as pb
 from tests.ingest.sample import eight_gpu_report
 from tests.rig.cluster import Rig
 from tests.rig.hub import withdrawn
-from tests.rig.scorer import source_watch
+from tests.rig.scorer import fresh_total, source_watch
 from tests.rig.wait import wait_for
 
 APS = (ACCELSCORE_APS, RESOURCE_USAGE_APS)
@@ -27,52 +28,76 @@ def _free(rig: Rig) -> int | None:
 
 
 def test_a_killed_and_restarted_scorer_leaves_the_hub_unchanged_until_it_has_news(rig: Rig) -> None:
+    """The restarted scorer's passes are driven by the test, so each negative check follows a pass that scored
+    exactly what it names (no "nothing happened for 1 s"); the rewrite check is one of order: the publisher took
+    the unchanged sets before the news was offered, so a rewrite of them would be on the hub before the news."""
     first = rig.start_scorer()
     rig.report([first])
     baseline = wait_for(lambda: _free(rig))
-    before = {name: rig.recorder.latest(name) for name in APS}
+    assert rig.recorder is not None
     first.stop(release_lease=False)  # SIGKILL: nothing more from this process
+    before = rig.recorder.settled(rig.hub, APS)  # what it left on the hub
     writes_before = len(rig.hub_writes())
 
-    second = rig.start_scorer(grace_s=30.0)
-    time.sleep(1.0)  # scoring passes run with no reports at all: every node unknown
+    second = rig.start_scorer(grace_s=3600.0, rescore_every_s=None)  # the test drives the passes
+    rig.wait_ready(second)
+    second.score_once()  # a pass with no reports at all: every node unknown
+    assert fresh_total(second) == (0, 3) and not second.worker.active
     rig.report([second], rig.node_names[:2])  # two of three agents are back
-    time.sleep(1.0)
+    second.score_once()
+    assert fresh_total(second) == (2, 3)
+    assert second.worker.offered == 0 and not second.worker.active, "a 2-of-3 view was offered for publishing"
     assert rig.hub_writes()[writes_before:] == []
     rig.report([second], rig.node_names[2:])  # the last one: the view is whole, the values are the same
-    wait_for(lambda: second.worker.active)
-    time.sleep(1.0)
-    assert rig.hub_writes()[writes_before:] == [], "unchanged scores were rewritten after the restart"
-    assert {name: rig.recorder.latest(name) for name in APS} == before
-
+    second.score_once()
+    assert second.worker.active and second.worker.offered == 1
+    wait_for(lambda: second.worker.handed == 1)  # the publisher has the unchanged sets: it reads the hub back
     rig.report([second], busy=1)  # news: the restarted scorer publishes it
-    wait_for(lambda: (_free(rig) or 0) > baseline)
+    second.score_once()
+    wait_for(lambda: all((s := rig.recorder.latest(n)) is not None and s.scores != before[n].scores for n in APS))
+    assert (_free(rig) or 0) > baseline
+    rewritten = [s for s in rig.recorder.since(before) if s.scores == before[s.name].scores]
+    assert rewritten == [], "unchanged scores were rewritten after the restart"
+    assert len(rig.hub_writes()[writes_before:]) == len(APS), "one write per object: the news"
     assert not any(withdrawn(s) for s in rig.recorder.seen), "Placements saw a withdrawal"
 
 
 def test_a_cold_start_publishes_only_after_the_node_watch_synced(rig: Rig) -> None:
+    """Each pass the test drives while the Node list is held is one that ran unsynced (the watch was still not
+    synced after it): none of them may offer anything, whatever the load."""
     rig.api_server.delay("GET", r"^/api/v1/nodes$", 3.0)  # the first Node list takes 3 s
-    started = time.monotonic()
-    scorer = rig.start_scorer()
-    rig.report([scorer])
-    while time.monotonic() - started < 2.5:
-        assert not source_watch(scorer, "nodes").synced.is_set()
-        assert rig.hub_writes() == [], "published before the Node watch synced"
+    scorer = rig.start_scorer(rescore_every_s=None)  # the test drives the passes
+    nodes = source_watch(scorer, "nodes")
+    unsynced_passes = 0
+    while True:
         rig.report([scorer])
-        time.sleep(0.2)
-    wait_for(lambda: _free(rig))
-    assert source_watch(scorer, "nodes").synced.is_set()
+        scorer.score_once()
+        if nodes.synced.is_set():
+            break
+        unsynced_passes += 1  # the watch was not synced when this pass read the sources
+        assert scorer.worker.offered == 0 and not scorer.worker.active, "offered before the Node watch synced"
+        assert rig.hub_writes() == [], "published before the Node watch synced"
+        nodes.synced.wait(0.2)
+    assert unsynced_passes > 0, "the Node list answered before any pass: nothing was checked"
+    wait_for(lambda: (scorer.score_once(), _free(rig))[1])
     status = rig.hub_status(ACCELSCORE_APS)
-    nodes = len(rig.node_names)
-    assert status["conditions"][0]["message"].startswith(f"{nodes}/{nodes} schedulable nodes")
+    nodes_total = len(rig.node_names)
+    assert status["conditions"][0]["message"].startswith(f"{nodes_total}/{nodes_total} schedulable nodes")
 
 
-def test_the_grace_period_opens_publishing_when_an_agent_never_reports(rig: Rig) -> None:
+def test_the_grace_period_opens_publishing_when_an_agent_never_reports(rig: Rig,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """The gate opens for 2 of 3 nodes only because the grace ran out: the scorer's own reason says so, and not
+    before the grace (a lower bound, true on any machine)."""
+    caplog.set_level(logging.INFO, logger="accelscore.scorer.service")
+    started = time.monotonic()
     scorer = rig.start_scorer(grace_s=1.5)
     rig.report([scorer], rig.node_names[:2])  # 2 of 3: enough to be fresh, not all
-    time.sleep(0.8)
-    assert rig.hub_writes() == []
-    wait_for(lambda: rig.recorder.latest(ACCELSCORE_APS), timeout_s=10)
+    wait_for(lambda: rig.recorder.latest(ACCELSCORE_APS), timeout_s=30)
+    assert time.monotonic() - started >= 1.5, "published before the grace ran out"
+    opened = [r.getMessage() for r in caplog.records if r.getMessage().startswith("publishing: ")]
+    assert opened == ["publishing: 1.5s grace over: 2/3 schedulable nodes reported"]
+    assert scorer.worker.active
     assert not any(withdrawn(s) for s in rig.recorder.seen)
 
 

@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 
 from accelscore import kube
 from tests.kubeapi import ApiHandle, unique
-from tests.kubeapi.objects import node_body
+from tests.rig.objects import node_body
 from tests.rig.wait import wait_for
 
 
