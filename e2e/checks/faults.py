@@ -51,10 +51,30 @@ def scorer_pods(c: Checker) -> list[str]:
     return [line.split()[0] for line in running_on_node(c.managed, ADDON_NS, SCORER)]
 
 
+def version_line(obj: dict[str, Any]) -> str:
+    """One served version: resourceVersion, score count, its ScoresFresh condition and who last wrote it (each
+    managedFields entry's manager, operation, subresource and time), so a FAIL names the writer and its reason."""
+    status = obj.get("status") or {}
+    fresh = [f"{x.get('status')}/{x.get('reason')}: {x.get('message')}" for x in status.get("conditions") or []
+             if x.get("type") == FRESH_CONDITION]
+    writers = [f"{m.get('manager')} {m.get('operation')} {m.get('subresource', '')} {m.get('time')}"
+               for m in obj["metadata"].get("managedFields") or []]
+    return (f"rv {obj['metadata'].get('resourceVersion')}: {len(status.get('scores') or [])} scores, validUntil "
+            f"{status.get('validUntil')}, {FRESH_CONDITION} {fresh}, written by {writers}")
+
+
+def save_logs(c: Checker, pods: list[str], suffix: str) -> None:
+    """The scorer Pods' logs into the rig's log directory (kept after `down`; the node's pod logs are not)."""
+    for pod in pods:
+        proc = c.managed.run("logs", "-n", ADDON_NS, pod, "--all-containers", check=False)
+        (c.cfg.logs / f"faults-{pod}-{suffix}.log").write_text(proc.stdout + proc.stderr)
+
+
 def pod_deleted(c: Checker) -> None:
     before = scorer_pods(c)
     watch = Watch(c.hub, "addonplacementscore", "accelscore", MANAGED_CLUSTER)
     time.sleep(1)
+    save_logs(c, before, "before-delete")
     c.managed.run("delete", "pod", "-n", ADDON_NS, *before, "--wait=true", timeout_s=120)
     c.wait("faults: a new scorer Pod Running and Ready after the delete", f"1 new Pod Running on {NODE_NAME}",
            lambda: [p for p in running_on_node(c.managed, ADDON_NS, SCORER) if p.split()[0] not in before],
@@ -65,12 +85,13 @@ def pod_deleted(c: Checker) -> None:
            lambda: valid_until(c.hub.get("addonplacementscore", "accelscore", MANAGED_CLUSTER)),
            lambda v: first_until is not None and v is not None and v > first_until, 90, every_s=2)
     events = watch.stop()
+    save_logs(c, scorer_pods(c), "after-delete")
     versions = [e["object"] for e in events if e.get("type") in ("ADDED", "MODIFIED")]
-    emptied = [v["metadata"].get("resourceVersion") for v in versions if not (v.get("status") or {}).get("scores")]
+    emptied = [version_line(v) for v in versions if not (v.get("status") or {}).get("scores")]
     deleted = [e for e in events if e.get("type") == "DELETED"]
     c.check("faults: scorer Pod deleted → no withdrawal (every version on the hub holds scores)",
-            "0 versions without scores", f"{len(emptied) + len(deleted)} of {len(versions)} versions without scores",
-            bool(versions) and not emptied and not deleted)
+            "0 versions without scores", f"{len(emptied) + len(deleted)} of {len(versions)} versions without scores"
+            + "".join(f"; {line}" for line in emptied), bool(versions) and not emptied and not deleted)
 
 
 def guard_kubeconfig(c: Checker) -> str:
