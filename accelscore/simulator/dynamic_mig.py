@@ -11,7 +11,7 @@ counters allow (`accelscore.devices.dra.partitions_available`, the agent's own c
 A `Partitioner` keeps that for one node of a fleet's cluster (its ResourceSlices in `dra:`) and writes it into the
 node's NodeReport after every bind and release, exactly as the agent would report it: the MIG device appended under
 its parent with the placement's DRA identity and the pod's assignment, `mig_enabled` on the parent while a partition
-is cut, each parent's `partitions_available`, and the node's `nvidia.com/gpu` requested (a GPU with a partition cut
+is cut, each parent's `partitions_available`, and the node's plain GPU resource requested (a GPU with a partition cut
 is requested, as `agent.dra_join.dra_amounts` counts it). Tearing down the last partition of a GPU turns MIG mode
 off again (the driver's dynamic MIG), so the GPU is whole again. Partition slots are the parent GPU's report index,
 once per partition its counters allow (the replay's packing takes slots from a list).
@@ -36,6 +36,7 @@ from accelscore.devices.dra import (
     remaining_counters,
     unhealthy_taints,
 )
+from accelscore.scorer.core.model import PLAIN_GPU_RESOURCE
 from accelscore.v1 import report_pb2 as pb
 
 __all__ = ["Partitioner", "partitioner"]
@@ -153,7 +154,8 @@ class Partitioner:
         return dict(slots)
 
     def _requested(self, report: pb.NodeReport, consumed: int) -> None:
-        """`nvidia.com/gpu` requested as the agent counts DRA GPUs: held, partly consumed, or holding partitions."""
+        """The plain GPU resource requested as the agent counts DRA GPUs: held, partly consumed, or holding
+        partitions."""
         gpus = [d for d in report.devices if d.kind == pb.DEVICE_KIND_NVIDIA_GPU]
         if any(d.source != pb.DEVICE_SOURCE_DRA for d in gpus):
             return  # a device plugin advertises the resource: the kubelet counts it, not the agent
@@ -161,7 +163,7 @@ class Partitioner:
         held_parents = {d.parent_id for d in report.devices if d.parent_id and d.assignments}
         requested = consumed + sum(bool(d.assignments) or d.id in held_parents for d in whole)
         for amount in report.resources:
-            if amount.name == "nvidia.com/gpu" and amount.allocatable:
+            if amount.name == PLAIN_GPU_RESOURCE and amount.allocatable:
                 amount.requested = float(requested)
                 amount.free = amount.allocatable - amount.requested
 
