@@ -158,13 +158,14 @@ def test_loop_keeps_only_the_newest_while_the_scorer_is_down_and_delivers_it_whe
         for seq in range(1, 11):
             loop.offer(eight_gpu_report("node-a", sequence=seq, busy=seq % 8))
             time.sleep(0.03)
-        wait_for(lambda: loop.stats().pushes_failed >= 2, timeout_s=5.0)
+        wait_for(lambda: loop.stats().pushes_failed >= 2, timeout_s=60.0)
         with IngestServer(port=port, tls=shared_tls()[0]) as srv:
             assert srv.accepted.wait_for(1)
             loop.offer(eight_gpu_report("node-a", sequence=11, busy=3))  # a change: pushed at once, after the rest
             assert srv.accepted.wait_for(2)
             assert srv.accepted.sequences() == [10, 11]  # nothing older was delivered before it
-        stats = loop.stats()
+            # The server counts a report before the agent reads its answer: wait for the agent's own count.
+            stats = wait_for(lambda: (s := loop.stats()).pushes_ok >= 2 and s, timeout_s=60.0)
         assert stats.reports_replaced >= 9 and stats.pushes_ok == 2
     finally:
         loop.stop()
@@ -214,7 +215,7 @@ def test_a_rejected_report_is_not_retried_but_the_next_report_is_sent(server: In
         bad = eight_gpu_report("node-a", sequence=1)
         bad.host.load1 = -1.0
         loop.offer(bad)
-        wait_for(lambda: loop.stats().pushes_rejected == 1, timeout_s=5.0)
+        wait_for(lambda: loop.stats().pushes_rejected == 1, timeout_s=60.0)
     finally:
         loop.stop()  # its final push sends whatever is still pending: the rejected report would go again
     assert loop.stats().pushes_rejected == 1 and server.rejected() == {"invalid_value": 1}
