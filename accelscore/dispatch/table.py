@@ -107,11 +107,6 @@ def preference(demand: Demand) -> str:
     return ""
 
 
-def best_fit_refs(refs: Mapping[str, float]) -> dict[int, float]:
-    """Fit size -> the ref of `gpuClusterBestFit<size>` (to read the idle GPUs back from it)."""
-    return {k: _ref(f"gpuClusterBestFit{k}", refs) for k in FIT_SIZES}
-
-
 def _partition(d: Demand, refs: Mapping[str, float]) -> tuple[tuple[Need, ...], ...]:
     name = f"gpuClusterFitMig{d.profile}"
     return ((Need(name, d.total, _ref(name, refs), _total_of(Kind.PARTITION, d.profile)),),)
