@@ -40,8 +40,8 @@ PASSED_IN_EVERY_ORDER = {
     "gangs-200": ["dead", "dra", "dra-mixed", "dra-partitionable", "fragmented", "homogeneous", "kueue", "mig",
                   "mixed", "models", "nvl72", "nvlink", "realistic", "shared", "stale", "tpu-v5e"],
     "late2026-400": ["dead", "mixed", "nvl72", "stale", "tpu-v5e"],
-    "realistic-400": ["dead", "dra", "dra-mixed", "fragmented", "homogeneous", "kueue", "mig", "mixed", "models",
-                      "nvl72", "nvlink", "realistic", "shared", "stale", "tpu-v5e"],
+    "realistic-400": ["dead", "dra", "dra-mixed", "dra-partitionable", "fragmented", "homogeneous", "kueue", "mig",
+                      "mixed", "models", "nvl72", "nvlink", "realistic", "shared", "stale", "tpu-v5e"],
 }
 EVERY_ORDER = [(fleet, trace) for trace, fleets in PASSED_IN_EVERY_ORDER.items() for fleet in fleets]
 # A fleet's (or a cell's) replays take minutes of one core under load: their tests get a timeout of their own.
