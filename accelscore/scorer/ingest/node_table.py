@@ -315,8 +315,8 @@ class NodeTable:
             with self._lock:
                 dirty, self._dirty = self._dirty, set()
                 nodes = self._nodes
-                summaries = (dict(self._summaries) if dirty is None
-                             else {name: self._summaries.get(name) for name in dirty})
+                summaries: Mapping[str, NodeSummary | None] = (
+                    dict(self._summaries) if dirty is None else {name: self._summaries.get(name) for name in dirty})
                 pending_gpus, pending_tpus = self._pending
             if dirty is not None and nodes is not None:
                 dirty = {name for name in dirty if name in self._index}  # a node the Node watch lacks: in none
@@ -340,7 +340,7 @@ class NodeTable:
         with self._lock:
             return dict(self._summaries)
 
-    def _rebuild(self, summaries: Mapping[str, NodeSummary], nodes: Mapping[str, NodeFacts] | None) -> None:
+    def _rebuild(self, summaries: Mapping[str, NodeSummary | None], nodes: Mapping[str, NodeFacts] | None) -> None:
         """(Under `_snapshot_lock`.) Every node's entry, reusing the previous snapshot's where its summary and facts
         are the same objects; the sorted names are kept until the set of names changes."""
         keys = summaries.keys() if nodes is None else nodes.keys()
