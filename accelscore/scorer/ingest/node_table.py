@@ -80,6 +80,13 @@ def _same_bounds(before: NodeFacts | None, now: NodeFacts | None) -> bool:
             and before.allocatable == now.allocatable)
 
 
+def _entry(name: str, summary: NodeSummary | None, facts: NodeFacts | None) -> NodeEntry:
+    """A snapshot's entry of one node: its counted summary and, with a Node watch, the Node's facts."""
+    if facts is None:
+        return NodeEntry(name, True, summary)
+    return NodeEntry(name, facts.schedulable, summary, facts.labels, facts.taints)
+
+
 @dataclass(frozen=True, slots=True)
 class _Figures:
     """What a node's last accepted report was judged against: its figures' key (`figures.figures_key`), the
@@ -328,8 +335,7 @@ class NodeTable:
                     summary, facts = summaries[name], None if nodes is None else nodes[name]
                     entry = built[name]
                     if entry[0] is not summary or entry[1] is not facts:
-                        node = (NodeEntry(name, True, summary) if facts is None
-                                else NodeEntry(name, facts.schedulable, summary, facts.labels, facts.taints))
+                        node = _entry(name, summary, facts)
                         built[name] = (summary, facts, node)
                         entries[index[name]] = node
             entries_now = tuple(self._entries)
@@ -352,9 +358,7 @@ class NodeTable:
             facts = None if nodes is None else nodes[name]
             entry = previous.get(name)
             if entry is None or entry[0] is not summary or entry[1] is not facts:
-                node = (NodeEntry(name, True, summary) if facts is None
-                        else NodeEntry(name, facts.schedulable, summary, facts.labels, facts.taints))
-                entry = (summary, facts, node)
+                entry = (summary, facts, _entry(name, summary, facts))
             built[name] = entry
         self._built = built
         self._entries = [entry[2] for entry in built.values()]
