@@ -55,9 +55,9 @@ def scorer() -> None:
 
 
 def thread_groups() -> dict[str, list[float]]:
-    """[CPU seconds, voluntary context switches] of this process's threads, summed by kind: grpc's threads by
+    """[CPU seconds, voluntary context switches] of this process's threads, summed by kind: grpc core's threads by
     their own names (`event_engine`, ...), the Python threads by theirs (the ingest's event loop, the scoring
-    loop, ...); a thread of grpc's that Python never named (its completion-queue poller) is `grpc-poller`."""
+    loop, ...); grpc.aio's completion-queue poller, a Python thread it leaves unnamed, is `grpc-poller`."""
     names = {t.native_id: t.name for t in threading.enumerate()}
     tick = os.sysconf("SC_CLK_TCK")
     groups: dict[str, list[float]] = {}
@@ -69,7 +69,9 @@ def thread_groups() -> dict[str, list[float]]:
             continue
         comm = stat[stat.index("(") + 1:stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2:].split()
-        name = names.get(int(tid)) or ("grpc-poller" if comm == "python" else comm)
+        name = names.get(int(tid)) or comm
+        if name.endswith("(_poll_wrapper)"):  # Thread-N (_poll_wrapper): grpc.aio's PollerCompletionQueue
+            name = "grpc-poller"
         switches = int(status.split("voluntary_ctxt_switches:")[1].split()[0])
         group = groups.setdefault(name, [0.0, 0.0])
         group[0] += (int(fields[11]) + int(fields[12])) / tick
