@@ -18,6 +18,7 @@ from typing import Any
 
 from accelscore.devices import AcceleratorFamily, ResourceRole, resource_info, vendor_of_driver
 from accelscore.devices.vendors import VENDORS
+from accelscore.scorer.core.model import PLAIN_GPU_RESOURCE
 
 JsonObject = Mapping[str, Any]
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
@@ -45,6 +46,9 @@ class Demand:
     profile: str = ""  # PARTITION: the profile
     domain: bool = False  # every pod inside one NVLink domain
     memory_gib: int = 0  # WHOLE: each GPU has at least this much memory (GPU feature discovery's memory label)
+    # WHOLE: what a pod asks its GPUs as (a device-plugin resource, or a claim's DeviceClass): only GPUs reachable
+    # that way count for it (an MI300X is no free `nvidia.com/gpu`), so it picks the `@<resource>` fit scores
+    resource: str = PLAIN_GPU_RESOURCE
 
     @property
     def total(self) -> int:
@@ -147,38 +151,44 @@ def _claims(spec: JsonObject, templates: Mapping[str, JsonObject]) -> dict[str, 
     return out
 
 
-def _slot(spec: JsonObject, templates: Mapping[str, JsonObject]) -> tuple[Kind, int, tuple[str, ...], str] | None:
-    """(kind, slots per pod, products, profile) of one pod template; None when it asks no accelerator."""
+Slot = tuple[Kind, int, tuple[str, ...], str, str]  # kind, slots per pod, products, profile, resource
+
+
+def _slot(spec: JsonObject, templates: Mapping[str, JsonObject]) -> Slot | None:
+    """(kind, slots per pod, products, profile, resource) of one pod template; None when it asks no accelerator.
+    The resource is the device-plugin resource or the claim's DeviceClass a WHOLE pod asks its GPUs as."""
     devices = _pod_devices(spec)
     products = _products(spec)
-    slots: list[tuple[Kind, int, str]] = []
+    slots: list[tuple[Kind, int, str, str]] = []
     for name, n in devices.items():
         info = resource_info(name)
         assert info is not None  # _container_devices kept only vendor resources
         if info.vendor.family is AcceleratorFamily.TPU:
-            slots.append((Kind.TPU, n, ""))
+            slots.append((Kind.TPU, n, "", name))
         elif info.role is ResourceRole.PARTITION:
-            slots.append((Kind.PARTITION, n, info.profile))
+            slots.append((Kind.PARTITION, n, info.profile, name))
         elif info.role is ResourceRole.SHARED:
-            slots.append((Kind.SHARES, n, ""))
+            slots.append((Kind.SHARES, n, "", name))
         else:
-            slots.append((Kind.WHOLE, n, ""))
-    for driver, n in _claims(spec, templates).items():
-        vendor = vendor_of_driver(driver)
+            slots.append((Kind.WHOLE, n, "", name))
+    for device_class, n in _claims(spec, templates).items():
+        vendor = vendor_of_driver(device_class)
         kind = Kind.TPU if vendor is not None and vendor.family is AcceleratorFamily.TPU else Kind.WHOLE
-        slots.append((kind, n, ""))
+        slots.append((kind, n, "", device_class))
     if not slots:
         return None
     if len(slots) > 1:
         raise Unscoreable("a pod asks more than one kind of accelerator: " + ", ".join(sorted(devices)))
-    kind, n, profile = slots[0]
+    kind, n, profile, resource = slots[0]
     if kind is Kind.WHOLE and len(products) == 1:  # GPU feature discovery's single-strategy and shared labels
         mig = _MIG_PRODUCT.match(products[0])
         if mig is not None:
-            return Kind.PARTITION, n, (), mig.group("profile").lower()
+            return Kind.PARTITION, n, (), mig.group("profile").lower(), PLAIN_GPU_RESOURCE
         if products[0].upper().endswith(_SHARED_SUFFIX):
-            return Kind.SHARES, n, (), ""
-    return kind, n, products if kind is Kind.WHOLE else (), profile
+            return Kind.SHARES, n, (), "", PLAIN_GPU_RESOURCE
+    if kind is not Kind.WHOLE:
+        return kind, n, (), profile, PLAIN_GPU_RESOURCE
+    return kind, n, products, profile, resource
 
 
 def _domain(pod_set: JsonObject) -> bool:
@@ -192,7 +202,7 @@ def demand_of(pod_sets: Iterable[JsonObject], *, claim_templates: Mapping[str, J
               ) -> Demand | None:
     """The Workload's accelerator demand; None when no pod set asks an accelerator. Pod sets of one kind add up;
     pod sets of different sizes count every pod at the largest size (never less than asked)."""
-    found: list[tuple[Kind, int, tuple[str, ...], str, int, bool]] = []
+    found: list[tuple[Kind, int, tuple[str, ...], str, str, int, bool]] = []
     memory = 0
     for pod_set in pod_sets:
         spec = (pod_set.get("template") or {}).get("spec") or {}
@@ -203,10 +213,10 @@ def demand_of(pod_sets: Iterable[JsonObject], *, claim_templates: Mapping[str, J
             memory = max(memory, _memory_gib(spec)) if slot[0] is Kind.WHOLE else memory
     if not found:
         return None
-    kinds = {(f[0], f[2], f[3]) for f in found}
+    kinds = {(f[0], f[2], f[3], f[4]) for f in found}
     if len(kinds) > 1:
-        raise Unscoreable("pod sets ask different accelerators (kinds, products or profiles)")
-    kind, _, products, profile, _, _ = found[0]
+        raise Unscoreable("pod sets ask different accelerators (kinds, resources, products or profiles)")
+    kind, _, products, profile, resource, _, _ = found[0]
     per_pod = max(f[1] for f in found)
-    pods = sum(f[4] for f in found)
-    return Demand(kind, pods, per_pod, products, profile, any(f[5] for f in found), memory)
+    pods = sum(f[5] for f in found)
+    return Demand(kind, pods, per_pod, products, profile, any(f[6] for f in found), memory, resource)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from accelscore.dispatch.shapes import Demand, Kind, Unscoreable
-from accelscore.scorer.core.model import ACCELSCORE_APS, FIT_SIZES, KUEUE_APS
+from accelscore.scorer.core.model import ACCELSCORE_APS, FIT_SIZES, KUEUE_APS, PLAIN_GPU_RESOURCE
 from accelscore.scorer.core.score_table import BY_NAME, keyed_spec
 
 Takes = Callable[[Demand], int]
@@ -62,16 +62,24 @@ def _ref(name: str, refs: Mapping[str, float]) -> float:
     return refs.get(keyed.config_key, keyed.ref)
 
 
-def _whole_takes(size: int, products: tuple[str, ...]) -> Takes:
+def _whole_takes(size: int, products: tuple[str, ...], resource: str) -> Takes:
     """A whole-GPU demand's pods each break at most ceil(per_pod / size) slots of `size` (a product-pinned score
-    loses only to demands that may use that product)."""
+    loses only to demands that may use that product; a per-resource score only to demands asking that resource)."""
     def takes(d: Demand) -> int:
         if d.kind is not Kind.WHOLE:
             return 0
         if products and d.products and not set(products) & set(d.products):
             return 0
+        if not products and d.resource != resource:
+            return 0
         return d.pods * math.ceil(d.per_pod / size)
     return takes
+
+
+def resource_suffix(d: Demand) -> str:
+    """The suffix of the fit scores that count the GPUs the demand's pods can get: none for `nvidia.com/gpu`,
+    else `@<resource>` (docs/scores.md); a resource no cluster publishes is no fit there (unknown is never free)."""
+    return "" if d.resource == PLAIN_GPU_RESOURCE else f"@{d.resource}"
 
 
 def _total_of(kind: Kind, profile: str = "", *, domain_only: bool = False) -> Takes:
@@ -84,14 +92,14 @@ def _total_of(kind: Kind, profile: str = "", *, domain_only: bool = False) -> Ta
 
 def _whole(d: Demand, refs: Mapping[str, float]) -> tuple[tuple[Need, ...], ...]:
     size = fit_size(d.per_pod)
-    names = [f"gpuClusterFit{size}.{p}" for p in d.products] or [f"gpuClusterFit{size}"]
+    names = [f"gpuClusterFit{size}.{p}" for p in d.products] or [f"gpuClusterFit{size}{resource_suffix(d)}"]
     extra: tuple[Need, ...] = ()
     if d.domain:
         extra += (Need("gpuClusterDomainFreeMax", d.total, _ref("gpuClusterDomainFreeMax", refs),
                        _total_of(Kind.WHOLE, domain_only=True)),)
     if d.memory_gib:
         extra += (Need("gpuNodeMemFree", d.memory_gib, _ref("gpuNodeMemFree", refs), _none, per_node=True),)
-    return tuple((Need(name, d.pods, _ref(name, refs), _whole_takes(size, d.products[i:i + 1])), *extra)
+    return tuple((Need(name, d.pods, _ref(name, refs), _whole_takes(size, d.products[i:i + 1], d.resource)), *extra)
                  for i, name in enumerate(names))
 
 
@@ -103,7 +111,7 @@ def preference(demand: Demand) -> str:
     """The score that orders the clusters that hold the demand, highest first (node-level best fit for one pod of
     any whole GPU: the cluster whose best node it fills most tightly); '' = by room left, tightest first."""
     if demand.kind is Kind.WHOLE and demand.pods == 1 and not demand.products and not demand.domain:
-        return f"gpuClusterBestFit{fit_size(demand.per_pod)}"
+        return f"gpuClusterBestFit{fit_size(demand.per_pod)}{resource_suffix(demand)}"
     return ""
 
 
@@ -134,9 +142,11 @@ _QUEUE_RESOURCE = {Kind.WHOLE: "gpu", Kind.TPU: "tpu"}
 def needs_of(demand: Demand, *, refs: Mapping[str, float] | None = None, queue: str = ""
              ) -> tuple[tuple[Need, ...], ...]:
     """The alternatives (any one may hold) of needs (all must hold) for the demand; with `queue`, the worker's
-    ClusterQueue headroom of that name in `accelscore-kueue` too, where the cluster publishes it."""
+    ClusterQueue headroom of that name in `accelscore-kueue` too, where the cluster publishes it (`nvidia.com/gpu`
+    and TPU demands: the resources it publishes)."""
     alternatives = ROWS[demand.kind](demand, refs or {})
-    resource = _QUEUE_RESOURCE.get(demand.kind)
+    # accelscore-kueue's `gpu` is `nvidia.com/gpu` headroom: it says nothing about another resource's
+    resource = _QUEUE_RESOURCE.get(demand.kind) if demand.resource == PLAIN_GPU_RESOURCE else None
     if not queue or resource is None:
         return alternatives
     headroom = Need(f"cq.{queue}.{resource}.count", demand.total, KUEUE_COUNT_REF, _total_of(demand.kind),

@@ -22,7 +22,8 @@ from accelscore.simulator.truth import TPU
 
 def demand(job: Job, products: Sequence[str] = ()) -> Demand:
     """The demand the job's Workload makes, as its pod set would say it (`accelscore.dispatch.shapes`): a job that
-    asks a GPU model by name is pinned, as a user pins it, to the fleet's products of that model (`products`)."""
+    asks a GPU model by name is pinned, as a user pins it, to the fleet's products of that model (`products`); whole
+    GPUs are asked as the shape's resource (`amd.com/gpu` ranks by the `@amd.com/gpu` fits)."""
     shape = job.shape
     if shape.resource == TPU:
         return Demand(Kind.TPU, job.pods, shape.count)
@@ -34,7 +35,7 @@ def demand(job: Job, products: Sequence[str] = ()) -> Demand:
     if shape.model and not pinned:
         pinned = tuple(p for p in products if shape.model.lower() in p.lower())  # none labelled: unpinned
     return Demand(Kind.WHOLE, job.pods, shape.count, pinned, domain=shape.nvlink_domain,
-                  memory_gib=math.ceil(shape.memory_gib))
+                  memory_gib=math.ceil(shape.memory_gib), resource=shape.resource)
 
 
 def fleet_products(fleet: Fleet) -> set[str]:

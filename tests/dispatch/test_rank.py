@@ -100,6 +100,34 @@ def test_a_pinned_nomination_takes_only_from_its_products_fits() -> None:
     assert rank(Demand(Kind.WHOLE, 1, 1, ("B",)), [view], ledger=ledger, key="w").clusters == ("x",)
 
 
+AMD_NODE = Demand(Kind.WHOLE, 1, 8, resource="amd.com/gpu")
+
+
+def test_a_workload_asking_amd_gpus_ranks_only_clusters_with_amd_fits() -> None:
+    h100 = _view("a-h100", gpuClusterFit8=100, gpuClusterFit1=100)  # publishes no @amd.com/gpu score: no fit
+    mi300x = _view("b-mi300x", **{"gpuClusterFit8": 0, "gpuClusterFit8@amd.com/gpu": 13})  # one whole node
+    got = rank(AMD_NODE, [h100, mi300x], ledger=Ledger(), key="w", limit=2)
+    assert got.clusters == ("b-mi300x",) and got.reason is Reason.FITS
+    assert rank(ONE_NODE, [h100, mi300x], ledger=Ledger(), key="w", limit=2).clusters == ("a-h100",)
+    assert rank(AMD_NODE, [h100], ledger=Ledger(), key="w").reason is Reason.NO_ROOM
+
+
+def test_one_amd_pod_goes_where_its_best_amd_node_is_filled_most_tightly() -> None:
+    one = Demand(Kind.WHOLE, 1, 1, resource="amd.com/gpu")
+    roomy = _view("roomy", **{"gpuClusterFit1@amd.com/gpu": 100, "gpuClusterBestFit1@amd.com/gpu": 13,
+                              "gpuClusterBestFit1": 100})  # its NVIDIA node says nothing about AMD
+    snug = _view("snug", **{"gpuClusterFit1@amd.com/gpu": 100, "gpuClusterBestFit1@amd.com/gpu": 100})
+    assert rank(one, [roomy, snug], ledger=Ledger(), key="w").clusters == ("snug",)
+
+
+def test_an_amd_nomination_takes_only_from_the_amd_fits() -> None:
+    ledger = Ledger()
+    ledger.nominate("amd", "x", AMD_NODE, NOW)
+    view = _view("x", **{"gpuClusterFit8": 13, "gpuClusterFit8@amd.com/gpu": 13})  # one node of each
+    assert rank(AMD_NODE, [view], ledger=ledger, key="w").reason is Reason.NO_ROOM
+    assert rank(ONE_NODE, [view], ledger=ledger, key="w").clusters == ("x",)
+
+
 def test_workloads_without_accelerators_or_unscoreable_go_to_live_clusters_in_config_order() -> None:
     clusters = [live_view("dead", {}, NOW), _view("b"), _view("a")]
     assert rank(None, clusters, ledger=Ledger(), key="w", limit=2).clusters == ("b", "a")

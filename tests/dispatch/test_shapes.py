@@ -38,12 +38,13 @@ TEMPLATES = {"two-gpus": {"spec": {"spec": {"devices": {"requests": [
      Demand(Kind.PARTITION, 1, 1, profile="1g.10gb")),
     ([pod_set(2, 1, node_selector={"nvidia.com/gpu.product": "NVIDIA-L4-SHARED"})], Demand(Kind.SHARES, 2, 1)),
     ([pod_set(4, 4, resource="google.com/tpu")], Demand(Kind.TPU, 4, 4)),
-    ([_claim_pod_set(2, "two-gpus")], Demand(Kind.WHOLE, 2, 2)),
+    ([_claim_pod_set(2, "two-gpus")], Demand(Kind.WHOLE, 2, 2, resource="gpu.nvidia.com")),
+    ([pod_set(2, 8, resource="amd.com/gpu")], Demand(Kind.WHOLE, 2, 8, resource="amd.com/gpu")),
     ([pod_set(1, 0, name="launcher"), pod_set(4, 8, name="workers")], Demand(Kind.WHOLE, 4, 8)),
     ([pod_set(1, 2, affinity=_affinity("nvidia.com/gpu.memory", "Gt", ["40000"]))],
      Demand(Kind.WHOLE, 1, 2, memory_gib=39)),
 ], ids=["2x4-whole", "product-pin", "affinity-any-of", "mig-mixed", "mig-single", "shared-label", "tpu", "dra-claim",
-        "launcher-and-workers", "memory"])
+        "amd", "launcher-and-workers", "memory"])
 def test_pod_sets_make_the_demand(pod_sets: list[dict[str, Any]], want: Demand) -> None:
     assert demand_of(pod_sets, claim_templates=TEMPLATES) == want
 
@@ -57,6 +58,19 @@ def test_a_gang_that_requires_one_nvlink_domain_says_so() -> None:
     assert (fit.score, fit.units, domain.score, domain.units) == ("gpuClusterFit4", 4, "gpuClusterDomainFreeMax", 16)
 
 
+@pytest.mark.parametrize(("pod_sets", "fit"), [
+    ([pod_set(2, 4)], "gpuClusterFit4"),
+    ([pod_set(2, 4, resource="amd.com/gpu")], "gpuClusterFit4@amd.com/gpu"),
+    ([_claim_pod_set(2, "two-gpus")], "gpuClusterFit2@gpu.nvidia.com"),
+], ids=["nvidia", "amd", "dra-claim"])
+def test_whole_gpus_are_answered_by_the_fit_scores_of_the_resource_the_pod_asks(
+        pod_sets: list[dict[str, Any]], fit: str) -> None:
+    demand = demand_of(pod_sets, claim_templates=TEMPLATES)
+    assert demand is not None
+    [[need]] = needs_of(demand)
+    assert need.score == fit
+
+
 def test_a_workload_without_accelerators_makes_no_demand() -> None:
     assert demand_of([pod_set(3)]) is None
 
@@ -64,9 +78,10 @@ def test_a_workload_without_accelerators_makes_no_demand() -> None:
 @pytest.mark.parametrize("pod_sets", [
     [pod_set(1, 16)],  # larger than any fit score
     [pod_set(1, 1, name="a"), pod_set(1, 1, name="b", resource="nvidia.com/mig-1g.10gb")],
+    [pod_set(1, 1, name="a"), pod_set(1, 1, name="b", resource="amd.com/gpu")],
     [_claim_pod_set(1, "missing")],
     [pod_set(1, 1, resource="nvidia.com/gpu") | {"count": "many"}],
-], ids=["16-gpu-pod", "mixed-kinds", "unreadable-claim-template", "bad-count"])
+], ids=["16-gpu-pod", "mixed-kinds", "mixed-vendors", "unreadable-claim-template", "bad-count"])
 def test_what_no_score_answers_is_unscoreable_with_a_reason(pod_sets: list[dict[str, Any]]) -> None:
     with pytest.raises(Unscoreable):
         demand = demand_of(pod_sets)
@@ -88,6 +103,9 @@ def test_the_table_names_the_score_for_each_shape(demand: Demand, names: list[li
 def test_the_workers_queue_headroom_is_checked_where_published() -> None:
     [[_, queue]] = needs_of(Demand(Kind.WHOLE, 2, 4), queue="team-a")
     assert (queue.aps, queue.score, queue.units, queue.optional) == ("accelscore-kueue", "cq.team-a.gpu.count", 8, True)
+    # its `gpu` headroom is nvidia.com/gpu's: an AMD demand is not held to it
+    [[amd]] = needs_of(Demand(Kind.WHOLE, 2, 4, resource="amd.com/gpu"), queue="team-a")
+    assert amd.score == "gpuClusterFit4@amd.com/gpu"
 
 
 @pytest.mark.parametrize(("score", "ref", "raw"), [
