@@ -47,7 +47,7 @@ class Demand:
     domain: bool = False  # every pod inside one NVLink domain
     memory_gib: int = 0  # WHOLE: each GPU has at least this much memory (GPU feature discovery's memory label)
     # WHOLE: what a pod asks its GPUs as (a device-plugin resource, or a claim's DeviceClass): only GPUs reachable
-    # that way count for it (an MI300X is no free `nvidia.com/gpu`), so it picks the `@<resource>` fit scores
+    # that way count for it (another vendor's GPU is no free plain GPU), so it picks the `@<resource>` fit scores
     resource: str = PLAIN_GPU_RESOURCE
 
     @property

@@ -77,7 +77,7 @@ def _whole_takes(size: int, products: tuple[str, ...], resource: str) -> Takes:
 
 
 def resource_suffix(d: Demand) -> str:
-    """The suffix of the fit scores that count the GPUs the demand's pods can get: none for `nvidia.com/gpu`,
+    """The suffix of the fit scores that count the GPUs the demand's pods can get: none for PLAIN_GPU_RESOURCE,
     else `@<resource>` (docs/scores.md); a resource no cluster publishes is no fit there (unknown is never free)."""
     return "" if d.resource == PLAIN_GPU_RESOURCE else f"@{d.resource}"
 
@@ -142,10 +142,10 @@ _QUEUE_RESOURCE = {Kind.WHOLE: "gpu", Kind.TPU: "tpu"}
 def needs_of(demand: Demand, *, refs: Mapping[str, float] | None = None, queue: str = ""
              ) -> tuple[tuple[Need, ...], ...]:
     """The alternatives (any one may hold) of needs (all must hold) for the demand; with `queue`, the worker's
-    ClusterQueue headroom of that name in `accelscore-kueue` too, where the cluster publishes it (`nvidia.com/gpu`
+    ClusterQueue headroom of that name in `accelscore-kueue` too, where the cluster publishes it (PLAIN_GPU_RESOURCE
     and TPU demands: the resources it publishes)."""
     alternatives = ROWS[demand.kind](demand, refs or {})
-    # accelscore-kueue's `gpu` is `nvidia.com/gpu` headroom: it says nothing about another resource's
+    # accelscore-kueue's `gpu` is PLAIN_GPU_RESOURCE headroom: it says nothing about another resource's
     resource = _QUEUE_RESOURCE.get(demand.kind) if demand.resource == PLAIN_GPU_RESOURCE else None
     if not queue or resource is None:
         return alternatives

@@ -23,7 +23,7 @@ from accelscore.simulator.truth import TPU
 def demand(job: Job, products: Sequence[str] = ()) -> Demand:
     """The demand the job's Workload makes, as its pod set would say it (`accelscore.dispatch.shapes`): a job that
     asks a GPU model by name is pinned, as a user pins it, to the fleet's products of that model (`products`); whole
-    GPUs are asked as the shape's resource (`amd.com/gpu` ranks by the `@amd.com/gpu` fits)."""
+    GPUs are asked as the shape's resource (AMD_GPU ranks by the `@<resource>` fits of AMD's resource)."""
     shape = job.shape
     if shape.resource == TPU:
         return Demand(Kind.TPU, job.pods, shape.count)
