@@ -25,7 +25,7 @@ EXAMPLES = ROOT / "deploy" / "examples"
 TRACES = ROOT / "fixtures" / "traces"
 ORDERS = ("name", "dead-first", *random_orders(5))
 # Pairs not held here, each with what its replay showed (every one of them replayed in all seven orders, `matrix.run` as
-# below, on a 2-core machine at load 20-30; docs/simulate.md has the cells). Each over-3 cell was traced job by job
+# below, on a 2-core machine at load 18-30; docs/simulate.md has the cells). Each over-3 cell was traced job by job
 # against the oracle (docs/placement.md, "Not yet within 3").
 PENDING: dict[tuple[str, str], str] = {
     ("dead", "mixed-120"): "best-fit-4gpu 4 over in random:4: its 4 are the trace's 4-GPU jobs asking 40 GiB per GPU "
