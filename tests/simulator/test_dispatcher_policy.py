@@ -3,7 +3,7 @@ within 2 jobs of it and never a job sent to a dead cluster, on the shipped fleet
 bursts (20 jobs inside one score interval), by name, reversed and dead-first, and on the cells replayed in every
 order (those three and five seeded random ones); with its ledger off (a planted defect) it is not. Not yet every
 fleet, trace and order: docs/dispatcher.md, "Not yet" (`stale`/`small-40` is 4 jobs off in every order,
-`vendors`/`realistic-400` 3 in one, `vendors`/`gangs-200` 9 in two, `kueue`, `mig` and `vendors` with `late2026-400`;
+`vendors`/`realistic-400` 3 in one, `vendors`/`gangs-200` 9 in two, `kueue` and `mig` with `late2026-400`;
 every cell is replayed in every order).
 `accelscore simulate fixtures/fleets --matrix --trace fixtures/traces --dispatcher --random-orders 5` prints them."""
 
@@ -36,7 +36,8 @@ FLEET_NAMES = ["dead", "homogeneous", "mixed"]
 TRACE_FILES = [TRACES / f"{name}.yaml" for name in ("gangs-200", "mixed-120", "realistic-400", "small-40")]
 # In all eight orders: the cells replayed so and within 2 (docs/placement.md has the figures, and the cells over 2:
 # `stale`/`small-40` 4 in every order, `vendors`/`realistic-400` 3 in one random order, `vendors`/`gangs-200` 3 to 9
-# in four orders, `kueue` and `mig`/`late2026-400` 3 in three, `vendors`/`late2026-400` 46 to 49 in all eight).
+# in four orders, `kueue` and `mig`/`late2026-400` 3 in three; `vendors`/`late2026-400`, 46 to 49 while AMD pods
+# were read as NVIDIA ones, is 1 or less in every order).
 PASSED_IN_EVERY_ORDER = {
     "small-40": ["dead", "dra", "dra-mixed", "dra-partitionable", "fragmented", "homogeneous", "kueue", "mig", "mixed",
                  "models", "nvl72", "nvlink", "realistic", "shared", "tpu-v5e", "vendors"],
@@ -45,7 +46,7 @@ PASSED_IN_EVERY_ORDER = {
     "gangs-200": ["dead", "dra", "dra-mixed", "dra-partitionable", "fragmented", "homogeneous", "kueue", "mig",
                   "mixed", "models", "nvl72", "nvlink", "realistic", "shared", "stale", "tpu-v5e"],
     "late2026-400": ["dead", "dra", "dra-mixed", "dra-partitionable", "fragmented", "homogeneous", "mixed", "models",
-                     "nvl72", "nvlink", "realistic", "shared", "stale", "tpu-v5e"],
+                     "nvl72", "nvlink", "realistic", "shared", "stale", "tpu-v5e", "vendors"],
     "realistic-400": ["dead", "dra", "dra-mixed", "dra-partitionable", "fragmented", "homogeneous", "kueue", "mig",
                       "mixed", "models", "nvl72", "nvlink", "realistic", "shared", "stale", "tpu-v5e"],
 }
