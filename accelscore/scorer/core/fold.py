@@ -18,11 +18,13 @@ is the from-scratch pass (`totals.cluster_totals`): one route, so from-scratch a
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from fractions import Fraction
-from itertools import compress, repeat
-from operator import eq, is_not
+from functools import reduce
+from itertools import chain, compress, repeat
+from operator import attrgetter, eq, is_not, or_
 from types import MappingProxyType
 from typing import Any
 
@@ -46,7 +48,8 @@ _TOTAL = 1 + SUMMARY_LANES.index("gpu_total")
 _UNIT_BITS = 1074  # a float is a whole number of 2**-1074 steps
 _UNIT = 1 << _UNIT_BITS
 _STATES = tuple(NodeState)
-_FRESH = NodeState.FRESH
+_FRESH, _CORDONED = NodeState.FRESH, NodeState.CORDONED
+_row = attrgetter("row")
 _COUNTS, _PRODUCT, _EXTRAS = (PASS_ROW.index(name) for name in ("counts", "gpu_product", "extras"))
 
 
@@ -60,6 +63,18 @@ def _exact(x: float) -> int:
             _STEPS.clear()
         _STEPS[x] = steps
     return steps
+
+
+def _exact_sum(column: Sequence[float]) -> int:
+    """Σ column in whole 2**-1074 steps, exactly, at C speed: `math.fsum` is exact but for its one rounding, so the
+    sum is fsum's result plus the fsum of what that left (the column less the results so far), until nothing is
+    left (mostly after one or two). Non-finite amounts go per distinct value (and fail there, as before)."""
+    taken: list[float] = []  # the results so far, negated
+    while (rest := math.fsum(chain(column, taken))) != 0.0:  # exact: a non-zero multiple of 2**-1074 rounds to one
+        if not math.isfinite(rest) or len(taken) >= 64:
+            return sum(_exact(x) * n for x, n in Counter(column).items())
+        taken.append(-rest)
+    return -sum(map(_exact, taken))
 
 
 # A memo, not state: equal floats give equal steps (0.0 and -0.0 both 0).
@@ -96,8 +111,11 @@ class ClusterFold:
         self._sums = [0, 0, 0, 0]  # cpu, memory, GPU API, TPU API: exact (units of 2**-1074)
         # Multisets (value -> nodes) of: the same four, the most free GPU memory, free GPUs, free TPUs (node
         # maxima), best fit's bit of free plain-resource GPUs (its seen-set); each's largest value or None (unknown).
-        self._bags: list[dict[Any, int]] = [{} for _ in range(8)]
+        # None until a node is first taken out: a fold from nothing only adds, so it keeps each maximum (`_tops`,
+        # None: no node) and the seen-set (`_seen`) as it goes, and the multisets are made when first needed.
+        self._bags: list[dict[Any, int]] | None = None
         self._tops: list[Any] = [None] * 8
+        self._seen = 0
         self._packed = 0  # Σ NodeScan.counts: every SUMMARY_LANES sum
         self._products: dict[str, list[int]] = {}  # product -> [nodes, Σ counts]
         self._profiles: dict[tuple[str, ...], list[int]] = {}  # NodeExtras.lane_keys -> [nodes, Σ packed]
@@ -115,20 +133,20 @@ class ClusterFold:
         if now < self._now:  # the rule is a function of now: earlier means start over
             self.__init__(stale_after_s=self.stale_after_s)  # type: ignore[misc]
         self._now = now
-        self._apply(self._changed(nodes))
+        self._apply(*self._changed(nodes))
         self._last = nodes
         self._age_out(now)
 
-    def _changed(self, nodes: Sequence[NodeEntry]) -> list[tuple[Hashable, NodeEntry | None]]:
-        """(key, entry) of the entries that are not the ones folded last time, and (key, None) of removed nodes."""
+    def _changed(self, nodes: Sequence[NodeEntry]) -> tuple[list[Hashable], list[tuple[Hashable, NodeEntry]]]:
+        """(Keys of removed nodes, (key, entry) of the entries that are not the ones folded last time)."""
         last = self._last
         if nodes is last:
-            return []
+            return [], []
         if self._unique and len(nodes) == len(last) == len(self._entries):
             # Same names in the same order (the node table's sorted names): a C-speed identity scan.
             moved = list(compress(nodes, map(is_not, nodes, last)))
             if all(e.name == o.name for e, o in zip(moved, compress(last, map(is_not, nodes, last)), strict=True)):
-                return [(e.name, e) for e in moved]
+                return [], [(e.name, e) for e in moved]
         keys: list[Hashable] = [e.name for e in nodes]
         names = set(keys)
         self._unique = len(names) == len(keys)
@@ -139,57 +157,69 @@ class ClusterFold:
                     keys[i] = key = (key, i)
                 names.add(key)
         entries = self._entries
-        changes: list[tuple[Hashable, NodeEntry | None]] = [(key, None) for key in entries if key not in names]
-        changes += [(key, e) for key, e in zip(keys, nodes, strict=True)
-                    if (held := entries.get(key)) is None or held[0] is not e]
-        return changes
+        if not entries:  # a fold from nothing
+            return [], list(zip(keys, nodes, strict=True))
+        return ([key for key in entries if key not in names],
+                [(key, e) for key, e in zip(keys, nodes, strict=True)
+                 if (held := entries.get(key)) is None or held[0] is not e])
 
     def _age_out(self, now: float) -> None:
         """Fresh nodes whose newest report is now older than stale_after_s: their state changes with the clock."""
         heap, stale, entries = self._fresh_at, self.stale_after_s, self._entries
-        aged: list[tuple[Hashable, NodeEntry | None]] = []
+        aged: dict[Hashable, NodeEntry] = {}  # a node's report may be in the heap more than once
         while heap and now - heap[0][0] > stale:
             _, _, key = heapq.heappop(heap)
             held = entries.get(key)
             if held is not None and held[1].fresh and node_state(held[0], now=now, stale_after_s=stale) is not held[1]:
-                aged.append((key, held[0]))
-        self._apply(aged)
+                aged[key] = held[0]
+        self._apply([], list(aged.items()))
         if len(heap) > 2 * len(entries) + 64:  # reports replaced since they were pushed: drop them
             self._fresh_at = [(e.summary.received_at, i, key) for i, (key, (e, state)) in enumerate(entries.items())
                               if state.fresh and e.summary is not None]
             heapq.heapify(self._fresh_at)
 
-    def _apply(self, changes: Sequence[tuple[Hashable, NodeEntry | None]]) -> None:
-        """Each key's node is now `entry` (None: gone): the old contributions out, the new ones in, each as one batch.
-        A node whose new entry contributes what its old one did (a refresh: new times, equal figures) is not
-        folded again; only its entry and report time are kept."""
-        if not changes:
-            return
+    def _apply(self, gone: Sequence[Hashable], changes: Sequence[tuple[Hashable, NodeEntry]]) -> None:
+        """Nodes `gone` are no more and each changed key's node is now its entry: the old contributions out, the
+        new ones in, each as one batch. A node whose new entry contributes what its old one did (a refresh: new
+        times, equal figures) is not folded again; only its entry and report time are kept."""
         entries, now, stale = self._entries, self._now, self.stale_after_s
-        out: list[tuple[NodeEntry, NodeState]] = []
+        keys = [key for key, _ in changes]
+        if self._bags is None and entries and (gone or any(map(entries.__contains__, keys))):
+            self._make_bags()  # a node goes out: from now on the maxima need the multisets
+        out = [held for key in gone if (held := entries.pop(key, None)) is not None]
         into: list[tuple[NodeEntry, NodeState]] = []
-        fresh: list[tuple[float, Hashable]] = []
-        for key, entry in changes:
-            held = entries.pop(key, None)
-            if entry is None:
-                if held is not None:
-                    out.append(held)
-                continue
-            state = node_state(entry, now=now, stale_after_s=stale)
-            entries[key] = (entry, state)
-            if state.fresh:
-                fresh.append((entry.summary.received_at, key))  # type: ignore[union-attr]  # fresh: has one
-            if held is not None:
-                if held[1] is state and _same_contribution(held[0].summary, entry.summary):
-                    continue
-                out.append(held)
-            into.append((entry, state))
+        if changes:
+            items = [(e, node_state(e, now=now, stale_after_s=stale)) for _, e in changes]
+            helds = list(map(entries.pop, keys, repeat(None)))
+            entries.update(zip(keys, items, strict=True))
+            into = items
+            if helds.count(None) != len(helds):  # some were folded before: out, unless a refresh
+                into = []
+                for held, item in zip(helds, items, strict=True):
+                    if held is not None:
+                        if held[1] is item[1] and _same_contribution(held[0].summary, item[0].summary):
+                            continue
+                        out.append(held)
+                    into.append(item)
+            self._push_fresh([(e.summary.received_at, key)  # type: ignore[union-attr]  # fresh: reported
+                              for key, (e, state) in zip(keys, items, strict=True)
+                              if state is _FRESH or state is _CORDONED])
         self._fold(out, -1)
         self._fold(into, 1)
-        heap = self._fresh_at
-        for received_at, key in fresh:
-            self._pushed += 1
-            heapq.heappush(heap, (received_at, self._pushed, key))
+
+    def _push_fresh(self, fresh: Sequence[tuple[float, Hashable]]) -> None:
+        """Fresh nodes' report times into the age heap (many at once: one heapify)."""
+        if not fresh:
+            return
+        start, heap = self._pushed, self._fresh_at
+        self._pushed += len(fresh)
+        items = [(received_at, start + i, key) for i, (received_at, key) in enumerate(fresh, 1)]
+        if 4 * len(items) > len(heap):
+            heap.extend(items)
+            heapq.heapify(heap)
+        else:
+            for item in items:
+                heapq.heappush(heap, item)
 
     def _fold(self, batch: Sequence[tuple[NodeEntry, NodeState]], sign: int) -> None:
         """Add (sign 1) or take out (sign -1) the contributions of nodes in the states they went in with, as one
@@ -200,19 +230,27 @@ class ClusterFold:
         self.folded += len(batch)
         for value, n in Counter([state._value_ for _, state in batch]).items():  # by value: an enum's hash is slow
             self._states[value] += sign * n
-        for entry, state in batch:
-            s = entry.summary
-            if s is not None and s.extras is not None and s.extras.clique:
-                self._fold_domain(s, state, sign)
-        rows = [entry.summary.row for entry, state in batch if state is _FRESH]  # type: ignore[union-attr]
-        if not rows:
+        summaries = [entry.summary for entry, state in batch if state is _FRESH]
+        if len(summaries) != len(batch):  # not counted: only an NVLink domain sees them (an incomplete one)
+            for entry, state in batch:
+                s = entry.summary
+                if state is not _FRESH and s is not None and s.extras is not None and s.extras.clique:
+                    self._fold_domain(s, state, sign)
+        if not summaries:
             return
-        columns = list(zip(*rows, strict=True))  # model.PASS_ROW
+        columns = list(zip(*map(_row, summaries), strict=True))  # model.PASS_ROW
         sums, bags, tops = self._sums, self._bags, self._tops
+        for i in range(4):
+            sums[i] += sign * _exact_sum(columns[i])
+        if bags is None:  # only ever added to (`_apply` makes the multisets before a node goes out)
+            for i in range(7):
+                high = max(columns[i])
+                if tops[i] is None or high > tops[i]:
+                    tops[i] = high
+            self._seen |= reduce(or_, columns[7], 0)
+            bags = []
         for i, bag in enumerate(bags):  # cpu, memory, GPU API, TPU API, GPU memory, free GPUs, free TPUs, fit bit
             counted = Counter(columns[i])
-            if i < 4:
-                sums[i] += sign * sum(_exact(x) * n for x, n in counted.items())
             if sign > 0:
                 for x, n in counted.items():
                     bag[x] = bag.get(x, 0) + n
@@ -228,18 +266,30 @@ class ClusterFold:
                         del bag[x]
                         if x == tops[i]:
                             tops[i] = None  # found again when read: O(distinct values), only when the top node left
-        counts, products = columns[_COUNTS], columns[_PRODUCT]
+        counts, products, extras = columns[_COUNTS], columns[_PRODUCT], columns[_EXTRAS]
         total = sum(counts)
         self._packed += sign * total
         by_product = Counter(products)
         if len(by_product) == 1:
-            _count(self._products, products[0], sign * len(rows), sign * total)
+            _count(self._products, products[0], sign * len(summaries), sign * total)
         else:
             for product, n in by_product.items():
                 _count(self._products, product, sign * n,
                        sign * sum(compress(counts, map(eq, products, repeat(product)))))
-        for extra in filter(None, columns[_EXTRAS]):
-            self._fold_extras(extra, sign)
+        if extras.count(None) != len(extras):
+            for s, extra in zip(summaries, extras, strict=True):
+                if extra is not None:
+                    self._fold_extras(extra, sign)
+                    if extra.clique:
+                        self._fold_domain(s, _FRESH, sign)  # type: ignore[arg-type]  # counted: reported
+
+    def _make_bags(self) -> None:
+        """The multisets of the counted nodes folded so far (once in a fold's life, at the first node taken out)."""
+        rows = [entry.summary.row for entry, state in self._entries.values()  # type: ignore[union-attr]
+                if state is _FRESH]
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 8
+        self._bags = [dict(Counter(columns[i])) for i in range(8)]
+        self._tops = [None] * 8
 
     def _fold_domain(self, s: NodeSummary, state: NodeState, sign: int) -> None:
         """A member of an NVLink domain: its free GPUs and GPUs when counted, else the domain is incomplete."""
@@ -291,6 +341,8 @@ class ClusterFold:
 
     def _top(self, i: int, default: Any) -> Any:
         """The largest value of bag i (`default` when empty)."""
+        if self._bags is None:
+            return default if self._tops[i] is None else self._tops[i]
         if not self._bags[i]:
             return default
         if self._tops[i] is None:
@@ -336,7 +388,7 @@ class ClusterFold:
             gpu_mem_free_node_max_bytes=gpu_mem_max,
             gpu_compute_free=Fraction(sums["compute_units"], COMPUTE_SCALE),
             tpu_free_node_max=int(self._top(6, 0)), tpu_free_sum=sums["tpu_free"], tpu_total=sums["tpu_total"],
-            gpu_free_seen=_bits(self._bags[7]),
+            gpu_free_seen=self._seen if self._bags is None else _bits(self._bags[7]),
             gpu_by_product={name: tuple(v) for name, v in sorted(products.items())},  # sorted: whatever the history
             mig={name: (v[0], v[1]) for name, v in sorted(mig.items())},
             shares_free=shares_free, shares_total=shares_total, domains=domains,
