@@ -38,7 +38,7 @@ from accelscore.scorer.core.model import (
     NodeExtras,
     NodeSummary,
 )
-from accelscore.scorer.core.node_state import NodeCounts, NodeState, node_state
+from accelscore.scorer.core.node_state import NodeCounts, NodeState, node_state, node_states
 
 _WIDTH = len(SUMMARY_LANES)
 _FITS = len(FIT_SIZES)
@@ -189,7 +189,8 @@ class ClusterFold:
         out = [held for key in gone if (held := entries.pop(key, None)) is not None]
         into: list[tuple[NodeEntry, NodeState]] = []
         if changes:
-            items = [(e, node_state(e, now=now, stale_after_s=stale)) for _, e in changes]
+            items = list(zip(changed := [e for _, e in changes],
+                             node_states(changed, now=now, stale_after_s=stale), strict=True))
             helds = list(map(entries.pop, keys, repeat(None)))
             entries.update(zip(keys, items, strict=True))
             into = items
