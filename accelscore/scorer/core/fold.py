@@ -137,16 +137,16 @@ class ClusterFold:
         self._last = nodes
         self._age_out(now)
 
-    def _changed(self, nodes: Sequence[NodeEntry]) -> tuple[list[Hashable], list[tuple[Hashable, NodeEntry]]]:
-        """(Keys of removed nodes, (key, entry) of the entries that are not the ones folded last time)."""
+    def _changed(self, nodes: Sequence[NodeEntry]) -> tuple[list[Hashable], list[Hashable], Sequence[NodeEntry]]:
+        """(Keys of removed nodes, keys of the entries that are not the ones folded last time, those entries)."""
         last = self._last
         if nodes is last:
-            return [], []
+            return [], [], ()
         if self._unique and len(nodes) == len(last) == len(self._entries):
             # Same names in the same order (the node table's sorted names): a C-speed identity scan.
             moved = list(compress(nodes, map(is_not, nodes, last)))
             if all(e.name == o.name for e, o in zip(moved, compress(last, map(is_not, nodes, last)), strict=True)):
-                return [], [(e.name, e) for e in moved]
+                return [], [e.name for e in moved], moved
         keys: list[Hashable] = [e.name for e in nodes]
         names = set(keys)
         self._unique = len(names) == len(keys)
@@ -158,10 +158,10 @@ class ClusterFold:
                 names.add(key)
         entries = self._entries
         if not entries:  # a fold from nothing
-            return [], list(zip(keys, nodes, strict=True))
-        return ([key for key in entries if key not in names],
-                [(key, e) for key, e in zip(keys, nodes, strict=True)
-                 if (held := entries.get(key)) is None or held[0] is not e])
+            return [], keys, nodes
+        changed = [(key, e) for key, e in zip(keys, nodes, strict=True)
+                   if (held := entries.get(key)) is None or held[0] is not e]
+        return [key for key in entries if key not in names], [key for key, _ in changed], [e for _, e in changed]
 
     def _age_out(self, now: float) -> None:
         """Fresh nodes whose newest report is now older than stale_after_s: their state changes with the clock."""
@@ -172,25 +172,23 @@ class ClusterFold:
             held = entries.get(key)
             if held is not None and held[1].fresh and node_state(held[0], now=now, stale_after_s=stale) is not held[1]:
                 aged[key] = held[0]
-        self._apply([], list(aged.items()))
+        self._apply([], list(aged), list(aged.values()))
         if len(heap) > 2 * len(entries) + 64:  # reports replaced since they were pushed: drop them
             self._fresh_at = [(e.summary.received_at, i, key) for i, (key, (e, state)) in enumerate(entries.items())
                               if state.fresh and e.summary is not None]
             heapq.heapify(self._fresh_at)
 
-    def _apply(self, gone: Sequence[Hashable], changes: Sequence[tuple[Hashable, NodeEntry]]) -> None:
+    def _apply(self, gone: Sequence[Hashable], keys: Sequence[Hashable], changed: Sequence[NodeEntry]) -> None:
         """Nodes `gone` are no more and each changed key's node is now its entry: the old contributions out, the
         new ones in, each as one batch. A node whose new entry contributes what its old one did (a refresh: new
         times, equal figures) is not folded again; only its entry and report time are kept."""
         entries, now, stale = self._entries, self._now, self.stale_after_s
-        keys = [key for key, _ in changes]
         if self._bags is None and entries and (gone or any(map(entries.__contains__, keys))):
             self._make_bags()  # a node goes out: from now on the maxima need the multisets
         out = [held for key in gone if (held := entries.pop(key, None)) is not None]
         into: list[tuple[NodeEntry, NodeState]] = []
-        if changes:
-            items = list(zip(changed := [e for _, e in changes],
-                             node_states(changed, now=now, stale_after_s=stale), strict=True))
+        if keys:
+            items = list(zip(changed, node_states(changed, now=now, stale_after_s=stale), strict=True))
             helds = list(map(entries.pop, keys, repeat(None)))
             entries.update(zip(keys, items, strict=True))
             into = items
@@ -202,19 +200,17 @@ class ClusterFold:
                             continue
                         out.append(held)
                     into.append(item)
-            self._push_fresh([(e.summary.received_at, key)  # type: ignore[union-attr]  # fresh: reported
-                              for key, (e, state) in zip(keys, items, strict=True)
+            pushes = range(self._pushed + 1, self._pushed + 1 + len(keys))
+            self._pushed += len(keys)
+            self._push_fresh([(e.summary.received_at, i, key)  # type: ignore[union-attr]  # fresh: reported
+                              for i, key, (e, state) in zip(pushes, keys, items, strict=True)
                               if state is _FRESH or state is _CORDONED])
         self._fold(out, -1)
         self._fold(into, 1)
 
-    def _push_fresh(self, fresh: Sequence[tuple[float, Hashable]]) -> None:
-        """Fresh nodes' report times into the age heap (many at once: one heapify)."""
-        if not fresh:
-            return
-        start, heap = self._pushed, self._fresh_at
-        self._pushed += len(fresh)
-        items = [(received_at, start + i, key) for i, (received_at, key) in enumerate(fresh, 1)]
+    def _push_fresh(self, items: list[tuple[float, int, Hashable]]) -> None:
+        """Fresh nodes' (report time, push, key) into the age heap (many at once: one heapify)."""
+        heap = self._fresh_at
         if 4 * len(items) > len(heap):
             heap.extend(items)
             heapq.heapify(heap)
