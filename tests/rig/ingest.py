@@ -180,7 +180,7 @@ class IngestServer:
     def push(self, report: pb.NodeReport, token: str | None = None) -> pb.PushReportResponse:
         """One PushReport call; raises grpc.RpcError on a refusal."""
         metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        return self.stub.PushReport(pb.PushReportRequest(report=report), timeout=5, metadata=metadata)
+        return self.stub.PushReport(pb.PushReportRequest(report=report), timeout=30, metadata=metadata)
 
     def push_code(self, report: pb.NodeReport, token: str | None = None) -> grpc.StatusCode:
         """The status code of one PushReport call."""
