@@ -87,13 +87,21 @@ def tpu() -> Iterator[TpuFactory]:
         collector.close()
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
+# The simulator's replay matrices: every shipped fleet x trace replayed in up to eight orders, minutes of CPU per
+# cell on a loaded machine, and their owners add cells. Marked `replay` here (by path, so every cell added to them is
+# too): `make test` deselects them and `make test-replay` runs them (both in CI; docs/testing.md).
+REPLAY_MODULES = frozenset({"tests/simulator/test_matrix.py", "tests/simulator/test_dispatcher_policy.py"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks and before `-m` deselects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test` runs `--dist loadgroup`) the tests that share a module- or session-scoped
-    fixture run on one worker, so what it starts (a Prometheus, a hub, rendered manifests) is built once, not once
-    per worker: a module fixture groups its module (a parametrized one, its module and parameter), a conftest's
-    session fixtures every test that uses one."""
+    """Marks the replay matrices `replay` (above). Under pytest-xdist (`make test` runs `--dist loadgroup`) the
+    tests that share a module- or session-scoped fixture run on one worker, so what it starts (a Prometheus, a hub,
+    rendered manifests) is built once, not once per worker: a module fixture groups its module (a parametrized one,
+    its module and parameter), a conftest's session fixtures every test that uses one."""
     for item in items:
+        if item.nodeid.split("::")[0] in REPLAY_MODULES:
+            item.add_marker(pytest.mark.replay)
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
             continue
