@@ -61,7 +61,7 @@ def authenticator(handle: ApiHandle, **options: Any) -> TokenAuthenticator:
     Returned once it holds the issuer's keys (read in the background), so lanes are chosen as in a settled scorer."""
     auth = TokenAuthenticator(api_client=handle.api_client(), audience="accelscore", agent_username=AGENT_SA,
                               **options)
-    assert auth.issuer_keys.loaded.wait(15), "the issuer keys were not read from the test API server"
+    assert auth.issuer_keys.loaded.wait(60), "the issuer keys were not read from the test API server"
     return auth
 
 
