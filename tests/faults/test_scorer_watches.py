@@ -29,7 +29,7 @@ def _reported_and_scored(rig: Rig, scorer: ScorerService, free: float) -> None:
 
 
 def _wait_status(rig: Rig, path: str, status: int) -> None:
-    wait_for(lambda: any(r.path == path and r.status == status for r in rig.api_server.requests), timeout_s=10)
+    wait_for(lambda: any(r.path == path and r.status == status for r in rig.api_server.requests))
 
 
 def test_a_500_on_the_node_list_leaves_the_scorer_unready_and_unpublished_until_a_list_succeeds(rig: Rig) -> None:
