@@ -7,6 +7,8 @@ backlog it cannot see as free."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from kubernetes import client as k8s
 
@@ -152,11 +154,16 @@ def test_the_pending_pod_watch_relists_after_410_gone_and_its_backlog_follows(ri
     server, core = rig.api_server, rig.core
     _pending_pod(core, "wants-2", 2)
     wait_for(lambda: raw(scorer).get("gpuClusterHeadroom") == 7.0)
-    server.delay("GET", PODS, 1.0)  # the re-watch is answered late, from a compacted history: 410 Gone
+    # The re-watches are held until the history is compacted, then answered from it: 410 Gone. (A 1 s delay of the
+    # next pods request raced the test on a loaded machine, and could fall on the bound-pod watch instead.)
+    compacted = threading.Event()
+    server.delay("GET", PODS, 120.0, times=None, until=compacted)
     assert server.drop_watches(PODS) == 2  # the pending-pod and the bound-pod watches
     core.delete_namespaced_pod("wants-2", "default")
     _pending_pod(core, "wants-3", 3)
     server.compact()
+    server.delay("GET", PODS, 0, times=None)  # later requests are answered at once
+    compacted.set()
     wait_for(lambda: raw(scorer).get("gpuClusterHeadroom") == 6.0)
     assert source_watch(scorer, "pending-pods").relists == 2
     assert raw(scorer)["gpuClusterFree"] == 9.0 and scorer.ready()[0]
