@@ -48,14 +48,20 @@ run: $(STAMP)
 TEST_WORKERS ?= 4
 # what pyproject.toml's addopts deselect (a second -m replaces the first, so it is said again here)
 DESELECTED := not gpu and not image and not realapi
+# Bytecode is written (and compiled once, on both cores, before the workers start): with PYTHONDONTWRITEBYTECODE set
+# every worker and every `accelscore` child process compiled the package again, and each worker re-rewrote the test
+# modules' asserts; collection alone took minutes of each worker at load 20.
+PYC := env -u PYTHONDONTWRITEBYTECODE
 test: python test-tools $(STAMP)
 	$(BIN)/ruff check .
-	env -u KUBECONFIG -u HUB_KUBECONFIG $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m '$(DESELECTED) and not replay'
+	$(BIN)/python -m compileall -q -j 0 accelscore tests >/dev/null
+	$(PYC) -u KUBECONFIG -u HUB_KUBECONFIG $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m '$(DESELECTED) and not replay'
 
 ## test-replay: the simulator's replay matrices (tests/simulator/test_matrix.py, test_dispatcher_policy.py; marked
 ## replay by tests/conftest.py): every shipped fleet x trace against the oracle, in every order. CPU, not waits.
 test-replay: python $(STAMP)
-	env -u KUBECONFIG -u HUB_KUBECONFIG $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m '$(DESELECTED) and replay' tests/simulator
+	$(BIN)/python -m compileall -q -j 0 accelscore tests >/dev/null
+	$(PYC) -u KUBECONFIG -u HUB_KUBECONFIG $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m '$(DESELECTED) and replay' tests/simulator
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
