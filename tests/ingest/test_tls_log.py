@@ -28,7 +28,7 @@ def _handshake_lines(extra_env: dict[str, str]) -> int:
                              "sys.exit(main(['scorer']))"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # the process's imports alone took over 20 s at load 20
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
