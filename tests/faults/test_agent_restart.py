@@ -81,13 +81,13 @@ def test_a_sigkilled_agent_process_goes_stale_and_its_restarted_process_is_accep
         agents = [cluster.agent_process("gpu-p", scenario="h100x8-idle", kubelet=kubelet,
                                         log=cluster.workdir / f"agent-{i}.log") for i in range(2)]
         agents[0].start()
-        wait_for(lambda: raw(scorer).get("gpuClusterFree") == 8.0 and fresh_total(scorer) == (1, 1), timeout_s=30)
+        wait_for(lambda: raw(scorer).get("gpuClusterFree") == 8.0 and fresh_total(scorer) == (1, 1))
         agents[0].kill()
         killed_at = time.time()
         wait_for(lambda: fresh_total(scorer) == (0, 1), timeout_s=STALE_AFTER_S + 5)
         _stays_unknown(cluster)
         agents[1].start()  # a new process: a new instance id, sequence from 1 again
-        wait_for(lambda: raw(scorer).get("gpuClusterFree") == 8.0 and fresh_total(scorer) == (1, 1), timeout_s=30)
+        wait_for(lambda: raw(scorer).get("gpuClusterFree") == 8.0 and fresh_total(scorer) == (1, 1))
         node = summary(scorer, "gpu-p")
         assert node is not None and node.received_at > killed_at
         stats = scorer.ingest_stats.snapshot()

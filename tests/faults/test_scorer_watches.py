@@ -130,8 +130,8 @@ def test_a_stalled_watch_keeps_the_last_state_then_times_out_and_re_watches(
     rig.report([scorer], ["gpu-0"], busy=4)
     wait_for(lambda: raw(scorer).get("gpuClusterFree") == 10.0)
     assert node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2"]
-    wait_for(lambda: _node_watches(rig) >= before + 1, timeout_s=30)  # read timeout, then a new watch
-    wait_for(lambda: node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2", "gpu-new"], timeout_s=30)
+    wait_for(lambda: _node_watches(rig) >= before + 1)  # read timeout, then a new watch
+    wait_for(lambda: node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2", "gpu-new"])
     wait_for(lambda: raw(scorer).get("gpuClusterFree") == 7.0)  # gpu-1 cordoned; gpu-new never reported
     assert source_watch(scorer, "nodes").relists == 1  # re-watched from its resourceVersion, no relist
     assert fresh_total(scorer) == (2, 3)
