@@ -6,8 +6,12 @@ scoring loop (`ScorerService.run`: a pass only when the table changed, at most o
 worker — and a client process with 5,000 agents, each on its own TLS connection with its PushReports stream
 open, pushing its 8-GPU report every `INTERVAL_S` on its own schedule; each push changes the node's figures
 (one more or one fewer GPU busy) with probability `CHANGING`, else it repeats them, as an idle node's agent does.
-After the agents connected and one interval passed, the scorer's own CPU time (user + system, every thread)
-over `MEASURE_S` is the row. Authentication is off (no Kubernetes API here): a cached token costs one lookup.
+Two phases, each measured as the scorer's own CPU time (user + system, every thread): once every agent is
+connected, `SILENT_S` with the agents holding their streams and pushing nothing (what 5,000 connections cost by
+themselves: grpc's timers and threads), then, one interval after they start pushing, `MEASURE_S` (the row). Each
+phase also gives the scorer's voluntary context switches (its threads' wake-ups) and its CPU per thread group
+(`/proc/self/task`), so a change can be judged by where it moved the cost. Authentication is off (no Kubernetes API
+here): a cached token costs one lookup.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.common import Row, load_note, python_child, varint
 
@@ -28,6 +33,7 @@ NODES = 5000
 INTERVAL_S = 15.0
 CHANGING = 0.10
 MEASURE_S = 30.0
+SILENT_S = 15.0
 BUDGET_SHARE = 10.0  # % of one core
 _PUSH = "/accelscore.v1.ReportService/PushReports"
 
@@ -44,8 +50,33 @@ def scorer() -> None:
         t = os.times()
         print(json.dumps({"cpu": t.user + t.system, "wall": time.monotonic(), "passes": service.passes,
                           "accepted": service.ingest_stats.snapshot()["accepted"],
-                          "refreshes": service.table.refreshes}), flush=True)
+                          "refreshes": service.table.refreshes, "threads": thread_groups()}), flush=True)
     service.stop()
+
+
+def thread_groups() -> dict[str, list[float]]:
+    """[CPU seconds, voluntary context switches] of this process's threads, summed by kind: grpc core's threads by
+    their own names (`event_engine`, ...), the Python threads by theirs (the ingest's event loop, the scoring
+    loop, ...); grpc.aio's completion-queue poller, a Python thread it leaves unnamed, is `grpc-poller`."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    tick = os.sysconf("SC_CLK_TCK")
+    groups: dict[str, list[float]] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+            status = Path(f"/proc/self/task/{tid}/status").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        name = names.get(int(tid)) or comm
+        if name.endswith("(_poll_wrapper)"):  # Thread-N (_poll_wrapper): grpc.aio's PollerCompletionQueue
+            name = "grpc-poller"
+        switches = int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+        group = groups.setdefault(name, [0.0, 0.0])
+        group[0] += (int(fields[11]) + int(fields[12])) / tick
+        group[1] += switches
+    return groups
 
 
 def agents(port: int, ca_file: str, server_name: str, seconds: float) -> None:
@@ -76,6 +107,7 @@ def agents(port: int, ca_file: str, server_name: str, seconds: float) -> None:
         for start in range(0, NODES, 250):  # a rolling start, 250 handshakes at a time
             held += await asyncio.gather(*(connect(i) for i in range(start, min(NODES, start + 250))))
         print("open", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)  # silent until told to push
         stop_at = time.monotonic() + seconds
 
         async def push(i: int, call: grpc.aio.StreamStreamCall) -> None:
@@ -111,7 +143,7 @@ def run() -> list[Row]:
     assert server.stdin is not None and server.stdout is not None
     started = json.loads(server.stdout.readline())
 
-    def counters() -> dict[str, float]:
+    def counters() -> dict[str, Any]:
         server.stdin.write("?\n")  # type: ignore[union-attr]
         server.stdin.flush()  # type: ignore[union-attr]
         return json.loads(server.stdout.readline())  # type: ignore[union-attr, no-any-return]
@@ -122,10 +154,15 @@ def run() -> list[Row]:
         ca_file.write_text(started["ca"])
         client = python_child(f"from bench.bench_scorer_cpu import agents; agents({started['port']}, "
                               f"{str(ca_file)!r}, {started['server_name']!r}, {INTERVAL_S + MEASURE_S})")
-        assert client.stdout is not None
+        assert client.stdout is not None and client.stdin is not None
         try:
             if client.stdout.readline().strip() != "open":
                 raise RuntimeError("the agents did not connect")
+            quiet = counters()
+            time.sleep(SILENT_S)  # every agent connected, none pushing
+            silent = counters()
+            client.stdin.write("go\n")
+            client.stdin.flush()
             time.sleep(INTERVAL_S)  # every agent's schedule has begun
             first = counters()
             time.sleep(MEASURE_S)
@@ -142,11 +179,28 @@ def run() -> list[Row]:
     reports = last["accepted"] - first["accepted"]
     refreshes = last["refreshes"] - first["refreshes"]
     passes = last["passes"] - first["passes"]
+    silent_wall = silent["wall"] - quiet["wall"]
+    silent_share = (silent["cpu"] - quiet["cpu"]) / silent_wall * 100
     return [
         Row("scorer CPU end to end, 5,000 agents every 15 s, 10 % changing", share, "% of a core",
             f"DESIGN §5; ingest (TLS streams) + scoring passes + publishing worker, the scorer's own CPU over "
             f"{wall:.0f} s; {reports / wall:.0f} reports/s, {refreshes / max(reports, 1) * 100:.0f} % unchanged; "
-            f"auth off; {load} at the start", budget=BUDGET_SHARE),
+            f"auth off; {load} at the start; by thread, % of a core and wake-ups per report: "
+            f"{_by_thread(first, last, wall, reports)}", budget=BUDGET_SHARE),
         Row("scorer scoring passes, same run", passes / wall, "passes/s",
             "a pass only when the node table changed, at most one a second (pass_schedule)", budget=1.0),
+        Row("scorer CPU, the same 5,000 agents connected and silent", silent_share, "% of a core",
+            f"info; their streams open, no report, over {silent_wall:.0f} s before they push; by thread, % of a core "
+            f"and wake-ups per second: {_by_thread(quiet, silent, silent_wall, silent_wall)}"),
     ]
+
+
+def _by_thread(first: dict[str, Any], last: dict[str, Any], wall: float, per: float) -> str:
+    """Each thread group's CPU (% of a core) and wake-ups (voluntary context switches) per `per`, between two
+    counters, the busiest first."""
+    groups = []
+    for name, (cpu, switches) in last["threads"].items():
+        cpu0, switches0 = first["threads"].get(name, (0.0, 0.0))
+        groups.append((cpu - cpu0, switches - switches0, name))
+    return ", ".join(f"{name} {cpu / wall * 100:.1f} % / {switches / max(per, 1):.1f}"
+                     for cpu, switches, name in sorted(groups, reverse=True) if cpu > 0 or switches > 0)

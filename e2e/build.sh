@@ -197,8 +197,7 @@ write_versions() {
     printf '%-24s %-48s %s\n' "$name" "$ver" "$when" >> "$out"
   done <<< "$ARTIFACTS"
   for name in ocm-hub:ocm:open-cluster-management.io/ocm ocm-klusterlet:ocm:open-cluster-management.io/ocm \
-    kueue:kueue:sigs.k8s.io/kueue kueue-webhooks:kueue:sigs.k8s.io/kueue \
-    kueue-map:kueue:sigs.k8s.io/kueue; do
+    kueue:kueue:sigs.k8s.io/kueue kueue-webhooks:kueue:sigs.k8s.io/kueue; do
     IFS=: read -r crd dir mod <<< "$name"
     [ -d "$E2E_CACHE/crds/$crd" ] || continue
     when=$(date -u -d "@$(mtime "$E2E_CACHE/crds/$crd")" +%Y-%m-%dT%H:%M:%SZ)
@@ -243,8 +242,8 @@ if wanted crds; then
   copy_crds kueue kueue sigs.k8s.io/kueue config/components/crd/bases '*.yaml'
   # Kueue's webhook configurations (the harness points them at the manager on 127.0.0.1: e2e/rig/kueue.py)
   copy_crds kueue-webhooks kueue sigs.k8s.io/kueue config/components/webhook manifests.yaml
-  # Kueue's MutatingAdmissionPolicy that clears nominatedClusterNames on admission (an external dispatcher needs it)
-  copy_crds kueue-map kueue sigs.k8s.io/kueue config/components/map manifests.yaml
+  # (Kueue's config/components/map policy is not copied: the rig applies the dispatcher component's own,
+  # deploy/addon-template/components/dispatcher/clear-nominations.yaml, e2e/rig/kueue.py)
 fi
 if wanted image || wanted pause; then pause_image; fi
 

@@ -29,6 +29,7 @@ from accelscore.scorer.ingest.skew import UnknownItemsMetrics
 from accelscore.scorer.memory_trim import MemoryTrim
 from accelscore.scorer.metrics import ScorerMetrics, ScoringView
 from accelscore.scorer.pass_schedule import MIN_INTERVAL_S, PassSchedule
+from accelscore.scorer.publish.policy import staleness
 from accelscore.scorer.publish.publisher import HubWriter, Publisher, WatchesScores
 from accelscore.scorer.publish.worker import PublishWorker
 from accelscore.scorer.sources.base import Required, Source
@@ -283,7 +284,9 @@ class ScorerService:
             read = read_nodes(snapshot.nodes, now=now, stale_after_s=self.config.scoring.stale_after_s)
             verdict = view_trustworthy(watch=self.view_state(), fresh=read, total=first.total_nodes,
                                        since_start_s=now - self._term_started,
-                                       grace_s=self.config.ha.startup_grace_s)
+                                       grace_s=self.config.ha.startup_grace_s,
+                                       withdraws=staleness(first, self.config.publish) is not None,
+                                       stale_after_s=self.config.scoring.stale_after_s)
             if not verdict.publish:
                 return False
             self._gate_open = True
@@ -307,6 +310,16 @@ class ScorerService:
             self.publisher.resync()
         self._wake.set()
 
+    def _gate_at(self, last_pass_at: float) -> float | None:
+        """When a shut startup gate is next owed a pass (None: open): the grace's end, then (a withdrawal held
+        while a node has not reported yet, `ha.startup`) `stale_after_s` after the start."""
+        if self._gate_open:
+            return None
+        grace_at = self._term_started + self.config.ha.startup_grace_s
+        if last_pass_at < grace_at:
+            return grace_at
+        return max(grace_at, self._term_started + self.config.scoring.stale_after_s)
+
     def run(self, *, rescore_every_s: float = MIN_INTERVAL_S) -> None:
         """Score when something changed, at most once per `rescore_every_s` (`pass_schedule`); the worker
         publishes."""
@@ -322,7 +335,7 @@ class ScorerService:
             try:
                 now = self._clock()
                 self._apply_sources()
-                gate_at = None if self._gate_open else self._term_started + self.config.ha.startup_grace_s
+                gate_at = self._gate_at(schedule.last_at)
                 if not schedule.owed(woken=woken, gate_at=gate_at, table=self.table, now=now):
                     continue
                 schedule.started(version=self.table.version)

@@ -1,6 +1,7 @@
 """The `dispatcher` policy in a replay: each queued job is nominated as accelscore's MultiKueue dispatcher would
 nominate its Workload (`accelscore.dispatch`: the same table, ledger and ranking), from the scores the hub holds
-at that moment. A job keeps its nomination for `renominate_s`, then is ranked again; it starts on the first
+at that moment. A job keeps its nomination for `renominate_s`, then is ranked again (at once when a nominated
+cluster's scores go absent, withdrawn or expired, as the hub process takes a dead cluster out); it starts on the first
 nominated cluster that has room (the worker's Kueue admits it), as the Placement entries' jobs do.
 """
 
@@ -54,6 +55,7 @@ class SimDispatcher:
         self.use_ledger = ledger  # off only to show what the ledger is worth (a planted defect)
         self.nominated: dict[str, tuple[tuple[str, ...], float]] = {}
         self.views: list[ClusterView] = []
+        self.live: set[str] = set()  # the clusters of `views` that may be nominated
         self._seen: dict[str, Mapping[str, int] | None] = {}
         self.ties = 0  # nominations the tie order decided: with none, a replay in any other order is this one
         self._demands: dict[str, Demand] = {}
@@ -78,13 +80,16 @@ class SimDispatcher:
             self._seen[cluster] = values
         if views != self.views:
             self.views = views
+            self.live = {view.name for view in views if view.live}
             self._views_version += 1
         self.ledger.expire(now)
 
     def choose(self, job: Job, now: float, tie_key: Callable[[str], Any]) -> tuple[str, ...]:
         """The job's nominated clusters now (kept for `renominate_s`, then ranked again)."""
         held = self.nominated.get(job.name)
-        if held is not None and now - held[1] < self.renominate_s:
+        # As the hub process: a nomination stands for `renominate_s` while every cluster in it is live; one whose
+        # scores went absent, withdrawn or expired is ranked again at once (a dead cluster taken out).
+        if held is not None and now - held[1] < self.renominate_s and self.live.issuperset(held[0]):
             return held[0]
         wanted = self._demand(job)
         ledger = self.ledger if self.use_ledger else Ledger()

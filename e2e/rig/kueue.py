@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from e2e.rig import procs
-from e2e.rig.config import Config
+from e2e.rig.config import REPO, Config
 from e2e.rig.control_plane import ControlPlane
 
 NAMESPACE = "kueue-system"
@@ -39,6 +39,7 @@ CA_NAME = "kueue-ca"  # cert-controller checks its CA for this DNS name (and rea
 # the CRDs whose conversion webhook Kueue's rotator fills (pkg/util/cert/cert.go): each must have one
 CONVERTED = ("localqueues", "clusterqueues", "workloads", "cohorts", "multikueueclusters")
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+CLEAR_NOMINATIONS = REPO / "deploy" / "addon-template" / "components" / "dispatcher" / "clear-nominations.yaml"
 
 
 def _webhook_kept(path: str) -> bool:
@@ -176,16 +177,17 @@ def _serving(port: int, ca: bytes) -> bool:
         return False
 
 
-def clear_nominations_policy(cfg: Config) -> list[dict[str, Any]]:
-    """Kueue's `clear-nominated-cluster-names` MutatingAdmissionPolicy and its binding (config/components/map, left
-    out of Kueue's default install). An external dispatcher needs it: Kueue sets `status.clusterName` by a
-    server-side apply that leaves `nominatedClusterNames` out, which removes that field only where Kueue's own field
-    manager wrote it; one written by another manager stays, the Workload fails validation ("clusterName and
-    nominatedClusterNames are mutually exclusive") and is never admitted. The policy empties it on that update."""
-    path = cfg.crds / "kueue-map" / "manifests.yaml"
-    if not path.exists():
-        raise procs.RigError(f"missing {path}: run `make e2e-build crds` first")
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+def clear_nominations_policy() -> list[dict[str, Any]]:
+    """The dispatcher component's MutatingAdmissionPolicy and binding as shipped
+    (`deploy/addon-template/components/dispatcher/clear-nominations.yaml`: Kueue's `clear-nominated-cluster-names`
+    rule from its config/components/map, under our name), so a broken shipped policy fails the MultiKueue check. An
+    external dispatcher needs it: Kueue sets `status.clusterName` by a server-side apply that leaves
+    `nominatedClusterNames` out, which removes that field only where Kueue's own field manager wrote it; one written
+    by another manager stays, the Workload fails validation ("clusterName and nominatedClusterNames are mutually
+    exclusive") and is never admitted. The policy empties it on that update."""
+    if not CLEAR_NOMINATIONS.exists():
+        raise procs.RigError(f"missing {CLEAR_NOMINATIONS}: the dispatcher component's admission policy")
+    return [d for d in yaml.safe_load_all(CLEAR_NOMINATIONS.read_text()) if d]
 
 
 def start(cfg: Config, plane: ControlPlane, *, dispatcher: str | None = None) -> Callable[[], None]:
@@ -212,7 +214,7 @@ def start(cfg: Config, plane: ControlPlane, *, dispatcher: str | None = None) ->
               "data": {n: base64.b64encode(v).decode() for n, v in certs.items()}}])
     k.apply(_webhook_configurations(cfg, webhook, ca))
     if dispatcher:
-        k.apply(clear_nominations_policy(cfg))
+        k.apply(clear_nominations_policy())
     config = d / "config.yaml"
     config.write_text(yaml.safe_dump(config_doc(cfg, plane.prefix, cert_dir, dispatcher)))
     name = f"kueue-{plane.prefix}"

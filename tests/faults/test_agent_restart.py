@@ -58,7 +58,7 @@ def test_a_killed_agent_goes_stale_stays_unknown_and_its_restart_is_accepted_des
     last_received = before.received_at
 
     first.stop()  # killed: no further report
-    wait_for(lambda: fresh_total(scorer) == (0, 1), timeout_s=STALE_AFTER_S + 5)
+    wait_for(lambda: fresh_total(scorer) == (0, 1), timeout_s=STALE_AFTER_S + 120)
     assert time.time() - last_received >= STALE_AFTER_S
     _stays_unknown(cluster)
 
@@ -72,6 +72,9 @@ def test_a_killed_agent_goes_stale_stays_unknown_and_its_restart_is_accepted_des
     assert stats["stale_sequence"] == 0 and stats["sequence_jump"] == 0
 
 
+# Two agent processes start here (each a Python interpreter importing the agent: tens of seconds at load 25 on 2
+# cores); the waits bound a hang, so the test gets room for both starts beyond the suite's 120 s.
+@pytest.mark.timeout(600)
 def test_a_sigkilled_agent_process_goes_stale_and_its_restarted_process_is_accepted(cluster: Rig) -> None:
     scorer = cluster.scorer
     uuids = [g["uuid"] for g in load_scenario("h100x8-idle").gpus]
@@ -81,13 +84,13 @@ def test_a_sigkilled_agent_process_goes_stale_and_its_restarted_process_is_accep
         agents = [cluster.agent_process("gpu-p", scenario="h100x8-idle", kubelet=kubelet,
                                         log=cluster.workdir / f"agent-{i}.log") for i in range(2)]
         agents[0].start()
-        wait_for(lambda: raw(scorer).get("gpuClusterFree") == 8.0 and fresh_total(scorer) == (1, 1))
+        wait_for(lambda: raw(scorer).get("gpuClusterFree") == 8.0 and fresh_total(scorer) == (1, 1), timeout_s=180)
         agents[0].kill()
         killed_at = time.time()
-        wait_for(lambda: fresh_total(scorer) == (0, 1), timeout_s=STALE_AFTER_S + 5)
+        wait_for(lambda: fresh_total(scorer) == (0, 1), timeout_s=STALE_AFTER_S + 120)
         _stays_unknown(cluster)
         agents[1].start()  # a new process: a new instance id, sequence from 1 again
-        wait_for(lambda: raw(scorer).get("gpuClusterFree") == 8.0 and fresh_total(scorer) == (1, 1))
+        wait_for(lambda: raw(scorer).get("gpuClusterFree") == 8.0 and fresh_total(scorer) == (1, 1), timeout_s=180)
         node = summary(scorer, "gpu-p")
         assert node is not None and node.received_at > killed_at
         stats = scorer.ingest_stats.snapshot()

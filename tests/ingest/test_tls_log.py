@@ -28,13 +28,12 @@ def _handshake_lines(extra_env: dict[str, str]) -> int:
                              "sys.exit(main(['scorer']))"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120  # the process's imports alone took over 20 s at load 20
-        while True:
+        while True:  # until it listens or exits (no deadline: a loaded machine may take long to start it)
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
+                if proc.poll() is not None:
                     pytest.fail("the scorer did not start")
                 time.sleep(0.1)
         for _ in range(20):  # a port scan: plain HTTP at a TLS port

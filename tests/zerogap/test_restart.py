@@ -101,6 +101,34 @@ def test_the_grace_period_opens_publishing_when_an_agent_never_reports(rig: Rig,
     assert not any(withdrawn(s) for s in rig.recorder.seen)
 
 
+def test_after_the_grace_a_scorer_that_heard_from_too_few_nodes_withdraws_nothing_yet(rig: Rig) -> None:
+    """`make e2e` (faults): a replaced scorer Pod withdrew a healthy cluster's scores when its agent took longer
+    than the grace to reconnect. A node not heard from since the start is not stale before `stale_after_s` (60 s
+    here): the hub keeps the previous writer's scores, and the first write is the agents' news."""
+    first = rig.start_scorer()
+    rig.report([first])
+    wait_for(lambda: _free(rig))
+    first.stop(release_lease=False)
+    writes_before = len(rig.hub_writes())
+    started = time.monotonic()
+    second = rig.start_scorer(grace_s=0.2, rescore_every_s=None)  # the test drives the passes
+    rig.wait_ready(second)
+    wait_for(lambda: time.monotonic() - started > 0.2)  # the grace is over (a lower bound)
+    second.score_once()
+    assert fresh_total(second) == (0, 3)
+    assert second.worker.offered == 0 and not second.worker.active, "a withdrawal was offered after the grace"
+    # the loop's next pass for the shut gate: at 60 s after the start, when the silent nodes are stale
+    assert second._gate_at(time.time()) == pytest.approx(second._term_started + 60.0)
+    rig.report([second], rig.node_names[:1])  # 1 of 3: still too few
+    second.score_once()
+    assert second.worker.offered == 0 and rig.hub_writes()[writes_before:] == []
+    rig.report([second], rig.node_names[1:], busy=1)  # the others are back, with news
+    second.score_once()
+    assert second.worker.active
+    wait_for(lambda: len(rig.hub_writes()) > writes_before)
+    assert not any(withdrawn(s) for s in rig.recorder.seen), "Placements saw a withdrawal"
+
+
 def _unread(node: str, now: float) -> pb.NodeReport:
     """A starting agent's first report: its node collector's watches have not synced, so no API amounts."""
     report = eight_gpu_report(node, now=now)

@@ -28,6 +28,20 @@ def test_the_startup_rule_waits_for_the_node_watch_and_all_nodes_or_the_grace_pe
     assert verdict.publish is publish, verdict.reason
 
 
+@pytest.mark.parametrize(("fresh", "total", "since", "withdraws", "publish"), [
+    (0, 20, 20.0, True, False),  # grace over, nobody heard from yet: not stale before 60 s (a slow reconnect)
+    (9, 20, 59.9, True, False),  # too few for the fresh ratio, 11 not heard from yet
+    (0, 20, 60.0, True, True),  # 60 s without a report since the start: stale by the ordinary rule, withdrawn
+    (19, 20, 20.0, False, True),  # enough fresh nodes: the grace alone decides
+    (0, 0, 20.0, True, True),  # no schedulable node (NoNodes): nobody to wait for
+])
+def test_after_the_grace_a_withdrawal_waits_for_the_ordinary_staleness_of_nodes_not_heard_from(
+        fresh: int, total: int, since: float, withdraws: bool, publish: bool) -> None:
+    verdict = view_trustworthy(watch="synced", fresh=fresh, total=total, since_start_s=since, grace_s=20.0,
+                               withdraws=withdraws, stale_after_s=60.0)
+    assert verdict.publish is publish, verdict.reason
+
+
 OTHER = LeaseRecord("b", 15, 100.0, 200.0, 3)
 
 
