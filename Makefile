@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint protos bench image image-test image-docker clean venv python test-tools bench-tools e2e-build e2e e2e-up e2e-down e2e-realapi
+.PHONY: run test test-replay lint protos bench image image-test image-docker clean venv python test-tools bench-tools e2e-build e2e e2e-up e2e-down e2e-realapi
 
 # Python >= 3.11 with venv support, checked before anything is installed.
 python:
@@ -39,15 +39,29 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/accelscore local --once
 
-## test: lint, then the whole test suite (mypy included: tests/architecture/test_types.py) on TEST_WORKERS processes
+## test: lint, then the whole test suite (mypy included: tests/architecture/test_types.py) on TEST_WORKERS processes,
+## but the simulator's replay matrices (marker replay: make test-replay)
 # Most tests wait on sockets, processes and timers rather than the CPU: on 2 cores 4 workers measured fastest
 # (docs/testing.md, "Running the suite"). --dist loadgroup keeps the tests sharing a module or session fixture on
 # one worker (tests/conftest.py). No cluster: the tests marked realapi are deselected (pyproject.toml) and the
 # kubeconfigs unset, so every test talks to the in-process test server (make e2e runs e2e/realapi-tests).
 TEST_WORKERS ?= 4
+# what pyproject.toml's addopts deselect (a second -m replaces the first, so it is said again here)
+DESELECTED := not gpu and not image and not realapi
+# Bytecode is written (and compiled once, on both cores, before the workers start): with PYTHONDONTWRITEBYTECODE set
+# every worker and every `accelscore` child process compiled the package again, and each worker re-rewrote the test
+# modules' asserts; collection alone took minutes of each worker at load 20.
+PYC := env -u PYTHONDONTWRITEBYTECODE
 test: python test-tools $(STAMP)
 	$(BIN)/ruff check .
-	env -u KUBECONFIG -u HUB_KUBECONFIG $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m compileall -q -j 0 accelscore tests >/dev/null
+	$(PYC) -u KUBECONFIG -u HUB_KUBECONFIG $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m '$(DESELECTED) and not replay'
+
+## test-replay: the simulator's replay matrices (tests/simulator/test_matrix.py, test_dispatcher_policy.py; marked
+## replay by tests/conftest.py): every shipped fleet x trace against the oracle, in every order. CPU, not waits.
+test-replay: python $(STAMP)
+	$(BIN)/python -m compileall -q -j 0 accelscore tests >/dev/null
+	$(PYC) -u KUBECONFIG -u HUB_KUBECONFIG $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m '$(DESELECTED) and replay' tests/simulator
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,6 +1,7 @@
 """The scorer with 5,000 DRA nodes (issue 22): 8 GPUs each in a ResourceSlice, half of them held by ResourceClaims,
 the slices and claims fed through the DRA source's own watch callbacks (as its watches deliver them, parsed by
-`kube.dra`), every node's report a DRA report from the agent's join. Budgets (DESIGN §5): a scoring pass over
+`kube.dra`), every node's report a DRA report from the agent's join; 2 to 6 of each node's GPUs are held (4 on
+average), so nodes differ and a changed node's figures are a real change. Budgets (DESIGN §5): a scoring pass over
 5,000 nodes after one second of changes <= 2 ms (bench_scoring.changed_pass_ms); the scorer <= 150 MB RSS at
 5,000 nodes. Also what the pending backlog's DRA part costs there (`scorer.sources.dra_demand`): 500 pending
 pods' unallocated claims, their DeviceClass's CEL selectors evaluated over every slice the first time and over
@@ -33,7 +34,7 @@ from tests.dra import cluster
 from tests.rig.scorer import standalone_scorer
 
 NODES = 5000
-HELD = 4  # of 8 GPUs per node, each held by its own claim
+HELD = 4  # of 8 GPUs per node on average (2 to 6: `held`), each held by its own claim
 NOW = time.time()
 
 
@@ -60,8 +61,13 @@ def _claim(node: str, i: int) -> dict[str, Any]:
                     {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}}
 
 
-def _report(node: str, slice_doc: dict[str, Any]) -> pb.NodeReport:
-    """The node's report: 8 DRA GPUs joined from its slice, HELD of them assigned through dynamic_resources."""
+def held(n: int) -> int:
+    """GPUs of node n held by claims: 2 to 6, HELD on average over every 5 nodes."""
+    return HELD - 2 + n % 5
+
+
+def _report(node: str, slice_doc: dict[str, Any], count: int) -> pb.NodeReport:
+    """The node's report: 8 DRA GPUs joined from its slice, `count` of them assigned through dynamic_resources."""
     report = pb.NodeReport(node_name=node, sequence=1, agent_instance="bench")
     report.time.FromNanoseconds(int(NOW * 1e9))
     for name in ("nvidia", "kubelet", "dra", "node"):
@@ -71,11 +77,11 @@ def _report(node: str, slice_doc: dict[str, Any]) -> pb.NodeReport:
                            model="NVIDIA H100 80GB HBM3", health=pb.HEALTH_HEALTHY, memory_total_bytes=80 << 30,
                            memory_used_bytes=0)
     pools = counted_devices([parse_slice(slice_doc)])
-    held = tuple(DynamicAssignment("gpu.nvidia.com", node, f"gpu-{i}", "ml", f"{node}-c{i}", "ml", f"p{i}", "main")
-                 for i in range(HELD))
+    assigned = tuple(DynamicAssignment("gpu.nvidia.com", node, f"gpu-{i}", "ml", f"{node}-c{i}", "ml", f"p{i}",
+                                       "main") for i in range(count))
     join_dra(report, DraSnapshot("v1", pools.devices, {k: dict(v) for k, v in pools.counter_sets.items()}),
-             kubelet=KubeletSnapshot((), (), held, frozenset(("ml", f"p{i}") for i in range(HELD))), node=None)
-    report.resources.add(name="nvidia.com/gpu", allocatable=8, requested=HELD, free=8 - HELD)
+             kubelet=KubeletSnapshot((), (), assigned, frozenset(("ml", f"p{i}") for i in range(count))), node=None)
+    report.resources.add(name="nvidia.com/gpu", allocatable=8, requested=count, free=8 - count)
     return report
 
 
@@ -133,10 +139,10 @@ def run() -> list[Row]:
         node = f"dra-node-{n:05d}"
         doc = _slice(node)
         dra._slice_changed("ADDED", doc["metadata"]["name"], parse_slice(doc))
-        for i in range(HELD):
+        for i in range(held(n)):
             claim = parse_claim(_claim(node, i))
             dra._claim_changed("ADDED", ("ml", f"{node}-c{i}"), claim)
-        service.accept(_report(node, doc), NOW)
+        service.accept(_report(node, doc, held(n)), NOW)
     started = time.perf_counter()
     views, _ = dra.views()
     full_ms = (time.perf_counter() - started) * 1e3

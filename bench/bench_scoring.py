@@ -93,7 +93,8 @@ CHANGED_PER_S = 0.10 / 15  # DESIGN §5: 10 % of the nodes change per 15 s inter
 def changed_pass_ms(snapshot: ClusterSnapshot, pool: Sequence[NodeSummary], config: ScoringConfig, *, now: float,
                     repeats: int) -> tuple[float, float, int]:
     """(best, median CPU ms, nodes changed per pass) of the scorer's pass after one second of changes: that many
-    random nodes get a new entry with a summary from `pool`, then the fold takes them in and both sets are scored."""
+    random nodes get a new entry with a summary from `pool` with other figures, then the fold takes them in and
+    both sets are scored."""
     fold = ClusterFold(stale_after_s=config.stale_after_s)
     fold.update(snapshot.nodes, now=now)
     rng = random.Random(28)
@@ -103,7 +104,7 @@ def changed_pass_ms(snapshot: ClusterSnapshot, pool: Sequence[NodeSummary], conf
     for _ in range(repeats):
         for i in rng.sample(range(len(nodes)), changed):
             e = nodes[i]
-            nodes[i] = NodeEntry(e.name, e.schedulable, rng.choice(pool), e.labels, e.taints)
+            nodes[i] = NodeEntry(e.name, e.schedulable, _other(e.summary, pool, rng), e.labels, e.taints)
         after = ClusterSnapshot(snapshot.cluster, tuple(nodes), snapshot.pending_gpu_requests,
                                 snapshot.pending_tpu_requests)
         start = time.thread_time()
@@ -112,6 +113,16 @@ def changed_pass_ms(snapshot: ClusterSnapshot, pool: Sequence[NodeSummary], conf
         samples.append((time.thread_time() - start) * 1000)
     samples.sort()
     return samples[0], samples[len(samples) // 2], changed
+
+
+def _other(summary: NodeSummary | None, pool: Sequence[NodeSummary], rng: random.Random) -> NodeSummary:
+    """A summary from `pool` with other figures than `summary`'s: a change the fold must take in (one with equal
+    figures is a refresh, which it skips)."""
+    for _ in range(1000):
+        other = rng.choice(pool)
+        if summary is None or other.row != summary.row:
+            return other
+    raise ValueError("the pool has no summary with other figures: the fleet needs variety")
 
 
 def _summaries(count: int, config: ScoringConfig) -> list[NodeSummary]:

@@ -46,12 +46,14 @@ def kubelet_socket(short_dir: Path) -> Path:
 
 @pytest.fixture
 def nvidia() -> Iterator[NvidiaFactory]:
-    """`nvidia(scenario, *, advertised=None, call_timeout_s=1.0, read_processes=False)`: a NvidiaCollector over
+    """`nvidia(scenario, *, advertised=None, call_timeout_s=30.0, read_processes=False)`: a NvidiaCollector over
     the NVML fake playing fixtures/nvml/<scenario> (the device plugin advertising GPUs or not, None: no device
-    plugin; 20 ms XID waits), and that fake. Hung calls are released and both closed after the test."""
+    plugin; 20 ms XID waits), and that fake. Hung calls are released and both closed after the test. A test of a
+    hang names its own short timeout; the default is long because a loaded machine can hold the NVML thread for
+    over a second (the fake's calls themselves take microseconds)."""
     made: list[tuple[NvidiaCollector, FakeNvml]] = []
 
-    def build(scenario: str, *, advertised: bool | None = None, call_timeout_s: float = 1.0,
+    def build(scenario: str, *, advertised: bool | None = None, call_timeout_s: float = 30.0,
               read_processes: bool = False) -> tuple[NvidiaCollector, FakeNvml]:
         fake = FakeNvml(load_scenario(scenario))
         collector = NvidiaCollector(nvml=fake, gpu_advertised=lambda: advertised, call_timeout_s=call_timeout_s,
@@ -67,13 +69,13 @@ def nvidia() -> Iterator[NvidiaFactory]:
 
 @pytest.fixture
 def tpu() -> Iterator[TpuFactory]:
-    """`tpu(case, ports=None, *, advertised=None, timeout_s=1.0)`: a TpuCollector on fixtures/sysfs/<case> ("": no
+    """`tpu(case, ports=None, *, advertised=None, timeout_s=30.0)`: a TpuCollector on fixtures/sysfs/<case> ("": no
     sysfs at all) polling libtpu on `ports` of 127.0.0.1 (default: one port nobody listens on); closed after the
     test."""
     made: list[TpuCollector] = []
 
     def build(case: str, ports: Sequence[int] | None = None, *, advertised: bool | None = None,
-              timeout_s: float = 1.0) -> TpuCollector:
+              timeout_s: float = 30.0) -> TpuCollector:
         collector = TpuCollector(sysfs_root=SYSFS / case if case else Path("/nonexistent-sysfs"),
                                  metrics_ports=[free_port()] if ports is None else ports, host="127.0.0.1",
                                  rpc_timeout_s=timeout_s, tpu_advertised=lambda: advertised)
@@ -85,13 +87,21 @@ def tpu() -> Iterator[TpuFactory]:
         collector.close()
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
+# The simulator's replay matrices: every shipped fleet x trace replayed in up to eight orders, minutes of CPU per
+# cell on a loaded machine, and their owners add cells. Marked `replay` here (by path, so every cell added to them is
+# too): `make test` deselects them and `make test-replay` runs them (both in CI; docs/testing.md).
+REPLAY_MODULES = frozenset({"tests/simulator/test_matrix.py", "tests/simulator/test_dispatcher_policy.py"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks and before `-m` deselects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test` runs `--dist loadgroup`) the tests that share a module- or session-scoped
-    fixture run on one worker, so what it starts (a Prometheus, a hub, rendered manifests) is built once, not once
-    per worker: a module fixture groups its module (a parametrized one, its module and parameter), a conftest's
-    session fixtures every test that uses one."""
+    """Marks the replay matrices `replay` (above). Under pytest-xdist (`make test` runs `--dist loadgroup`) the
+    tests that share a module- or session-scoped fixture run on one worker, so what it starts (a Prometheus, a hub,
+    rendered manifests) is built once, not once per worker: a module fixture groups its module (a parametrized one,
+    its module and parameter), a conftest's session fixtures every test that uses one."""
     for item in items:
+        if item.nodeid.split("::")[0] in REPLAY_MODULES:
+            item.add_marker(pytest.mark.replay)
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
             continue

@@ -54,7 +54,7 @@ def test_processes_are_read_per_gpu_and_an_unreadable_list_is_none(local_collect
 
 def test_the_agent_does_not_read_processes() -> None:
     fake = FakeNvml(load_scenario(LOCAL))
-    collector = NvidiaCollector(nvml=fake, call_timeout_s=1.0, xid_wait_ms=20)
+    collector = NvidiaCollector(nvml=fake, call_timeout_s=30.0, xid_wait_ms=20)
     try:
         reading = collector.collect()
         assert reading.data is not None and all(g.processes is None for g in reading.data.gpus)
@@ -68,7 +68,7 @@ def test_graphics_list_not_supported_leaves_the_compute_list() -> None:
                      "errors": {"nvmlDeviceGetGraphicsRunningProcesses": "NotSupported"}},
                     {"uuid": "GPU-2", "name": "T", "pci_bus_id": "0:2",
                      "errors": {"nvmlDeviceGetGraphicsRunningProcesses": "Unknown"}}]}
-    collector = NvidiaCollector(nvml=FakeNvml(scenario_from_dict(raw)), call_timeout_s=1.0, xid_wait_ms=20,
+    collector = NvidiaCollector(nvml=FakeNvml(scenario_from_dict(raw)), call_timeout_s=30.0, xid_wait_ms=20,
                                 read_processes=True)
     try:
         reading = collector.collect()

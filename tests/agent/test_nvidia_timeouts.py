@@ -81,5 +81,5 @@ def test_collector_threads_are_one_nvml_worker_and_one_xid_waiter(nvidia: Nvidia
     assert sorted(t.name for t in new) == ["accelscore-nvml", "accelscore-nvml-xid"]
     collector.close()
     for thread in new:
-        thread.join(1.0)
+        thread.join(60.0)
     assert not any(t.is_alive() for t in new)

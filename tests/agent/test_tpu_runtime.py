@@ -178,7 +178,9 @@ def test_deadline_exceeded_leaves_runtime_fields_none_and_skips_the_port(tpu: Tp
     with LibtpuServer(slow) as server:
         collector = tpu("v5e", [server.port], advertised=True, timeout_s=0.1)
         snap = _snap(collector)
-        assert server.requests == [USAGE]  # one timeout, then the port's other metrics are skipped (not waited out)
+        # One timeout, then the port's other metrics are skipped (not waited out); on a loaded machine the 0.1 s
+        # can pass before the first request reaches the server.
+        assert server.requests in ([USAGE], [])
     assert snap.runtime_serving is False
     assert "DEADLINE_EXCEEDED" in snap.runtime_reason
     assert all(c.hbm_used_bytes is None for c in snap.chips)

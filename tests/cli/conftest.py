@@ -27,6 +27,6 @@ def isolated_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def run_cli(args: list[str], env: dict[str, str], timeout: float = 90) -> subprocess.CompletedProcess[str]:
+def run_cli(args: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*ACCELSCORE, *args], env=env, capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL, check=False)

@@ -18,7 +18,7 @@ TRACE = str(REPO / "fixtures" / "traces" / "small-40.yaml")
 
 def assert_one_line(args: list[str], env: dict[str, str], *wanted: str) -> str:
     """Exit 2, no traceback, exactly one stderr line naming the command and every `wanted` text."""
-    result = run_cli(args, env, timeout=60)
+    result = run_cli(args, env, timeout=300)  # a bound on a hang: the process's start took over 60 s at load 20
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr

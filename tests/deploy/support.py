@@ -44,7 +44,8 @@ def kubectl() -> str:
 def _kustomize(directory: str) -> tuple[Obj, ...]:
     out = subprocess.run([kubectl(), "kustomize", directory], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, f"kubectl kustomize {directory} failed:\n{out.stderr}"
-    return tuple(doc for doc in yaml.safe_load_all(out.stdout) if doc)
+    # libyaml's safe loader (PyYAML's own is ~10x slower: a rendered install with its CRDs took seconds to parse)
+    return tuple(doc for doc in yaml.load_all(out.stdout, Loader=yaml.CSafeLoader) if doc)
 
 
 def kustomize(directory: Path) -> list[Obj]:

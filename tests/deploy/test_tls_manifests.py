@@ -11,6 +11,10 @@ from accelscore.scorer.config import SCORER_OPTIONS
 from accelscore.scorer.tls.certs import service_dns_names
 from tests.deploy import support
 
+# The module's renders (`kubectl kustomize` per component, built once in the first test's setup) take seconds of an
+# idle core and took over the suite's 120 s at load 20 (issue 28): the first test gets the build's time too.
+pytestmark = pytest.mark.timeout(600)
+
 DEFAULTS = {o.env: o.default for o in (*AGENT_OPTIONS, *SCORER_OPTIONS)}
 
 

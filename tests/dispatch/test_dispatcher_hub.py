@@ -186,10 +186,11 @@ def test_the_dispatcher_command_nominates_serves_its_metrics_and_stops_on_sigter
     log = tmp_path / "dispatcher.log"
     with hub_command("dispatcher", hub.kubeconfig, log, ACCELSCORE_LEADER_ELECT="false") as port:
         wait_for(lambda: hub.nominated("one-node") == ["alpha"], timeout_s=90)  # the bound includes the start
-        metrics = wait_for(lambda: http_text(f"http://127.0.0.1:{port}/metrics"), timeout_s=20)
-        assert 'accelscore_dispatcher_nominations_total{reason="fits"} 1' in metrics
+        # The hub has the nomination before the dispatcher has counted it: wait for the count.
+        line = 'accelscore_dispatcher_nominations_total{reason="fits"} 1'
+        metrics = wait_for(lambda: (m := http_text(f"http://127.0.0.1:{port}/metrics")) and line in m and m)
         assert "accelscore_dispatcher_leader 1" in metrics  # no election: the one replica writes
-        assert wait_for(lambda: http_text(f"http://127.0.0.1:{port}/readyz"), timeout_s=20)
+        assert wait_for(lambda: http_text(f"http://127.0.0.1:{port}/readyz"))
 
 
 def test_leader_election_without_a_namespace_stops_the_start_with_one_line(tmp_path: Path) -> None:

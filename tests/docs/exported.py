@@ -101,8 +101,8 @@ def _agent_run(scenario: str, workdir: Path, libtpu_port: int) -> tuple[dict[str
     collectors = CollectorSet([
         _FixedNode(),
         KubeletCollector(socket_path=kubelet.socket_path),
-        NvidiaCollector(nvml=fake, call_timeout_s=1.0, gpu_advertised=lambda: True, xid_wait_ms=20),
-        TpuCollector(sysfs_root=SYSFS / "v5e", metrics_ports=[libtpu_port], host="127.0.0.1", rpc_timeout_s=1.0,
+        NvidiaCollector(nvml=fake, call_timeout_s=30.0, gpu_advertised=lambda: True, xid_wait_ms=20),
+        TpuCollector(sysfs_root=SYSFS / "v5e", metrics_ports=[libtpu_port], host="127.0.0.1", rpc_timeout_s=30.0,
                      tpu_advertised=lambda: True),
         HostCollector(),
     ])

@@ -214,7 +214,7 @@ def test_the_agent_reads_its_node_slices_through_the_api(kube_api: ApiHandle, tm
     collector = DraCollector(node_name=node, api_client_factory=lambda: from_kubeconfig(kube_api.kubeconfig),
                              backoff_max_s=0.5)
     try:
-        reading = wait_for(lambda: (r := collector.collect()).state is State.OK and r, timeout_s=20)
+        reading = wait_for(lambda: (r := collector.collect()).state is State.OK and r)
         snapshot = reading.data
         assert snapshot is not None
         assert [d.name for d in snapshot.devices] == [f"gpu-{i}" for i in range(8)]  # generation 2 only

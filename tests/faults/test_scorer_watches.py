@@ -7,6 +7,8 @@ backlog it cannot see as free."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from kubernetes import client as k8s
 
@@ -29,7 +31,7 @@ def _reported_and_scored(rig: Rig, scorer: ScorerService, free: float) -> None:
 
 
 def _wait_status(rig: Rig, path: str, status: int) -> None:
-    wait_for(lambda: any(r.path == path and r.status == status for r in rig.api_server.requests), timeout_s=10)
+    wait_for(lambda: any(r.path == path and r.status == status for r in rig.api_server.requests))
 
 
 def test_a_500_on_the_node_list_leaves_the_scorer_unready_and_unpublished_until_a_list_succeeds(rig: Rig) -> None:
@@ -128,8 +130,8 @@ def test_a_stalled_watch_keeps_the_last_state_then_times_out_and_re_watches(
     rig.report([scorer], ["gpu-0"], busy=4)
     wait_for(lambda: raw(scorer).get("gpuClusterFree") == 10.0)
     assert node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2"]
-    wait_for(lambda: _node_watches(rig) >= before + 1, timeout_s=30)  # read timeout, then a new watch
-    wait_for(lambda: node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2", "gpu-new"], timeout_s=30)
+    wait_for(lambda: _node_watches(rig) >= before + 1)  # read timeout, then a new watch
+    wait_for(lambda: node_names(scorer) == ["gpu-0", "gpu-1", "gpu-2", "gpu-new"])
     wait_for(lambda: raw(scorer).get("gpuClusterFree") == 7.0)  # gpu-1 cordoned; gpu-new never reported
     assert source_watch(scorer, "nodes").relists == 1  # re-watched from its resourceVersion, no relist
     assert fresh_total(scorer) == (2, 3)
@@ -152,11 +154,16 @@ def test_the_pending_pod_watch_relists_after_410_gone_and_its_backlog_follows(ri
     server, core = rig.api_server, rig.core
     _pending_pod(core, "wants-2", 2)
     wait_for(lambda: raw(scorer).get("gpuClusterHeadroom") == 7.0)
-    server.delay("GET", PODS, 1.0)  # the re-watch is answered late, from a compacted history: 410 Gone
+    # The re-watches are held until the history is compacted, then answered from it: 410 Gone. (A 1 s delay of the
+    # next pods request raced the test on a loaded machine, and could fall on the bound-pod watch instead.)
+    compacted = threading.Event()
+    server.delay("GET", PODS, 120.0, times=None, until=compacted)
     assert server.drop_watches(PODS) == 2  # the pending-pod and the bound-pod watches
     core.delete_namespaced_pod("wants-2", "default")
     _pending_pod(core, "wants-3", 3)
     server.compact()
+    server.delay("GET", PODS, 0, times=None)  # later requests are answered at once
+    compacted.set()
     wait_for(lambda: raw(scorer).get("gpuClusterHeadroom") == 6.0)
     assert source_watch(scorer, "pending-pods").relists == 2
     assert raw(scorer)["gpuClusterFree"] == 9.0 and scorer.ready()[0]

@@ -71,7 +71,7 @@ def test_a_body_over_the_report_limit_is_refused_by_grpc_before_the_handler_pars
         channel = grpc.insecure_channel(srv.address)
         call = channel.unary_unary(PUSH_REPORT)
         with pytest.raises(grpc.RpcError) as caught:
-            call(b"\x0a" + b"\xff" * (4 * limit), timeout=5)
+            call(b"\x0a" + b"\xff" * (4 * limit), timeout=30)
         channel.close()
         assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
         assert srv.accepted.reports == []
@@ -204,7 +204,7 @@ def test_a_node_pushing_faster_than_its_rate_limit_is_refused_as_rate_limited(ku
                                response_deserializer=pb.PushReportResponse.FromString)
     try:
         codes = [code_of(lambda s=seq: stub(pb.PushReportRequest(report=eight_gpu_report("node-a", sequence=s)),
-                                            timeout=5, metadata=(("authorization", f"Bearer {token}"),)))
+                                            timeout=30, metadata=(("authorization", f"Bearer {token}"),)))
                  for seq in range(1, 6)]
     finally:
         channel.close()
@@ -238,7 +238,7 @@ def test_an_agent_with_a_cached_token_is_served_while_unknown_tokens_fill_the_wa
     call = channel.unary_unary(PUSH_REPORT, request_serializer=pb.PushReportRequest.SerializeToString,
                                response_deserializer=pb.PushReportResponse.FromString)
     try:
-        call(pb.PushReportRequest(report=eight_gpu_report("node-a", sequence=1)), timeout=5,
+        call(pb.PushReportRequest(report=eight_gpu_report("node-a", sequence=1)), timeout=30,
              metadata=(("authorization", f"Bearer {token}"),))  # reviewed once, now cached
         server.delay("POST", TOKEN_REVIEWS, 30.0, times=None)  # the flood's reviews outlast what follows (a hang bound)
         body = pb.PushReportRequest(report=eight_gpu_report("node-b"))

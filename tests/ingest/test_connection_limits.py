@@ -81,7 +81,7 @@ def test_an_agents_stream_is_served_while_idle_connections_are_closed(server: In
     watchers = [threading.Thread(target=lambda s=s: closed.append(_closed_by_server(s))) for s in idle]
     for watcher in watchers:
         watcher.start()
-    sender = ReportSender(**server.sender_kwargs(), token_file=None, timeout_s=5.0)  # type: ignore[arg-type]
+    sender = ReportSender(**server.sender_kwargs(), token_file=None, timeout_s=30.0)  # type: ignore[arg-type]
     try:
         sequence = 1
         while len(closed) < len(idle):  # the agent pushes on its stream until every idle connection is gone

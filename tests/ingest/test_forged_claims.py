@@ -63,7 +63,7 @@ def test_a_forged_claims_flood_naming_real_nodes_lets_new_agents_in_and_locks_no
 def test_only_a_signature_the_issuer_made_makes_claims_count(kube_test_server: ApiHandle) -> None:
     server = server_of(kube_test_server)
     keys = IssuerKeys(lambda: list(server.issuer.jwks()["keys"])).start()
-    assert keys.loaded.wait(15)
+    assert keys.loaded.wait(60)
     signed = signed_agent_token(server, "node-a")
     claims = keys.verified_claims(signed)
     assert claims is not None and claims["sub"] == AGENT_SA

@@ -64,7 +64,7 @@ def test_bytes_that_are_not_a_push_request_are_malformed_not_internal() -> None:
     with IngestServer() as srv, srv.channel() as channel:
         raw = channel.unary_unary("/accelscore.v1.ReportService/PushReport")
         with pytest.raises(grpc.RpcError) as caught:
-            raw(b"\xff\xff\xff\x07", timeout=5)
+            raw(b"\xff\xff\xff\x07", timeout=30)
         assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert srv.rejected() == {"malformed": 1}
 
@@ -72,7 +72,7 @@ def test_bytes_that_are_not_a_push_request_are_malformed_not_internal() -> None:
 def test_a_request_without_a_report_is_malformed() -> None:
     with IngestServer() as srv:
         with pytest.raises(grpc.RpcError) as caught:
-            srv.stub.PushReport(pb.PushReportRequest(), timeout=5)
+            srv.stub.PushReport(pb.PushReportRequest(), timeout=30)
         assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert srv.rejected() == {"malformed": 1}
 
@@ -137,9 +137,9 @@ def test_a_failing_accept_is_internal_and_not_recorded_as_newest() -> None:
                                        response_deserializer=pb.PushReportResponse.FromString)
             request = pb.PushReportRequest(report=eight_gpu_report("node-a", sequence=3))
             with pytest.raises(grpc.RpcError) as caught:
-                push(request, timeout=5)
+                push(request, timeout=30)
             assert caught.value.code() is grpc.StatusCode.INTERNAL
-            push(request, timeout=5)  # the retry of the same report is taken
+            push(request, timeout=30)  # the retry of the same report is taken
     finally:
         server.stop(None)
     assert calls == [3, 3]

@@ -121,7 +121,8 @@ def test_a_new_agent_falls_back_to_unary_against_a_scorer_without_the_stream() -
 
 
 def test_a_rate_limited_push_is_retried_and_the_newest_report_delivered() -> None:
-    srv = _Plain(rate_limiter=RateLimiter(rate_per_s=2.0, burst=1))
+    now = [0.0]  # the limiter's clock stands still until the test moves it: no token comes back by the machine's pace
+    srv = _Plain(rate_limiter=RateLimiter(rate_per_s=2.0, burst=1, clock=lambda: now[0]))
     loop = PushLoop(sender=srv.sender, interval_s=60.0, change_key=lambda r: r.sequence, backoff_initial_s=0.05,
                     backoff_max_s=0.2)
     try:
@@ -131,7 +132,9 @@ def test_a_rate_limited_push_is_retried_and_the_newest_report_delivered() -> Non
         loop.start()
         loop.offer(eight_gpu_report("node-a", sequence=3))
         loop.offer(eight_gpu_report("node-a", sequence=4))  # replaces 3 while it waits
-        wait_for(lambda: srv.accepted.sequences()[-1:] == [4], timeout_s=5.0)
+        wait_for(lambda: loop.stats().pushes_failed >= 2)  # limited, and retried with backoff
+        now[0] += 10.0  # the bucket refills
+        wait_for(lambda: srv.accepted.sequences()[-1:] == [4])
     finally:
         loop.stop(5.0)
         srv.close()
@@ -155,7 +158,7 @@ def test_a_dropped_report_is_counted_by_reason_and_is_not_a_delivery(plain: _Pla
     loop.start()
     try:
         loop.offer(eight_gpu_report("node-a", sequence=3, now=made - 2))  # a replayed older report
-        wait_for(lambda: loop.stats().pushes_dropped == 1, timeout_s=5.0)
+        wait_for(lambda: loop.stats().pushes_dropped == 1)
     finally:
         loop.stop(5.0)
     stats = loop.stats()

@@ -29,7 +29,7 @@ def _other_ca(tmp_path: Path) -> Path:
 def test_an_agent_that_trusts_another_ca_cannot_connect_and_is_told_why(tmp_path: Path) -> None:
     with IngestServer() as srv:
         sender = ReportSender(address=srv.address, token_file=None, ca_file=_other_ca(tmp_path),
-                              server_name=SERVER_NAME, timeout_s=2.0)
+                              server_name=SERVER_NAME, timeout_s=30.0)
         try:
             outcome = sender.send(eight_gpu_report("node-a"))
         finally:
@@ -42,7 +42,7 @@ def test_an_agent_that_trusts_another_ca_cannot_connect_and_is_told_why(tmp_path
 def test_an_agent_dialling_a_name_not_in_the_certificate_cannot_connect() -> None:
     with IngestServer() as srv:
         sender = ReportSender(address=srv.address, token_file=None, ca_file=srv.ca_file,
-                              server_name="scorer.attacker.example", timeout_s=2.0)
+                              server_name="scorer.attacker.example", timeout_s=30.0)
         try:
             outcome = sender.send(eight_gpu_report("node-a"))
         finally:
@@ -55,7 +55,7 @@ def test_a_plaintext_client_with_a_token_is_refused_by_a_tls_scorer() -> None:
     with IngestServer() as srv, grpc.insecure_channel(srv.address) as channel:
         stub = pb_grpc.ReportServiceStub(channel)
         with pytest.raises(grpc.RpcError) as caught:
-            stub.PushReport(pb.PushReportRequest(report=eight_gpu_report("node-a")), timeout=2,
+            stub.PushReport(pb.PushReportRequest(report=eight_gpu_report("node-a")), timeout=30,
                             metadata=(("authorization", "Bearer captured-token"),))
         assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
         assert srv.accepted.nodes() == []
@@ -67,7 +67,7 @@ def test_an_agent_rereads_the_ca_file_when_it_reconnects(tmp_path: Path) -> None
         ca_file = tmp_path / "ca.crt"
         ca_file.write_bytes(_other_ca(tmp_path).read_bytes())
         sender = ReportSender(address=srv.address, token_file=None, ca_file=ca_file, server_name=SERVER_NAME,
-                              timeout_s=2.0)
+                              timeout_s=30.0)
         try:
             assert sender.send(eight_gpu_report("node-a", sequence=1)).code == "UNAVAILABLE"
             ca_file.write_bytes(srv.ca_pem)  # the kubelet updated the mounted CA ConfigMap
@@ -94,7 +94,7 @@ def test_a_sender_without_a_ca_needs_plaintext_asked_for_explicitly() -> None:
 
 def test_the_plaintext_switch_still_works_against_a_plaintext_scorer() -> None:
     with IngestServer(plaintext=True) as srv:
-        sender = ReportSender(**srv.sender_kwargs(), token_file=None, timeout_s=2.0)  # type: ignore[arg-type]
+        sender = ReportSender(**srv.sender_kwargs(), token_file=None, timeout_s=30.0)  # type: ignore[arg-type]
         try:
             assert sender.send(eight_gpu_report("node-a")).result is PushResult.OK
         finally:
@@ -121,11 +121,11 @@ def test_a_rotated_serving_certificate_is_served_to_new_connections_without_a_re
     request = pb.PushReportRequest(report=eight_gpu_report("node-a", sequence=1))
     try:
         with tls_channel(f"127.0.0.1:{port}", old.ca.cert_pem) as channel:
-            pb_grpc.ReportServiceStub(channel).PushReport(request, timeout=2)
+            pb_grpc.ReportServiceStub(channel).PushReport(request, timeout=30)
         source.pair = new.serving
         with tls_channel(f"127.0.0.1:{port}", new.ca.cert_pem) as channel:
             request.report.sequence = 2
-            pb_grpc.ReportServiceStub(channel).PushReport(request, timeout=2)
+            pb_grpc.ReportServiceStub(channel).PushReport(request, timeout=30)
     finally:
         server.stop(None).wait()
     assert accepted.sequences() == [1, 2]

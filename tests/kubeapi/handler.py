@@ -67,7 +67,9 @@ class KubeHandler(BaseHTTPRequestHandler):
             self._authenticate(path)
             self._refuse_real_only(query)
             fault = self.state.take_fault(method, path)
-            if fault and fault.delay_s:
+            if fault and fault.until is not None:
+                fault.until.wait(fault.delay_s)  # held until the test releases it
+            elif fault and fault.delay_s:
                 time.sleep(fault.delay_s)  # a slow apiserver (or a slow link to it)
             if fault and fault.status:
                 raise ApiError(fault.status, fault.message or f"injected {fault.status} for {method} {path}",

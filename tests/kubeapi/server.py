@@ -92,11 +92,14 @@ class KubeApiServer:
         with self._state.lock:
             self._state.faults.append(fault)
 
-    def delay(self, method: str, path_regex: str, seconds: float, *, times: int | None = 1) -> None:
+    def delay(self, method: str, path_regex: str, seconds: float, *, times: int | None = 1,
+              until: threading.Event | None = None) -> None:
         """Answer the next `times` matching requests only after `seconds` (then normally): a slow server. With
         `times=None` every matching request, until the next `delay(..., times=None)` of that method and path
-        replaces the rule (`seconds` 0 removes it)."""
-        fault = Fault(method.upper() if method != "*" else "*", re.compile(path_regex), 0, times, delay_s=seconds)
+        replaces the rule (`seconds` 0 removes it). With `until`, they are held until the test sets it (at most
+        `seconds`): what the test does meanwhile happens before they are answered, however loaded the machine."""
+        fault = Fault(method.upper() if method != "*" else "*", re.compile(path_regex), 0, times, delay_s=seconds,
+                      until=until)
         with self._state.lock:
             if times is None:
                 self._state.faults[:] = [f for f in self._state.faults if f.times is not None

@@ -32,6 +32,7 @@ class Fault:
     reason: str = ""
     message: str = ""
     delay_s: float = 0.0  # wait this long first; with status 0 the request is then served normally
+    until: threading.Event | None = None  # wait for this instead (delay_s then bounds the wait)
 
 
 @dataclass

@@ -59,7 +59,7 @@ class Series:
 def agent_exposition(scenario: str = "h100x8-idle", *, xid_step: int | None = None) -> bytes:
     """The agent's /metrics for `scenario` (after NVML step `xid_step`, events delivered), pushes counted."""
     fake = FakeNvml(load_scenario(scenario))
-    nvidia = NvidiaCollector(nvml=fake, call_timeout_s=1.0, gpu_advertised=lambda: True, xid_wait_ms=20)
+    nvidia = NvidiaCollector(nvml=fake, call_timeout_s=30.0, gpu_advertised=lambda: True, xid_wait_ms=20)
     collectors = CollectorSet([nvidia, HostCollector()])
     try:
         collectors.collect_all(now=time.time())
@@ -80,7 +80,7 @@ def agent_exposition(scenario: str = "h100x8-idle", *, xid_step: int | None = No
 def scorer_exposition(scenario: str = "h100x8-idle") -> bytes:
     """The scorer's /metrics after scoring one report of `scenario`, with ingest and publish counters."""
     fake = FakeNvml(load_scenario(scenario))
-    collectors = CollectorSet([NvidiaCollector(nvml=fake, call_timeout_s=1.0, gpu_advertised=lambda: True)])
+    collectors = CollectorSet([NvidiaCollector(nvml=fake, call_timeout_s=30.0, gpu_advertised=lambda: True)])
     try:
         cycle = collectors.collect_all(now=time.time())
     finally:
@@ -139,7 +139,7 @@ def full_agent_exposition() -> bytes:
                         capacity={"cpu": 8.0}, requested={"cpu": 1.5}, unschedulable=False, ready=True)
     kubelet = KubeletSnapshot(assignments=(DeviceAssignment("nvidia.com/gpu", "GPU-x", "GPU-x", "ml", "train-0",
                                                             "main"),), allocatable=())
-    collectors = CollectorSet([NvidiaCollector(nvml=fake, call_timeout_s=1.0, gpu_advertised=lambda: True),
+    collectors = CollectorSet([NvidiaCollector(nvml=fake, call_timeout_s=30.0, gpu_advertised=lambda: True),
                                HostCollector(), _Fixed("tpu", tpu), _Fixed("node", node), _Fixed("kubelet", kubelet)])
     try:
         collectors.collect_all(now=time.time())

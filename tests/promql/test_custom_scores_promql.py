@@ -30,14 +30,14 @@ scores:
     promql:
       old:
         query: accelscore_test_old and (time() - timestamp(accelscore_test_old) < 60)
-        everySeconds: 1
-        timeoutSeconds: 1
-        staleAfterSeconds: 5
+        everySeconds: 30
+        timeoutSeconds: 30
+        staleAfterSeconds: 60
   - name: unreachable
     expression: prom.x
     reference: 16
     promql:
-      x: {{query: "vector(1)", url: "http://127.0.0.1:9", timeoutSeconds: 1, everySeconds: 1, staleAfterSeconds: 5}}
+      x: {{query: "vector(1)", url: "http://127.0.0.1:9", timeoutSeconds: 30, everySeconds: 30, staleAfterSeconds: 60}}
   - name: gpus
     expression: cluster.gpuFree
     reference: 16
@@ -75,7 +75,9 @@ def test_promql_inputs_feed_scores_and_failed_or_stale_ones_publish_0(prom_url: 
         assert scores == {"queueDepth": 50, "freshOnly": 0, "unreachable": 0, "gpus": 25}
         reasons = {s.name: s.reason for s in service.custom.states() if not s.ok}
         assert reasons == {"freshOnly": "unknown PromQL value prom.old", "unreachable": "unknown PromQL value prom.x"}
-        wait_for(lambda: service.custom.promql_counts()["unreachable"] >= 1)
+        # Each query has its own thread: wait until both failing ones have answered once (a query of a second
+        # timed out on a loaded machine, hence 30 s: these fail by what Prometheus says, never by time).
+        wait_for(lambda: (c := service.custom.promql_counts())["unreachable"] >= 1 and c["no_series"] >= 1)
         metrics = service.render().decode()
         assert 'accelscore_custom_score_promql_queries_total{cluster="local",result="no_series"}' in metrics
         assert 'accelscore_custom_score_unknown{cluster="local",reason="unknown PromQL value prom.x",' \

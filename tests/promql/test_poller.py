@@ -18,17 +18,23 @@ from tests.rig.wait import free_port, wait_for
 @STARTS_PROMETHEUS
 def test_values_arrive_and_failures_say_why(prom_url: str) -> None:
     poller = PromqlPoller([
-        PromQuery(name="depth", url=prom_url, query="sum(accelscore_test_queue_depth)", every_s=0.2,
-                  stale_after_s=10),
-        PromQuery(name="many", url=prom_url, query="accelscore_test_queue_depth", every_s=0.2),
-        PromQuery(name="down", url=f"http://127.0.0.1:{free_port()}", query="vector(1)", every_s=0.2),
+        PromQuery(name="depth", url=prom_url, query="sum(accelscore_test_queue_depth)", timeout_s=60, every_s=0.2,
+                  stale_after_s=120),
+        PromQuery(name="many", url=prom_url, query="accelscore_test_queue_depth", timeout_s=60, every_s=0.2),
+        PromQuery(name="down", url=f"http://127.0.0.1:{free_port()}", query="vector(1)", timeout_s=60, every_s=0.2),
     ])
     before = poller.values(time.time())
     assert before == dict.fromkeys(("depth", "many", "down"), PromValue(None, None, "not queried yet"))
     poller.start()
     try:
-        wait_for(lambda: poller.stats()["queries_total"]["ok"] >= 3)  # the interval repeats the queries
-        values = poller.values(time.time())
+        # The interval repeats the queries; each query has its own thread, so "depth" alone can reach 3 before the
+        # others answered once: wait for every one.
+        def answered() -> dict[str, PromValue] | None:
+            values = poller.values(time.time())
+            done = all(v.reason != "not queried yet" for v in values.values())
+            return values if done and poller.stats()["queries_total"]["ok"] >= 3 else None
+
+        values = wait_for(answered)
     finally:
         poller.stop()
     assert (values["depth"].value, values["depth"].reason) == (8.0, "ok")
@@ -42,7 +48,7 @@ def test_values_arrive_and_failures_say_why(prom_url: str) -> None:
 
 @STARTS_PROMETHEUS
 def test_a_value_fetched_long_ago_is_unknown_at_read_time(prom_url: str) -> None:
-    q = PromQuery(name="three", url=prom_url, query="vector(3)", every_s=60, stale_after_s=2)
+    q = PromQuery(name="three", url=prom_url, query="vector(3)", timeout_s=60, every_s=60, stale_after_s=2)
     poller = PromqlPoller([q])
     poller.poll_once(q)  # one real query, no thread: nothing refreshes it
     fetched = poller.values(time.time())["three"]
@@ -56,7 +62,9 @@ def test_a_value_fetched_long_ago_is_unknown_at_read_time(prom_url: str) -> None
 
 @STARTS_PROMETHEUS
 def test_the_thread_keeps_values_fresh(prom_url: str) -> None:
-    q = PromQuery(name="t", url=prom_url, query="time()", every_s=0.2, stale_after_s=1)
+    # Stale after 5 s, not 1: a value is known only when read within that of Prometheus's evaluation, which a
+    # loaded machine can miss for a second.
+    q = PromQuery(name="t", url=prom_url, query="time()", timeout_s=60, every_s=0.2, stale_after_s=5)
     poller = PromqlPoller([q]).start()
     try:
         first = wait_for(lambda: (v := poller.values(time.time())["t"]).value is not None and v)

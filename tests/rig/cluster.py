@@ -193,11 +193,11 @@ class Rig:
 
     def push(self, port: int, nodes: Iterable[str], *, busy: int) -> None:
         """Each node's agent pushes once over gRPC (plaintext) to `port`, retrying while the scorer starts."""
-        sender = ReportSender(address=f"127.0.0.1:{port}", token_file=None, insecure_plaintext=True, timeout_s=2.0)
+        sender = ReportSender(address=f"127.0.0.1:{port}", token_file=None, insecure_plaintext=True, timeout_s=10.0)
         try:
             for node in nodes:
                 wait_for(lambda n=node: sender.send(eight_gpu_report(n, busy=busy, sequence=int(time.time() * 1000)))
-                         .result is PushResult.OK, timeout_s=30, every_s=0.1)
+                         .result is PushResult.OK, timeout_s=120, every_s=0.1)
         finally:
             sender.close()
 

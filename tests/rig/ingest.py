@@ -61,7 +61,7 @@ def authenticator(handle: ApiHandle, **options: Any) -> TokenAuthenticator:
     Returned once it holds the issuer's keys (read in the background), so lanes are chosen as in a settled scorer."""
     auth = TokenAuthenticator(api_client=handle.api_client(), audience="accelscore", agent_username=AGENT_SA,
                               **options)
-    assert auth.issuer_keys.loaded.wait(15), "the issuer keys were not read from the test API server"
+    assert auth.issuer_keys.loaded.wait(60), "the issuer keys were not read from the test API server"
     return auth
 
 
@@ -180,7 +180,7 @@ class IngestServer:
     def push(self, report: pb.NodeReport, token: str | None = None) -> pb.PushReportResponse:
         """One PushReport call; raises grpc.RpcError on a refusal."""
         metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        return self.stub.PushReport(pb.PushReportRequest(report=report), timeout=5, metadata=metadata)
+        return self.stub.PushReport(pb.PushReportRequest(report=report), timeout=30, metadata=metadata)
 
     def push_code(self, report: pb.NodeReport, token: str | None = None) -> grpc.StatusCode:
         """The status code of one PushReport call."""

@@ -10,8 +10,10 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[[], T], *, timeout_s: float = 15.0, every_s: float = 0.05) -> T:
-    """Poll until `predicate()` is truthy and return its value; TimeoutError naming the last value otherwise."""
+def wait_for(predicate: Callable[[], T], *, timeout_s: float = 60.0, every_s: float = 0.05) -> T:
+    """Poll until `predicate()` is truthy and return its value; TimeoutError naming the last value otherwise. The
+    timeout bounds a hang and measures nothing: 60 s by default, which a 2-core machine at load 20 still meets
+    (15 s did not always: a scorer's pass or a child process's start can take that long there)."""
     deadline = time.monotonic() + timeout_s
     last: T | None = None
     while True:

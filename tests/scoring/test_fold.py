@@ -119,3 +119,30 @@ def test_reports_age_out_with_the_clock_alone() -> None:
     assert fold.gpu_free_node_max() == 8
     fold.update(nodes, now=NOW + 11)  # "old" is 61 s old now
     assert fold.gpu_free_node_max() == 2 and fold.counts.fresh_nodes == 1
+
+
+def test_a_refreshed_node_is_not_folded_again_and_a_real_change_is() -> None:
+    """A report with the same figures gives the node a new summary (new times: equal figures, or the table's copy of
+    the same row) in a new entry: the fold keeps its contribution and takes its new report time, from which it
+    ages; a changed figure still takes the old contribution out and the new one in."""
+    nodes = tuple(NodeEntry(f"n{i}", True, summary(f"n{i}", received_at=NOW, gpu_total=8, gpu_free=i % 9, cpu=4.5))
+                  for i in range(10))
+    fold = ClusterFold(stale_after_s=STALE)
+    fold.update(nodes, now=NOW)
+    before = fold.folded
+    refreshed = tuple(NodeEntry(e.name, True, dataclasses.replace(e.summary, report_time=NOW + 30,
+                                                                  received_at=NOW + 30))
+                      if i % 2 else NodeEntry(e.name, True, e.summary)
+                      for i, e in enumerate(nodes) if e.summary is not None)
+    fold.update(refreshed, now=NOW + 30)
+    assert fold.folded == before
+    fold.update(refreshed, now=NOW + 61)  # the odd nodes' first reports are stale by now, their refreshes are not
+    assert fold.folded == before + 10  # the 5 even nodes went stale: out fresh, in stale
+    assert fold.counts.fresh_nodes == 5
+    changed = (*refreshed[:1], NodeEntry("n1", True, summary("n1", received_at=NOW + 61, gpu_total=8, gpu_free=7,
+                                                             cpu=4.5)), *refreshed[2:])
+    fold.update(changed, now=NOW + 61)
+    assert fold.folded == before + 12  # n1's old contribution out, its new one in
+    snap = ClusterSnapshot("c1", changed)
+    assert totals_of(fold, snap) == cluster_totals(snap, now=NOW + 61, stale_after_s=STALE)
+    assert fold.gpu_free_node_max() == 7

@@ -41,6 +41,7 @@ def test_the_dead_fleet_has_a_dead_scorer_with_frozen_values_and_a_cluster_witho
     assert scores["legacy-noaccel"].hub == {}
 
 
+@pytest.mark.timeout(600)  # a replay of the dead fleet: seconds idle, over 120 s at load 20 with two busy loops
 def test_the_oracle_never_misplaces_and_never_sends_to_a_stale_cluster() -> None:
     result = _run("dead", routing.ORACLE, load_trace(TRACES[0]))
     assert result.placed > 0 and result.missent_jobs == 0 and result.stale_jobs == 0

@@ -20,14 +20,14 @@ from tests.rig.wait import free_port, wait_for
 def test_an_agent_started_before_its_scorer_delivers_once_the_scorer_is_up(rig: Rig) -> None:
     port = free_port()
     loop = PushLoop(sender=ReportSender(address=f"127.0.0.1:{port}", token_file=None,
-                                        insecure_plaintext=True, timeout_s=1.0),
+                                        insecure_plaintext=True, timeout_s=30.0),
                     interval_s=30.0, change_key=change_key, backoff_initial_s=0.1, backoff_max_s=0.5)
     loop.start()
     try:
         loop.offer(eight_gpu_report(rig.node_names[0]))
         wait_for(lambda: loop.stats().pushes_failed >= 2)  # UNAVAILABLE: retried with backoff
         scorer = rig.start_scorer(listen_port=port)
-        wait_for(lambda: loop.stats().pushes_ok == 1, timeout_s=10)
+        wait_for(lambda: loop.stats().pushes_ok == 1)
         assert rig.node_names[0] in scorer.table.ages(time.time())
     finally:
         loop.stop(timeout_s=5)
@@ -40,7 +40,7 @@ def test_an_older_scorer_without_the_method_is_a_rejection_logged_once_and_the_n
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     sender = ReportSender(address=f"127.0.0.1:{port}", token_file=None,
-                                        insecure_plaintext=True, timeout_s=2.0)
+                                        insecure_plaintext=True, timeout_s=30.0)
     loop = PushLoop(sender=sender, interval_s=30.0, change_key=change_key)
     loop.start()
     try:

@@ -62,7 +62,7 @@ def test_both_real_replicas_hold_every_node_after_the_agents_fan_out(rig: Rig) -
     sender = FanoutSender(address="replicas:0", token_file=None,
                           resolve=lambda _a: [f"127.0.0.1:{p}" for p in ports.values()],
                           sender_factory=lambda t: ReportSender(address=t, token_file=None,
-                                        insecure_plaintext=True, timeout_s=2.0))
+                                        insecure_plaintext=True, timeout_s=30.0))
     try:
         for node in rig.node_names:
             assert sender.send(eight_gpu_report(node)).result is PushResult.OK

@@ -78,15 +78,29 @@ class NodeExtras:
     # the pass sums the packs of nodes with the same profiles in one addition each (accelscore.scorer.core.keyed).
     lane_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
     packed: int = field(init=False, repr=False, compare=False)
-    rare: bool = field(init=False, repr=False, compare=False)  # a domain, several products or resources: one by one
+    rare: bool = field(init=False, repr=False, compare=False)  # a domain or several products: one by one
+    # The same for the resources: their names (one tuple object per distinct list), per resource its fits
+    # (⌊free / k⌋ per FIT_SIZES) and GPUs packed as lanes, and best fit's bit of its free GPUs: a DRA or AMD node
+    # is two additions and a multiset step in a pass, not a dozen per resource.
+    resource_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    resource_packed: int = field(init=False, repr=False, compare=False)
+    resource_bits: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        keys = tuple(profile for profile, _, _ in self.mig)
-        keys = _LANE_KEYS.setdefault(keys, keys) if len(_LANE_KEYS) < _LANE_KEYS_MAX else keys
+        keys = _interned(tuple(profile for profile, _, _ in self.mig))
         counts = [max(0, c) for _, free, total in self.mig for c in (free, total)]
         object.__setattr__(self, "lane_keys", keys)
         object.__setattr__(self, "packed", _lanes.pack([*counts, max(0, self.shares_free), max(0, self.shares_total)]))
-        object.__setattr__(self, "rare", bool(self.clique or self.products or self.resources))
+        object.__setattr__(self, "rare", bool(self.clique or self.products))
+        object.__setattr__(self, "resource_keys", _interned(tuple(name for name, _, _ in self.resources)))
+        object.__setattr__(self, "resource_packed", _lanes.pack(
+            [c for _, free, total in self.resources for c in (*(max(0, free) // k for k in FIT_SIZES), max(0, total))]))
+        object.__setattr__(self, "resource_bits", tuple(_free_bit(max(0, free)) for _, free, _ in self.resources))
+
+
+def _interned(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """One tuple object per distinct list of names (bounded), so nodes of one layout share it."""
+    return _LANE_KEYS.setdefault(keys, keys) if len(_LANE_KEYS) < _LANE_KEYS_MAX else keys
 
 
 # One tuple object per distinct profile list (a memo, not state: equal lists give equal results either way).
@@ -161,8 +175,9 @@ class NodeScan:
 # What the scoring pass (accelscore.scorer.core.totals) reads per node, in the order it unpacks them from
 # `NodeSummary.row`: unpacking one plain tuple costs ~20 ns/node less than eight named reads (1 ms of a
 # 50,000-node pass, bench/bench_scoring.py), so the row is built once at ingest from the scan, by these names.
+# The first eight are the values whose node maxima (and best fit's bit set) a pass keeps, in `fold`'s order.
 PASS_ROW = ("cpu_free_cores", "memory_free_bytes", "gpu_api_free", "tpu_api_free", "gpu_mem_free_max_bytes",
-            "gpu_free_bit", "gpu_fit_bit", "tpu_free_bit", "counts", "gpu_product", "extras")
+            "gpu_free", "tpu_free", "gpu_fit_bit", "counts", "gpu_product", "extras")
 _pass_row = attrgetter(*PASS_ROW)
 
 

@@ -30,6 +30,24 @@ def _exact(x: Raw) -> int | Fraction:
     return Fraction(repr(x)) if isinstance(x, float) else x
 
 
+def _ratio(x: Raw) -> tuple[int, int]:
+    """(numerator, denominator > 0) of `_exact(x)`; a float's remembered, as a pass maps the same values again."""
+    if type(x) is float:
+        held = _RATIOS.get(x)
+        if held is None:
+            held = Fraction(repr(x)).as_integer_ratio()
+            if len(_RATIOS) >= _RATIOS_MAX:
+                _RATIOS.clear()
+            _RATIOS[x] = held
+        return held
+    return x.as_integer_ratio()  # int, Fraction
+
+
+# A memo, not state: equal finite floats give equal decimals (0.0 and -0.0 both 0, and never reach it).
+_RATIOS: dict[float, tuple[int, int]] = {}
+_RATIOS_MAX = 1 << 12
+
+
 def accel_map(value: Raw, ref: Raw) -> int:
     """accelscore mapping: ceil(100 min(v, ref)/ref) for v > 0 (at least 1), else 0 (also for NaN); exact."""
     if not ref > 0:
@@ -38,9 +56,12 @@ def accel_map(value: Raw, ref: Raw) -> int:
         return 0
     if value >= ref:
         return 100
-    if type(value) is int and (type(ref) is int or (type(ref) is float and ref.is_integer())):
-        return max(1, -((-100 * value) // int(ref)))  # whole numbers (counts against the usual refs): ints suffice
-    # Rational arithmetic: 7.04 GPUs of a 64 ref is 11, where floats made 100 * 7.040000000000001 / 64 -> 12.
+    if type(ref) is int or (type(ref) is float and ref.is_integer()):
+        # Rational arithmetic on whole numbers: 7.04 GPUs of a 64 ref is 11, where floats made
+        # 100 * 7.040000000000001 / 64 -> 12; ceil(100 n / (d ref)) of value n/d, as ints (a Fraction's own
+        # arithmetic costs ~10x, and a pass maps ~60 values).
+        n, d = _ratio(value)
+        return max(1, -((-100 * n) // (d * int(ref))))
     return max(1, -((-100 * _exact(value)) // _exact(ref)))
 
 
