@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import re
 import socket
 import time
@@ -89,10 +90,27 @@ def test_stop_cuts_off_a_query_in_flight_and_ends_every_thread() -> None:
         poller.start()
         listener.settimeout(60)
         in_flight, _ = listener.accept()  # the query's connection: it waits for an answer that never comes
-        poller.stop(timeout_s=5.0)
+        poller.stop(timeout_s=60.0)  # returns once every thread ended; the bound is for a hang
         in_flight.close()
         assert poller.alive() == 0
         assert poller.values(time.time())["stuck"] == PromValue(None, None, "not queried yet")
+
+
+def test_a_query_caught_connecting_at_stop_is_cut_once_it_has_its_socket() -> None:
+    """stop() can run between a query's connect and the moment its connection holds the socket (CI saw it: the
+    server had accepted, the thread then waited out its 30 s timeout). A cut keeps the connection watched until
+    its query releases it, so the next cut shuts the socket it has by then."""
+    cut = promql._Cut()
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        conn = http.client.HTTPConnection("127.0.0.1", listener.getsockname()[1], timeout=3600)
+        cut.watch(conn, time.monotonic() + 3600)
+        cut.cut_all()  # no socket yet: nothing to shut
+        conn.connect()
+        cut.cut_all()
+        assert conn.sock is not None and conn.sock.recv(1) == b""  # shut: the read ends at once, not in an hour
+        conn.close()
 
 
 def test_duplicate_names_are_refused() -> None:

@@ -162,8 +162,10 @@ class _Cut:
             self._watched.pop(handle, None)
 
     def cut_all(self) -> None:
+        """Shut every watched socket now. Entries stay until their query releases them: a query still connecting
+        has no socket yet, so a caller that must see it end cuts again (PromqlPoller.stop)."""
         with self._lock:
-            due, self._watched = list(self._watched.values()), {}
+            due = list(self._watched.values())
         for _, conn in due:
             _shut(conn)
 
@@ -188,6 +190,7 @@ def _shut(conn: http.client.HTTPConnection) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
+_STOP_RECUT_S = 0.05  # stop(): how often it cuts again while a query thread has not ended
 _DEADLINES = _Cut()  # for query_instant called on its own; each poller has one of its own
 
 
@@ -373,11 +376,12 @@ class PromqlPoller:
         """Stop querying: queries in flight are cut off at once, and every thread has ended when this returns
         (within `timeout_s`)."""
         self._stop.set()
-        self._cut.cut_all()
         until = time.monotonic() + timeout_s
         for thread in self._threads:
-            if thread.is_alive():
-                thread.join(max(0.0, until - time.monotonic()))
+            # Cut again while waiting: a query caught connecting had no socket to shut at the first cut.
+            while thread.is_alive() and time.monotonic() < until:
+                self._cut.cut_all()
+                thread.join(min(_STOP_RECUT_S, max(0.0, until - time.monotonic())))
 
     def alive(self) -> int:
         """Query threads still running (0 after `stop`)."""
