@@ -91,17 +91,24 @@ def tpu() -> Iterator[TpuFactory]:
 # cell on a loaded machine, and their owners add cells. Marked `replay` here (by path, so every cell added to them is
 # too): `make test` deselects them and `make test-replay` runs them (both in CI; docs/testing.md).
 REPLAY_MODULES = frozenset({"tests/simulator/test_matrix.py", "tests/simulator/test_dispatcher_policy.py"})
+# Each test there runs the real `accelscore` command as its own process (~1.5 s of CPU to start): 152 s of wall time
+# at load 35 on 2 cores (2026-11-28), past the suite's 120 s, so their own bound on a hang (run_cli waits 300 s).
+PROCESS_AREAS = ("tests/cli/",)
+PROCESS_TIMEOUT_S = 600
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks and before `-m` deselects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Marks the replay matrices `replay` (above). Under pytest-xdist (`make test` runs `--dist loadgroup`) the
-    tests that share a module- or session-scoped fixture run on one worker, so what it starts (a Prometheus, a hub,
-    rendered manifests) is built once, not once per worker: a module fixture groups its module (a parametrized one,
-    its module and parameter), a conftest's session fixtures every test that uses one."""
+    """Marks the replay matrices `replay` and gives the process areas their timeout (above). Under pytest-xdist
+    (`make test` runs `--dist loadgroup`) the tests that share a module- or session-scoped fixture run on one
+    worker, so what it starts (a Prometheus, a hub, rendered manifests) is built once, not once per worker: a module
+    fixture groups its module (a parametrized one, its module and parameter), a conftest's session fixtures every
+    test that uses one."""
     for item in items:
         if item.nodeid.split("::")[0] in REPLAY_MODULES:
             item.add_marker(pytest.mark.replay)
+        if item.nodeid.startswith(PROCESS_AREAS) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(PROCESS_TIMEOUT_S))
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
             continue

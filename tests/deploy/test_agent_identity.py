@@ -9,6 +9,7 @@ read from the rendered manifests (UID, GID, supplementary groups) with every cap
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import shutil
@@ -89,6 +90,8 @@ def child_path() -> Iterator[Path]:
                 shutil.copytree(source, site / top, ignore=shutil.ignore_patterns("__pycache__"))
             else:
                 shutil.copy2(source, site / source.name)
+        # Compiled once here: the child writes no bytecode, so each of its runs would compile all it imports again.
+        compileall.compile_dir(site, quiet=1)
         for path in (site, *site.rglob("*")):
             path.chmod(0o755 if path.is_dir() else 0o644 | (path.stat().st_mode & 0o111))
         yield site

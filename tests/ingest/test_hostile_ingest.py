@@ -35,7 +35,7 @@ def _code(future: grpc.Future) -> grpc.StatusCode:
 
 def _held_body(body: bytes, release: threading.Event) -> Iterator[bytes]:
     """A request stream that sends its one message only once `release` is set (headers go at once)."""
-    release.wait(10)
+    release.wait(60)
     yield body
 
 
@@ -57,10 +57,10 @@ def test_calls_refused_at_grpcs_concurrency_limit_leave_every_in_flight_slot_fre
         return pb.PushReportRequest(report=eight_gpu_report(node, sequence=sequence)).SerializeToString()
 
     try:
-        assert _code(unary.future(body("node-a", 1), timeout=5,
+        assert _code(unary.future(body("node-a", 1), timeout=30,
                                   metadata=(("authorization", f"Bearer {known}"),))) is grpc.StatusCode.OK
         # A known agent's calls that send headers and hold their body fill grpc's concurrency limit ...
-        holding = [held.future(_held_body(body("node-a", 2 + i), release), timeout=10,
+        holding = [held.future(_held_body(body("node-a", 2 + i), release), timeout=60,
                                metadata=(("authorization", f"Bearer {known}"),)) for i in range(4)]
         # ... so these unknown callers are refused by grpc core; none of them may keep an in-flight slot.
         refused = [unary.future(body("node-b", 1), timeout=5, metadata=(("authorization", f"Bearer flood-{i}"),))
@@ -69,7 +69,7 @@ def test_calls_refused_at_grpcs_concurrency_limit_leave_every_in_flight_slot_fre
         release.set()
         held_codes = [_code(f) for f in holding]
         # Every slot is free again: a new agent (uncached token) is reviewed and accepted, not `overloaded`.
-        new_codes = [_code(unary.future(body("node-b", s), timeout=5,
+        new_codes = [_code(unary.future(body("node-b", s), timeout=30,
                                         metadata=(("authorization", f"Bearer {newcomer}"),))) for s in (1, 2, 3)]
     finally:
         release.set()

@@ -60,7 +60,7 @@ def test_sender_reports_rejected_for_an_invalid_report(server: IngestServer, sen
 
 
 def test_sender_reports_retryable_when_no_scorer_listens() -> None:
-    snd = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{free_port()}"), token_file=None, timeout_s=2.0)
+    snd = ReportSender(**tls_sender_kwargs(f"127.0.0.1:{free_port()}"), token_file=None, timeout_s=30.0)
     try:
         outcome = snd.send(eight_gpu_report("node-a"))
     finally:
@@ -189,7 +189,7 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
     try:
         wait_for(stop.is_set)
     finally:
-        loop.stop(5.0)
+        loop.stop(60.0)
         sender.close()
     assert sleeps[0] == 0.5
     assert all(0.5 <= s <= 4.0 for s in sleeps), sleeps
@@ -229,9 +229,10 @@ def test_a_rejected_report_is_not_retried_but_the_next_report_is_sent(server: In
 
 
 def test_stop_makes_one_last_push_of_an_undelivered_report(server: IngestServer, sender: ReportSender) -> None:
-    loop = _loop(sender, interval_s=60.0)
+    # The final push's deadline (2 s by default) and the join bound a hang here: on a loaded machine they can pass.
+    loop = _loop(sender, interval_s=60.0, final_push_timeout_s=30.0)
     loop.offer(eight_gpu_report("node-a", sequence=1))
     assert server.accepted.wait_for(1)
     loop.offer(eight_gpu_report("node-a", sequence=2))  # unchanged key: would wait a whole interval
-    loop.stop(5.0)
+    loop.stop(60.0)
     assert server.accepted.sequences() == [1, 2]

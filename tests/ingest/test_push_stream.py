@@ -35,7 +35,7 @@ class _Plain:
                                                 counters=self.stats, **options)  # type: ignore[arg-type]
         self.server.start()
         self.address = f"127.0.0.1:{port}"
-        self.sender = ReportSender(address=self.address, token_file=None, insecure_plaintext=True, timeout_s=2.0)
+        self.sender = ReportSender(address=self.address, token_file=None, insecure_plaintext=True, timeout_s=30.0)
 
     def close(self) -> None:
         self.sender.close()
@@ -108,7 +108,7 @@ def test_a_new_agent_falls_back_to_unary_against_a_scorer_without_the_stream() -
             response_serializer=pb.PushReportResponse.SerializeToString)}),))
     port = old.add_insecure_port("127.0.0.1:0")
     old.start()
-    sender = ReportSender(address=f"127.0.0.1:{port}", token_file=None, insecure_plaintext=True, timeout_s=2.0)
+    sender = ReportSender(address=f"127.0.0.1:{port}", token_file=None, insecure_plaintext=True, timeout_s=30.0)
     try:
         outcomes = [sender.send(eight_gpu_report("node-a", sequence=s)).result for s in (1, 2)]
         streaming = sender.streaming
@@ -136,7 +136,7 @@ def test_a_rate_limited_push_is_retried_and_the_newest_report_delivered() -> Non
         now[0] += 10.0  # the bucket refills
         wait_for(lambda: srv.accepted.sequences()[-1:] == [4])
     finally:
-        loop.stop(5.0)
+        loop.stop(60.0)
         srv.close()
     assert srv.stats.snapshot()["rate_limited"] >= 1
     assert 3 not in srv.accepted.sequences()
@@ -160,7 +160,7 @@ def test_a_dropped_report_is_counted_by_reason_and_is_not_a_delivery(plain: _Pla
         loop.offer(eight_gpu_report("node-a", sequence=3, now=made - 2))  # a replayed older report
         wait_for(lambda: loop.stats().pushes_dropped == 1)
     finally:
-        loop.stop(5.0)
+        loop.stop(60.0)
     stats = loop.stats()
     assert (stats.pushes_ok, stats.last_success_time) == (0, 0.0)
     assert stats.dropped_by_reason == (("stale_sequence", 1),)

@@ -104,13 +104,17 @@ def test_watch_streams_events_bookmarks_and_selector_moves(kube_api: ApiHandle, 
     deleting: list[Any] = []
 
     def run() -> None:
+        # Ends once it saw the DELETED (and on the test server a bookmark), not at a timeout the writes must beat:
+        # a 1 s watch could close before a loaded machine made the four writes.
         w = watch.Watch()
         for ev in w.stream(core.list_namespaced_pod, ns, field_selector=f"spec.nodeName={node}",
-                           resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=1):
+                           resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=120):
             name = ev["object"].metadata.name if ev["type"] != "BOOKMARK" else ""
             events.append((ev["type"], name))
             if ev["type"] == "MODIFIED" and ev["object"].metadata.deletion_timestamp:
                 deleting.append(ev["object"].metadata)
+            if ("DELETED", "a") in events and (not kube_api.server or ("BOOKMARK", "") in events):
+                w.stop()
 
     thread = threading.Thread(target=run)
     thread.start()
@@ -118,7 +122,7 @@ def test_watch_streams_events_bookmarks_and_selector_moves(kube_api: ApiHandle, 
     core.create_namespaced_pod(ns, pod_body("b", unique("other")))
     core.patch_namespaced_pod_status("a", ns, {"status": {"phase": "Running"}})
     core.delete_namespaced_pod("a", ns, grace_period_seconds=0)
-    thread.join(timeout=10)
+    thread.join(timeout=120)
     changes = [e for e in events if e[0] != "BOOKMARK"]
     # A bound pod deleted with grace period 0: MODIFIED (deletionTimestamp set, grace 0), then DELETED.
     assert changes == [("ADDED", "a"), ("MODIFIED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
@@ -135,7 +139,7 @@ def test_label_change_out_of_selector_is_a_deleted_event(kube_api: ApiHandle, co
     try:
         w = watch.Watch()
         stream = w.stream(core.list_node, label_selector="pool=gpu", resource_version=created.metadata.resource_version,
-                          timeout_seconds=2)
+                          timeout_seconds=120)  # ended by w.stop() below
         core.patch_node(name, {"metadata": {"labels": {"pool": "cpu"}}})
         # On a real cluster the node-lifecycle controller also writes a new Node (it takes off the not-ready taint
         # the apiserver puts on at create): such writes, still in the selector, may come first as MODIFIED.

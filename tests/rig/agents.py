@@ -47,7 +47,7 @@ class InProcessAgent:
     def cycle(self) -> None:
         self.runtime.cycle_once()
 
-    def cycle_until_node_synced(self, timeout_s: float = 10.0) -> None:
+    def cycle_until_node_synced(self, timeout_s: float = 60.0) -> None:
         """A fresh agent's pod watch needs a moment; cycle until the node collector reads OK."""
         deadline = time.monotonic() + timeout_s
         while True:

@@ -120,8 +120,8 @@ class Accepted:
         with self.lock:
             return [r.sequence for r, _ in self.reports]
 
-    def wait_for(self, count: int, timeout_s: float = 5.0) -> bool:
-        """Wait until at least `count` reports were accepted."""
+    def wait_for(self, count: int, timeout_s: float = 60.0) -> bool:
+        """Wait until at least `count` reports were accepted (the bound is for a hang: 5 s was short at load 16)."""
         with self.arrived:
             return self.arrived.wait_for(lambda: len(self.reports) >= count, timeout_s)
 
