@@ -15,10 +15,11 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from accelscore.dispatch.idle import idle_after, known_free
 from accelscore.dispatch.ledger import Ledger
-from accelscore.dispatch.shapes import Demand
-from accelscore.dispatch.table import Need, needs_of, preference, raw_floor
-from accelscore.scorer.core.model import ACCELSCORE_APS
+from accelscore.dispatch.shapes import Demand, Kind
+from accelscore.dispatch.table import Need, best_fit_refs, needs_of, preference, raw_floor, resource_suffix
+from accelscore.scorer.core.model import ACCELSCORE_APS, FIT_SIZES
 
 TieKey = Callable[[str], Any]
 
@@ -106,6 +107,28 @@ def _preferred(view: ClusterView, prefer: str, need: Need, ledger: Ledger, key: 
     return view.scores.get(ACCELSCORE_APS, {}).get(prefer, 0)
 
 
+UNKNOWN_IDLE = 1 << 30  # a gang's idle GPUs where the ledger holds a nomination that may have changed the nodes
+
+
+def _gang_idle(view: ClusterView, demand: Demand, need: Need, ledger: Ledger, key: Hashable,
+               refs: Mapping[str, float]) -> int:
+    """GPUs a gang of pods smaller than a node would leave idle there (`accelscore.dispatch.idle`); unknown (last)
+    once the ledger holds a nomination there that takes from the same fit."""
+    if ledger.taken(view.name, need.takes, exclude=key):
+        return UNKNOWN_IDLE
+    suffix = resource_suffix(demand)
+    free = known_free(view.scores.get(ACCELSCORE_APS, {}), best_fit_refs(refs, suffix), suffix)
+    idle = idle_after(demand.pods, demand.per_pod, free)
+    return UNKNOWN_IDLE if idle is None else idle
+
+
+def _packs(demand: Demand) -> bool:
+    """A gang of pods smaller than a node (of any product, on any node): ranked by the GPUs it would leave idle. A
+    pod of the largest fit size (8) or more takes whole nodes and strands nothing wherever it fits: by room."""
+    return (demand.kind is Kind.WHOLE and demand.pods > 1 and demand.per_pod < FIT_SIZES[-1]
+            and not demand.products and not demand.domain)
+
+
 def rank(demand: Demand | None, clusters: Sequence[ClusterView], *, ledger: Ledger, key: Hashable,
          limit: int = 1, refs: Mapping[str, float] | None = None, queue: str = "",
          tie_key: TieKey | None = None, unscoreable: bool = False) -> Nomination:
@@ -121,7 +144,9 @@ def rank(demand: Demand | None, clusters: Sequence[ClusterView], *, ledger: Ledg
     order = tie_key or (lambda name: name)
     prefer = preference(demand)
     first = alternatives[0][0]
-    fitting = [(-_preferred(c, prefer, first, ledger, key), left, c.name)
+    packs = _packs(demand)
+    fitting = [(_gang_idle(c, demand, first, ledger, key, refs or {}) if packs
+                else -_preferred(c, prefer, first, ledger, key), left, c.name)
                for c in live if (left := room(c, alternatives, ledger, key)) is not None]
     if not fitting:
         return Nomination((), Reason.NO_ROOM)
