@@ -22,6 +22,7 @@ from accelscore.dispatch.table import Need, best_fit_refs, needs_of, preference,
 from accelscore.scorer.core.model import ACCELSCORE_APS, FIT_SIZES
 
 TieKey = Callable[[str], Any]
+Shown = Callable[[str, str], int]  # (cluster, score) -> the most that score has shown there (`dispatch.sizes`)
 
 
 class Reason(enum.Enum):
@@ -131,9 +132,11 @@ def _packs(demand: Demand) -> bool:
 
 def rank(demand: Demand | None, clusters: Sequence[ClusterView], *, ledger: Ledger, key: Hashable,
          limit: int = 1, refs: Mapping[str, float] | None = None, queue: str = "",
-         tie_key: TieKey | None = None, unscoreable: bool = False) -> Nomination:
+         tie_key: TieKey | None = None, unscoreable: bool = False, shown: Shown | None = None) -> Nomination:
     """Up to `limit` clusters for the demand, best first; `clusters` in the MultiKueueConfig's order (the
-    order for demands no score answers). `unscoreable`: the Workload's demand could not be read."""
+    order for demands no score answers). `unscoreable`: the Workload's demand could not be read. `shown`: a
+    single pod between clusters that rank alike goes to the one whose score for it has shown the least (the
+    smaller cluster: the larger is kept for gangs), before the caller's order."""
     live = [c for c in clusters if c.live]
     if not live:
         return Nomination((), Reason.NO_LIVE_CLUSTER)
@@ -145,15 +148,15 @@ def rank(demand: Demand | None, clusters: Sequence[ClusterView], *, ledger: Ledg
     prefer = preference(demand)
     first = alternatives[0][0]
     packs = _packs(demand)
+    size = shown if shown is not None and demand.pods == 1 else (lambda cluster, score: 0)
     fitting = [(_gang_idle(c, demand, first, ledger, key, refs or {}) if packs
-                else -_preferred(c, prefer, first, ledger, key), left, c.name)
+                else -_preferred(c, prefer, first, ledger, key), left, size(c.name, first.score), c.name)
                for c in live if (left := room(c, alternatives, ledger, key)) is not None]
     if not fitting:
         return Nomination((), Reason.NO_ROOM)
     spread = -1 if demand.pods > 1 else 1  # gangs: the most room first; one pod: the least that holds it
-    fitting.sort(key=lambda f: (f[0], spread * f[1], order(f[2])))
+    fitting.sort(key=lambda f: (f[0], spread * f[1], f[2], order(f[3])))
     chosen = fitting[:limit]
-    ranks = [(f[0], spread * f[1]) for f in fitting[:limit + 1]]
+    ranks = [(f[0], spread * f[1], f[2]) for f in fitting[:limit + 1]]
     tied = any(a == b for a, b in itertools.pairwise(ranks))
-    return Nomination(tuple(name for _, _, name in chosen), Reason.FITS, {name: left for _, left, name in chosen},
-                      tied)
+    return Nomination(tuple(f[3] for f in chosen), Reason.FITS, {f[3]: f[1] for f in chosen}, tied)
