@@ -1,7 +1,9 @@
 """Rank a MultiKueueConfig's clusters for one demand: the clusters whose live scores, less what the ledger says
 is already on its way there, still hold the demand: one pod of any whole GPU first where its best node is filled
-most tightly (`gpuClusterBestFit<k>`); then a gang where the most room is left and one pod where the least is
-(replayed against the oracle: docs/dispatcher.md); ties by the caller's order.
+most tightly (`gpuClusterBestFit<k>`), a gang of pods smaller than a node where it leaves the fewest GPUs idle
+(`dispatch.idle`); then a gang where the most room is left and one pod where the least is (replayed against the
+oracle: docs/dispatcher.md); one pod then where its score has shown the least (`dispatch.sizes`: the smaller
+cluster); ties by the caller's order.
 
 A cluster is live while its `accelscore` object is present, holds scores (not withdrawn) and has a
 `validUntil` in the future; a dead, withdrawn or absent cluster is never nominated, whatever it once said.
