@@ -1,9 +1,7 @@
 """Rank a MultiKueueConfig's clusters for one demand: the clusters whose live scores, less what the ledger says
 is already on its way there, still hold the demand: one pod of any whole GPU first where its best node is filled
-most tightly (`gpuClusterBestFit<k>`), a gang of pods smaller than a node where it leaves the fewest GPUs idle
-(`dispatch.idle`); then a gang where the most room is left and one pod where the least is (replayed against the
-oracle: docs/dispatcher.md); one pod then where its score has shown the least (`dispatch.sizes`: the smaller
-cluster); ties by the caller's order.
+most tightly (`gpuClusterBestFit<k>`); then a gang where the most room is left and one pod where the least is
+(replayed against the oracle: docs/dispatcher.md); ties by the caller's order.
 
 A cluster is live while its `accelscore` object is present, holds scores (not withdrawn) and has a
 `validUntil` in the future; a dead, withdrawn or absent cluster is never nominated, whatever it once said.
@@ -17,14 +15,12 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from accelscore.dispatch.idle import idle_after, known_free
 from accelscore.dispatch.ledger import Ledger
-from accelscore.dispatch.shapes import Demand, Kind
-from accelscore.dispatch.table import Need, best_fit_refs, needs_of, preference, raw_floor, resource_suffix
-from accelscore.scorer.core.model import ACCELSCORE_APS, FIT_SIZES
+from accelscore.dispatch.shapes import Demand
+from accelscore.dispatch.table import Need, needs_of, preference, raw_floor
+from accelscore.scorer.core.model import ACCELSCORE_APS
 
 TieKey = Callable[[str], Any]
-Shown = Callable[[str, str], int]  # (cluster, score) -> the most that score has shown there (`dispatch.sizes`)
 
 
 class Reason(enum.Enum):
@@ -110,35 +106,11 @@ def _preferred(view: ClusterView, prefer: str, need: Need, ledger: Ledger, key: 
     return view.scores.get(ACCELSCORE_APS, {}).get(prefer, 0)
 
 
-UNKNOWN_IDLE = 1 << 30  # a gang's idle GPUs where the ledger holds a nomination that may have changed the nodes
-
-
-def _gang_idle(view: ClusterView, demand: Demand, need: Need, ledger: Ledger, key: Hashable,
-               refs: Mapping[str, float]) -> int:
-    """GPUs a gang of pods smaller than a node would leave idle there (`accelscore.dispatch.idle`); unknown (last)
-    once the ledger holds a nomination there that takes from the same fit."""
-    if ledger.taken(view.name, need.takes, exclude=key):
-        return UNKNOWN_IDLE
-    suffix = resource_suffix(demand)
-    free = known_free(view.scores.get(ACCELSCORE_APS, {}), best_fit_refs(refs, suffix), suffix)
-    idle = idle_after(demand.pods, demand.per_pod, free)
-    return UNKNOWN_IDLE if idle is None else idle
-
-
-def _packs(demand: Demand) -> bool:
-    """A gang of pods smaller than a node (of any product, on any node): ranked by the GPUs it would leave idle. A
-    pod of the largest fit size (8) or more takes whole nodes and strands nothing wherever it fits: by room."""
-    return (demand.kind is Kind.WHOLE and demand.pods > 1 and demand.per_pod < FIT_SIZES[-1]
-            and not demand.products and not demand.domain)
-
-
 def rank(demand: Demand | None, clusters: Sequence[ClusterView], *, ledger: Ledger, key: Hashable,
          limit: int = 1, refs: Mapping[str, float] | None = None, queue: str = "",
-         tie_key: TieKey | None = None, unscoreable: bool = False, shown: Shown | None = None) -> Nomination:
+         tie_key: TieKey | None = None, unscoreable: bool = False) -> Nomination:
     """Up to `limit` clusters for the demand, best first; `clusters` in the MultiKueueConfig's order (the
-    order for demands no score answers). `unscoreable`: the Workload's demand could not be read. `shown`: a
-    single pod between clusters that rank alike goes to the one whose score for it has shown the least (the
-    smaller cluster: the larger is kept for gangs), before the caller's order."""
+    order for demands no score answers). `unscoreable`: the Workload's demand could not be read."""
     live = [c for c in clusters if c.live]
     if not live:
         return Nomination((), Reason.NO_LIVE_CLUSTER)
@@ -149,16 +121,14 @@ def rank(demand: Demand | None, clusters: Sequence[ClusterView], *, ledger: Ledg
     order = tie_key or (lambda name: name)
     prefer = preference(demand)
     first = alternatives[0][0]
-    packs = _packs(demand)
-    size = shown if shown is not None and demand.pods == 1 else (lambda cluster, score: 0)
-    fitting = [(_gang_idle(c, demand, first, ledger, key, refs or {}) if packs
-                else -_preferred(c, prefer, first, ledger, key), left, size(c.name, first.score), c.name)
+    fitting = [(-_preferred(c, prefer, first, ledger, key), left, c.name)
                for c in live if (left := room(c, alternatives, ledger, key)) is not None]
     if not fitting:
         return Nomination((), Reason.NO_ROOM)
     spread = -1 if demand.pods > 1 else 1  # gangs: the most room first; one pod: the least that holds it
-    fitting.sort(key=lambda f: (f[0], spread * f[1], f[2], order(f[3])))
+    fitting.sort(key=lambda f: (f[0], spread * f[1], order(f[2])))
     chosen = fitting[:limit]
-    ranks = [(f[0], spread * f[1], f[2]) for f in fitting[:limit + 1]]
+    ranks = [(f[0], spread * f[1]) for f in fitting[:limit + 1]]
     tied = any(a == b for a, b in itertools.pairwise(ranks))
-    return Nomination(tuple(f[3] for f in chosen), Reason.FITS, {f[3]: f[1] for f in chosen}, tied)
+    return Nomination(tuple(name for _, _, name in chosen), Reason.FITS, {name: left for _, left, name in chosen},
+                      tied)

@@ -115,11 +115,6 @@ def preference(demand: Demand) -> str:
     return ""
 
 
-def best_fit_refs(refs: Mapping[str, float], suffix: str = "") -> dict[int, float]:
-    """Fit size -> the ref of `gpuClusterBestFit<size><suffix>` (to read the idle GPUs back from it)."""
-    return {k: _ref(f"gpuClusterBestFit{k}{suffix}", refs) for k in FIT_SIZES}
-
-
 def _partition(d: Demand, refs: Mapping[str, float]) -> tuple[tuple[Need, ...], ...]:
     name = f"gpuClusterFitMig{d.profile}"
     return ((Need(name, d.total, _ref(name, refs), _total_of(Kind.PARTITION, d.profile)),),)

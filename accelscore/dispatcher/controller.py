@@ -210,7 +210,7 @@ class Dispatcher:
         ledger = self.ledger if self.settings.ledger else Ledger()  # off: every nomination sees the bare scores
         nomination = rank(demand, views, ledger=ledger, key=key, limit=self.settings.limit,
                           refs=self.settings.refs, queue=wlr.queue_of(wl), tie_key=position.__getitem__,
-                          unscoreable=unscoreable, shown=self.scores.sizes.most)
+                          unscoreable=unscoreable)
         target = nomination.clusters or tuple(c for c in current if c in live)  # no room now: keep the live ones
         self._decided[key] = now
         if target != current:

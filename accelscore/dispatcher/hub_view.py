@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from accelscore.dispatch import ClusterView, Held, live_view
-from accelscore.dispatch.sizes import Sizes
 from accelscore.scorer.core.model import ACCELSCORE_APS
 from accelscore.scorer.publish.policy import expired_at
 
@@ -25,13 +24,11 @@ def held(status: Mapping[str, Any] | None) -> Held:
 
 
 class HubScores:
-    """The score objects seen so far, per cluster, when each cluster's accelscore values last changed, and the
-    most each score has shown (`sizes`)."""
+    """The score objects seen so far, per cluster, and when each cluster's accelscore values last changed."""
 
     def __init__(self) -> None:
         self._objects: dict[str, dict[str, Held]] = {}
         self.changed_at: dict[str, float] = {}
-        self.sizes = Sizes()
 
     def update(self, objects: Mapping[tuple[str, str], Mapping[str, Any]], now: float) -> list[str]:
         """Take the watch cache's objects; returns the clusters whose accelscore values changed since last time."""
@@ -46,7 +43,6 @@ class HubScores:
                 changed.append(cluster)
                 self.changed_at[cluster] = now
         self._objects = fresh
-        self.sizes.observe(self.view(cluster, now) for cluster in changed)
         return sorted(changed)
 
     def view(self, cluster: str, now: float) -> ClusterView:

@@ -13,7 +13,6 @@ from typing import Any
 
 from accelscore.dispatch import ClusterView, Demand, Held, Kind, Ledger, Reason, live_view, rank
 from accelscore.dispatch.shapes import PRODUCT_LABELS
-from accelscore.dispatch.sizes import Sizes
 from accelscore.scorer.core.model import ACCELSCORE_APS
 from accelscore.simulator import placement as pl
 from accelscore.simulator.fleet import Fleet
@@ -57,7 +56,6 @@ class SimDispatcher:
         self.use_ledger = ledger  # off only to show what the ledger is worth (a planted defect)
         self.nominated: dict[str, tuple[tuple[str, ...], float]] = {}
         self.views: list[ClusterView] = []
-        self.sizes = Sizes()  # the most each score has shown per cluster: single pods go to the smaller on a tie
         self.live: set[str] = set()  # the clusters of `views` that may be nominated
         self._seen: dict[str, Mapping[str, int] | None] = {}
         self.ties = 0  # nominations the tie order decided: with none, a replay in any other order is this one
@@ -83,7 +81,6 @@ class SimDispatcher:
             self._seen[cluster] = values
         if views != self.views:
             self.views = views
-            self.sizes.observe(views)
             self.live = {view.name for view in views if view.live}
             self._views_version += 1
         self.ledger.expire(now)
@@ -102,8 +99,7 @@ class SimDispatcher:
             self._no_room, self._no_room_at = set(), version
         if wanted in self._no_room and job.name not in ledger:
             return ()
-        nomination = rank(wanted, self.views, ledger=ledger, key=job.name, limit=self.limit, tie_key=tie_key,
-                          shown=self.sizes.most)
+        nomination = rank(wanted, self.views, ledger=ledger, key=job.name, limit=self.limit, tie_key=tie_key)
         self.ties += nomination.tied
         if not nomination.clusters:
             self.nominated.pop(job.name, None)

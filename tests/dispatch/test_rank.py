@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from accelscore.dispatch import ClusterView, Demand, Held, Kind, Ledger, Reason, live_view, rank
-from accelscore.dispatch.idle import idle_after, known_free
 
 NOW = 1000.0
 ONE_NODE = Demand(Kind.WHOLE, 1, 8)
@@ -46,38 +45,6 @@ def test_one_pod_goes_where_its_best_node_is_filled_most_tightly() -> None:
     roomy = _view("roomy", gpuClusterFit1=100, gpuClusterBestFit1=13)  # its tightest node leaves 7 idle
     snug = _view("snug", gpuClusterFit1=100, gpuClusterBestFit1=100)  # a node with exactly one free
     assert rank(Demand(Kind.WHOLE, 1, 1), [roomy, snug], ledger=Ledger(), key="w").clusters == ("snug",)
-
-
-def test_a_gang_of_pods_smaller_than_a_node_goes_where_it_leaves_the_fewest_gpus_idle() -> None:
-    # Nodes with 1 and 8 free (best fit for 1 GPU leaves 0, for 2 leaves 6): the gang takes the 1 and breaks an 8,
-    # 7 idle; nodes with only 8 free: both pods on one, 6 idle. Room alone would pick the first.
-    split = _view("split", gpuClusterFit1=100, gpuClusterBestFit1=100, gpuClusterBestFit2=15, gpuClusterBestFit4=20,
-                  gpuClusterBestFit8=100)
-    whole = _view("whole", gpuClusterFit1=38, gpuClusterBestFit1=13, gpuClusterBestFit2=15, gpuClusterBestFit4=20,
-                  gpuClusterBestFit8=100)
-    gang = Demand(Kind.WHOLE, 2, 1)
-    assert rank(gang, [split, whole], ledger=Ledger(), key="w").clusters == ("whole",)
-    ledger = Ledger()  # a nomination there may have taken that node: unknown until the scores show it
-    ledger.nominate("other", "whole", Demand(Kind.WHOLE, 1, 1), NOW)
-    assert rank(gang, [split, whole], ledger=ledger, key="w").clusters == ("split",)
-    eights = Demand(Kind.WHOLE, 2, 8)  # whole nodes strand nothing: the most room
-    assert rank(eights, [_view("a", gpuClusterFit8=13, gpuClusterBestFit8=100),
-                         _view("b", gpuClusterFit8=25, gpuClusterBestFit8=100)], ledger=Ledger(), key="w"
-                ).clusters == ("b",)
-
-
-@pytest.mark.parametrize(("free", "pods", "per_pod", "idle"), [
-    ([1, 8], 2, 1, 7), ([8], 2, 1, 6), ([2, 4, 8], 4, 2, 6), ([8], 3, 4, 4), ([4], 3, 4, 0), ([2], 1, 4, None),
-    ([], 1, 1, None)])
-def test_idle_gpus_of_a_best_fit_packing_on_the_known_free_counts(free: list[int], pods: int, per_pod: int,
-                                                                  idle: int | None) -> None:
-    assert idle_after(pods, per_pod, free) == idle
-
-
-def test_the_known_free_counts_are_read_back_from_the_best_fit_scores() -> None:
-    scores = {"gpuClusterBestFit1": 100, "gpuClusterBestFit2": 15, "gpuClusterBestFit4": 20, "gpuClusterBestFit8": 0}
-    assert known_free(scores, {}) == [1, 8]  # leftovers 0, 6, 4; no node holds 8
-    assert known_free({"gpuClusterBestFit1": 10}, {}) == [10]  # 10 is ceil(100 / 10) and ceil(100 / 11): the least
 
 
 def test_a_burst_of_20_one_node_jobs_spreads_as_far_as_the_nodes_go() -> None:
@@ -151,18 +118,6 @@ def test_one_amd_pod_goes_where_its_best_amd_node_is_filled_most_tightly() -> No
                               "gpuClusterBestFit1": 100})  # its NVIDIA node says nothing about AMD
     snug = _view("snug", **{"gpuClusterFit1@amd.com/gpu": 100, "gpuClusterBestFit1@amd.com/gpu": 100})
     assert rank(one, [roomy, snug], ledger=Ledger(), key="w").clusters == ("snug",)
-
-
-def test_a_gang_of_amd_pods_reads_the_idle_gpus_from_the_amd_best_fits() -> None:
-    gang = Demand(Kind.WHOLE, 2, 1, resource="amd.com/gpu")
-    # split: AMD nodes with 1 and 8 free (7 idle), though its NVIDIA nodes hold 8 free only; whole: AMD 8s only (6)
-    split = _view("split", **{"gpuClusterFit1@amd.com/gpu": 100, "gpuClusterBestFit1@amd.com/gpu": 100,
-                              "gpuClusterBestFit2@amd.com/gpu": 15, "gpuClusterBestFit8@amd.com/gpu": 100,
-                              "gpuClusterBestFit1": 13, "gpuClusterBestFit2": 15, "gpuClusterBestFit8": 100})
-    whole = _view("whole", **{"gpuClusterFit1@amd.com/gpu": 38, "gpuClusterBestFit1@amd.com/gpu": 13,
-                              "gpuClusterBestFit2@amd.com/gpu": 15, "gpuClusterBestFit8@amd.com/gpu": 100})
-    assert known_free(split.scores["accelscore"], {}, "@amd.com/gpu") == [1, 8]
-    assert rank(gang, [split, whole], ledger=Ledger(), key="w").clusters == ("whole",)
 
 
 def test_an_amd_nomination_takes_only_from_the_amd_fits() -> None:
