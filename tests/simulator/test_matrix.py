@@ -1,10 +1,12 @@
 """The whole matrix (issue 29): every shipped fleet x every shipped trace, each job through the shipped example for
 it, in OCM's name order, with dead clusters first in every tie (dead-first) and in five seeded random orders of the
-names: every example within 3 jobs of the oracle, and no job sent to a dead cluster, in every order.
+names: every example within 3 jobs of the oracle, and no job sent to a dead cluster, in every order, on a hub that
+runs the hub guard.
 
-`accelscore simulate fixtures/fleets --matrix --trace fixtures/traces --random-orders 5` prints the same cells (the
-table in docs/simulate.md). One fleet x trace pair is one module-scoped parameter, so pytest-xdist spreads the pairs
-over its workers (tests/conftest.py groups a module fixture's tests by parameter) and each pair is replayed once.
+`accelscore simulate fixtures/fleets --matrix --trace fixtures/traces --random-orders 5 --hub-guard 2` prints the
+same cells (the table in docs/simulate.md). One fleet x trace pair is one module-scoped parameter, so pytest-xdist
+spreads the pairs over its workers (tests/conftest.py groups a module fixture's tests by parameter) and each pair is
+replayed once.
 """
 
 from __future__ import annotations
@@ -50,13 +52,17 @@ PAIRS = [(f.name, t.stem) for f in sorted(FLEETS.iterdir()) if f.is_dir() for t 
 # for the largest (nvl72 x late2026-400), but the first test of a pair builds it, and on a 2-core machine at load 17
 # (six sessions' tests at once) one build took minutes. The suite's 120 s is for a test, not for a replay matrix.
 PAIR_TIMEOUT = pytest.mark.timeout(1800)
+# The hub runs `accelscore hub-guard` (deploy/addon-template/components/hub-guard, its default grace): a dead cluster's
+# scores are withdrawn 2 s after their validUntil, and the Placements re-rank at once (docs/placement.md, rule 5).
+HUB_GUARD_S = 2.0
 
 
 @pytest.fixture(scope="module", params=PAIRS, ids=[f"{f}-{t}" for f, t in PAIRS])
 def cells(request: pytest.FixtureRequest) -> tuple[matrix.Cell, ...]:
     fleet, trace = request.param
     return tuple(matrix.run(FLEETS, TRACES / f"{trace}.yaml", [EXAMPLES], config=default_scoring_config(),
-                            policy=pp.PublishPolicy(), opts=ReplayOptions(), tie_breaks=ORDERS, only=(fleet,)))
+                            policy=pp.PublishPolicy(), opts=ReplayOptions(hub_guard_s=HUB_GUARD_S), tie_breaks=ORDERS,
+                            only=(fleet,)))
 
 
 # Open (issue 29; docs/placement.md, "Open: 2 x 8 gangs ..."): on the DRA-only fleet only dra-whole can start a gang of
