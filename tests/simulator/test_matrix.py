@@ -30,20 +30,11 @@ ORDERS = ("name", "dead-first", *random_orders(5))
 # below, on a 2-core machine at load 18-30; docs/simulate.md has the cells). Each over-3 cell was traced job by job
 # against the oracle (docs/placement.md, "Not yet within 3").
 PENDING: dict[tuple[str, str], str] = {
-    ("dead", "mixed-120"): "best-fit-4gpu 4 over in random:4: its 4 are the trace's 4-GPU jobs asking 40 GiB per GPU "
-                           "(gpuMemoryGiB), misplaced: no example describes memory",
-    ("mixed", "mixed-120"): "best-fit-4gpu 4 over in random:3 and random:4: the 40 GiB jobs, as on dead",
-    ("realistic", "mixed-120"): "best-fit-4gpu 4 over in random:1: the 40 GiB jobs, as on dead",
     ("mixed", "realistic-400"): "training-8gpu 4 over in random:3 and random:4 (11 timed out, oracle 7; none "
                                 "misplaced) while gang-8gpu is 3 and model-h100-8gpu 2 under the oracle there",
     ("vendors", "gangs-200"): "gang-8gpu 4 over in random:2, 17 in random:4: there a 9467 s training-8gpu pod takes a "
                               "whole node of h100-west (where the oracle starts every 4 x 8 gang) on a gpuClusterPack8 "
                               "tie",
-    ("realistic", "gangs-200"): "8 jobs sent to stale in each of random:3..5: 4 x 8 gangs nothing can start wait at "
-                                "h100-dies when it dies (rule 5) and are counted stale once its scores expire, until "
-                                "the next write or resync re-ranks (the hub guard rewrites it 2 s after validUntil)",
-    ("realistic", "late2026-400"): "1 gang-8gpu job sent to stale in name, dead-first and random:1: as realistic x "
-                                   "gangs-200",
 }
 PAIRS = [(f.name, t.stem) for f in sorted(FLEETS.iterdir()) if f.is_dir() for t in sorted(TRACES.glob("*.yaml"))
          if (f.name, t.stem) not in PENDING]
