@@ -263,12 +263,7 @@ def test_an_expired_cluster_leaves_the_decision_at_the_next_write_of_any_score_n
     # the start (its node fits a 1-GPU pod exactly), dies at once, and its scores expire at 600 s; b-live is
     # idle, so its scores never move, but its scorer refreshes them at 450 s and 900 s. A job at 1000 s must
     # go to b-live (re-ranked at the 900 s refresh), not wait at a-dies until the 1200 s resync.
-    docs = [_cluster_doc("a-dies", [(f"a-{i}", nodegen.H100, [0, 1, 2, 3, 4, 5, 6]) for i in range(2)],
-                         diesAtSeconds=1),
-            _cluster_doc("b-live", [("b-0", nodegen.H100, [])])]
-    loaded = fl.Fleet(tuple(fl.parse_cluster(d, d["cluster"]) for d in docs),
-                      tuple(p for p in fl.load_placements([EXAMPLES])[0] if p.name == "best-fit-1gpu"),
-                      nodegen.FLEET_TIME)
+    loaded = _dies_at_once_beside_an_idle_cluster()
     jobs = parse_trace([{"name": "late", "arrivalSeconds": 1000, "gpusPerPod": 1, "durationSeconds": 60}])
     result = Replay(loaded, jobs, routing.AUTO, config=default_scoring_config(), policy=pp.PublishPolicy(),
                     opts=ReplayOptions()).run()
@@ -282,12 +277,7 @@ def test_with_the_hub_guard_an_expired_cluster_leaves_the_decision_2_s_after_its
     # without the guard the decision keeps a-dies, expired at 600 s, until 900 s (the job waits there: stale); the
     # guard's rewrite at 602 s is a write, and the Placement re-ranks at once (docs/publishing.md, "Hub guard"). The
     # long job, started on a-dies before it died, keeps the replay going past 615 s.
-    docs = [_cluster_doc("a-dies", [(f"a-{i}", nodegen.H100, [0, 1, 2, 3, 4, 5, 6]) for i in range(2)],
-                         diesAtSeconds=1),
-            _cluster_doc("b-live", [("b-0", nodegen.H100, [])])]
-    loaded = fl.Fleet(tuple(fl.parse_cluster(d, d["cluster"]) for d in docs),
-                      tuple(p for p in fl.load_placements([EXAMPLES])[0] if p.name == "best-fit-1gpu"),
-                      nodegen.FLEET_TIME)
+    loaded = _dies_at_once_beside_an_idle_cluster()
     jobs = parse_trace([{"name": "long", "arrivalSeconds": 0, "gpusPerPod": 1, "durationSeconds": 3000},  # on a-dies
                         {"name": "late", "arrivalSeconds": 610, "gpusPerPod": 1, "durationSeconds": 60}])
     result = Replay(loaded, jobs, routing.AUTO, config=default_scoring_config(), policy=pp.PublishPolicy(),
@@ -305,6 +295,16 @@ def test_the_matrix_command_replays_only_the_fleets_named(capsys: pytest.Capture
     assert rows == ["| dead", "| mixed"]
     assert main([*argv[:-1], "nope"]) != 0
     assert "no fleet named nope" in capsys.readouterr().err
+
+
+def _dies_at_once_beside_an_idle_cluster() -> fl.Fleet:
+    """a-dies: two H100 nodes with one free GPU each, dead 1 s in; b-live: one idle H100 node; best-fit-1gpu."""
+    docs = [_cluster_doc("a-dies", [(f"a-{i}", nodegen.H100, [0, 1, 2, 3, 4, 5, 6]) for i in range(2)],
+                         diesAtSeconds=1),
+            _cluster_doc("b-live", [("b-0", nodegen.H100, [])])]
+    return fl.Fleet(tuple(fl.parse_cluster(d, d["cluster"]) for d in docs),
+                    tuple(p for p in fl.load_placements([EXAMPLES])[0] if p.name == "best-fit-1gpu"),
+                    nodegen.FLEET_TIME)
 
 
 def _cluster_doc(name: str, nodes: list[tuple[str, nodegen.Part, list[int]]], **extra: object) -> dict:
