@@ -59,12 +59,7 @@ DEFAULT_RATE_PER_S = 2.0  # per authenticated node; agents push every 15 s plus 
 DEFAULT_BURST = 20.0
 STREAMS_PER_CONNECTION = 100  # HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: an agent needs one or two
 HANDSHAKE_S = 5.0  # TLS + HTTP/2 handshake; an agent's takes milliseconds
-# No call in flight this long: closed. grpc core re-arms this timer every CONNECTION_IDLE_S on each connection while
-# a call is in flight (every agent holds its stream), so it costs per connection per period: at 5,000 agents, 10 s
-# took 4-6 % of a core in grpc's EventEngine threads with no report sent; 30 s is a third of that, and longer
-# than two push intervals, so an agent pushing unary (an older scorer) keeps its connection. Never-calling
-# connections stay bounded by MAX_CONNECTIONS and by what opening them costs (docs/security.md, "Connections").
-CONNECTION_IDLE_S = 30.0
+CONNECTION_IDLE_S = 10.0  # no call in flight this long: closed (agents hold a stream; a unary agent reconnects)
 CONNECTION_AGE_S = 3600.0  # every connection is renewed hourly (spreads agents over replicas, bounds any leak)
 CONNECTION_AGE_GRACE_S = 30.0  # the calls of a connection past its age get this long to end
 MAX_CONNECTIONS = 12_000  # 2 per agent of a 5,000-node cluster plus headroom; beyond, grpc accepts no more
