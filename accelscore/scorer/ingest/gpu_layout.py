@@ -106,12 +106,12 @@ def _request_keys(kind: int, source: int, driver: str) -> tuple[str, ...]:
 def _resources(gpus: Devices, free_whole: Devices) -> tuple[tuple[str, int, int], ...]:
     """(resource, free whole GPUs, GPUs) per resource a pod can ask the node's GPUs under; () when every GPU is a
     device-plugin PLAIN_GPU_RESOURCE (most nodes: the plain scores count them all)."""
-    keys = [_request_keys(g.kind, g.source, g.dra_driver) for g in gpus]
-    if all(k == (PLAIN_GPU_RESOURCE,) for k in keys):
+    shapes = [(g.kind, g.source, g.dra_driver) for g in gpus]
+    if all(_request_keys(*shape) == (PLAIN_GPU_RESOURCE,) for shape in set(shapes)):  # most nodes: one shape
         return ()
     counts: dict[str, list[int]] = {}
-    for names in keys:
-        for name in names:
+    for shape in shapes:
+        for name in _request_keys(*shape):
             counts.setdefault(name, [0, 0])[1] += 1
     for gpu in free_whole:
         for name in _request_keys(gpu.kind, gpu.source, gpu.dra_driver):

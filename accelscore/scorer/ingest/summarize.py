@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from accelscore.devices import (
     KINDS,
@@ -111,8 +112,40 @@ def _shared(resource: str) -> bool:
     return info is not None and info.role is ResourceRole.SHARED
 
 
+class _Families(NamedTuple):
+    """A report's devices by family, in one pass: physical GPUs, partitions by parent, TPU chips."""
+
+    gpus: list[DeviceRow]
+    migs: dict[str, list[DeviceRow]]
+    chips: list[DeviceRow]
+    gpu_assignment_known: bool  # every GPU's and partition's own `assignment_known` (not yet its collector's)
+    tpu_assignment_known: bool
+
+
+def _families(devices: Sequence[DeviceRow]) -> _Families:
+    gpus: list[DeviceRow] = []
+    migs: dict[str, list[DeviceRow]] = {}
+    chips: list[DeviceRow] = []
+    gpu_known = tpu_known = True
+    gpu_kinds, partition_kinds, tpu_kinds = _GPU, _PARTITION, _TPU
+    for device in devices:
+        kind = device.kind
+        if kind in gpu_kinds:
+            gpus.append(device)
+        elif kind in partition_kinds:
+            migs.setdefault(device.parent_id, []).append(device)
+        elif kind in tpu_kinds:
+            chips.append(device)
+            tpu_known = tpu_known and device.assignment_known
+            continue
+        else:
+            continue  # a newer agent's kind: skipped here, counted at ingest
+        gpu_known = gpu_known and device.assignment_known
+    return _Families(gpus, migs, chips, gpu_known, tpu_known)
+
+
 def _gpu_part(
-    devices: Sequence[DeviceRow], report: report_pb2.NodeReport, config: ScoringConfig, states: Mapping[str, int],
+    families: _Families, report: report_pb2.NodeReport, config: ScoringConfig, states: Mapping[str, int],
     kubelet_ok: bool,
 ) -> tuple[int, int, int, bool, float, float, str, NodeExtras | None]:
     """(total, healthy, free, free_known, mem_free_max_bytes, compute_free, product, extras) over physical GPUs;
@@ -122,24 +155,14 @@ def _gpu_part(
     collector being ABSENT or UNKNOWN never hides another vendor's GPUs on the same node. Ingest runs this for
     every report it reads: the common case (a vendor's collector OK, no partitions) calls no helper per device.
     """
-    gpus: list[DeviceRow] = []
-    migs: dict[str, list[DeviceRow]] = {}
-    assignment_known = kubelet_ok  # a device's own `assignment_known` cannot vouch past its collector
-    gpu_kinds, partition_kinds = _GPU, _PARTITION
-    for device in devices:
-        kind = device.kind
-        if kind in gpu_kinds:
-            gpus.append(device)
-        elif kind in partition_kinds:
-            migs.setdefault(device.parent_id, []).append(device)
-        else:
-            continue
-        assignment_known = assignment_known and device.assignment_known
-    free_known = _family_read(_GPU_COLLECTORS, states, gpus) and assignment_known
+    gpus, migs = families.gpus, families.migs
+    # A device's own `assignment_known` cannot vouch past its collector.
+    free_known = families.gpu_assignment_known and kubelet_ok and _family_read(_GPU_COLLECTORS, states, gpus)
     healthy = free = units = 0
     mem_max = 0.0
     usable_gpus: list[DeviceRow] = []
     free_gpus: list[DeviceRow] = []
+    busy: list[tuple[int, DeviceRow]] = []  # (free memory, GPU) of assigned GPUs: do they take more work?
     shared: list[DraShare] = []  # shareable DRA devices (rare): counted from the scorer's view of their claims
     usable_healths, voucher, ok, units_of = _USABLE, _VOUCHER, _OK, config.gpu_weight_units
     for gpu in gpus:
@@ -158,15 +181,21 @@ def _gpu_part(
                 if mig.dra_shareable and mig.health in usable_healths:
                     shared.append(_dra_share(mig))
         else:
-            # The most free memory is a maximum: a GPU whose free memory would not raise it is not asked whether
-            # it takes more work (most assigned GPUs) nor whether its memory use was read.
             mem_free = gpu.memory_total_bytes - gpu.memory_used_bytes - gpu.memory_reserved_bytes
-            if mem_free > mem_max and _takes_more_work(gpu):
+            if gpu.assignments:
+                busy.append((mem_free, gpu))
+            elif mem_free > mem_max:
                 mem_max = max(mem_max, _mem_free(gpu))
         if free_known and not gpu.assignments and gpu_layout.is_whole(gpu, instances):
             free += 1
             free_gpus.append(gpu)
             units += units_of(gpu.model)  # whole units: the sum is exact
+    # The most free memory is a maximum, so the order the GPUs are looked at does not change it: the assigned ones
+    # (whose free memory is most often less than an idle GPU's) are asked whether they take more work (time-sliced)
+    # only when theirs would raise it.
+    for mem_free, gpu in busy:
+        if mem_free > mem_max and _takes_more_work(gpu):
+            mem_max = max(mem_max, _mem_free(gpu))
     if not free_known:
         free, units, mem_max = 0, 0, 0.0  # which memory can take work is unknown, so none counts
     product, extras = gpu_layout.extras(gpus, migs, report, usable=usable_gpus, free_whole=free_gpus,
@@ -174,17 +203,14 @@ def _gpu_part(
     return len(gpus), healthy, free, free_known, mem_max, units / COMPUTE_SCALE, product, extras
 
 
-def _tpu_part(devices: Sequence[DeviceRow], states: Mapping[str, int], kubelet_ok: bool) -> tuple[int, int, bool]:
+def _tpu_part(families: _Families, states: Mapping[str, int], kubelet_ok: bool) -> tuple[int, int, bool]:
     """(total, free, free_known) over TPU chips, each vouched for by its own vendor's collector."""
-    tpu_kinds = _TPU
-    chips = [d for d in devices if d.kind in tpu_kinds]
-    if not chips:  # most nodes: nothing to count, known as far as the TPU collectors and the kubelet say
-        return 0, 0, _family_read(_TPU_COLLECTORS, states, ()) and kubelet_ok
-    assignment_known = kubelet_ok and all(d.assignment_known for d in chips)
+    chips = families.chips
+    known = families.tpu_assignment_known and kubelet_ok and _family_read(_TPU_COLLECTORS, states, chips)
+    if not chips:
+        return 0, 0, known
     free = sum(1 for d in chips if d.health in _USABLE and not d.assignments and _vouched(d, states))
-    known = _family_read(_TPU_COLLECTORS, states, chips) and assignment_known
-    total = len(chips)
-    return total, free if known else 0, known
+    return len(chips), free if known else 0, known
 
 
 def _vouched(device: DeviceRow, states: Mapping[str, int]) -> bool:
@@ -226,10 +252,10 @@ def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_
     states = {name: state for name, state, _ in rows.collectors}
     api = _api_free(rows.resources, states.get(_NODE, 0))
     kubelet_ok = _assignments_vouched(rows.collectors)
-    devices = rows.devices
+    families = _families(rows.devices)
     gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute, product, extras = _gpu_part(
-        devices, report, config, states, kubelet_ok)
-    tpu_total, tpu_free, tpu_known = _tpu_part(devices, states, kubelet_ok)
+        families, report, config, states, kubelet_ok)
+    tpu_total, tpu_free, tpu_known = _tpu_part(families, states, kubelet_ok)
     stamp = report.time
     report_time = stamp.seconds + stamp.nanos / 1e9 if report.HasField("time") else 0.0
     return NodeSummary(
