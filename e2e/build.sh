@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds what `make e2e` runs from pinned, published Go modules into a cache outside the repo, so fresh
 # clones and CI on the same machine reuse it (docs/e2e.md; the contract is issue 27's):
-#   $E2E_CACHE/bin/          kube-apiserver kube-controller-manager kube-scheduler kubelet (k8s.io/kubernetes),
+#   $E2E_CACHE/bin/          kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl (k8s.io/kubernetes),
 #                            registration placement addon work (open-cluster-management.io/ocm),
 #                            ocm-addon-webhook (OCM's addon conversion webhooks on 127.0.0.1, our main),
 #                            kueue (sigs.k8s.io/kueue), helm (helm.sh/helm/v3),
@@ -33,6 +33,7 @@ kube-apiserver          kube     k8s.io/kubernetes/cmd/kube-apiserver           
 kubelet                 kube     k8s.io/kubernetes/cmd/kubelet                     k8s.io/kubernetes
 kube-scheduler          kube     k8s.io/kubernetes/cmd/kube-scheduler              k8s.io/kubernetes
 kube-controller-manager kube     k8s.io/kubernetes/cmd/kube-controller-manager     k8s.io/kubernetes
+kubectl                 kube     k8s.io/kubernetes/cmd/kubectl                     k8s.io/kubernetes
 e2e-device-plugin       plugins  ./cmd/e2e-device-plugin                           -
 e2e-dra-plugin          plugins  ./cmd/e2e-dra-plugin                              -
 pause                   plugins  ./cmd/pause                                       -

@@ -31,9 +31,8 @@ class Watch:
     """Every version of one object the apiserver serves while it runs (`kubectl get --watch -o json`)."""
 
     def __init__(self, k: Kubectl, kind: str, name: str, namespace: str) -> None:
-        self.proc = subprocess.Popen(["kubectl", "--kubeconfig", str(k.kubeconfig), "get", kind, name, "-n", namespace,
-                                      "--watch", "--output-watch-events", "-o", "json"], stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True)
+        argv = k.command("get", kind, name, "-n", namespace, "--watch", "--output-watch-events", "-o", "json")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
     def stop(self) -> list[dict[str, Any]]:
         self.proc.terminate()
@@ -197,7 +196,7 @@ def overwrite_restored(c: Checker) -> None:
         return
     before_obj = json.loads(json.dumps(obj))
     obj["status"] = stale_form("accelscore", obj["status"], now=time.time(), message="e2e faults: an overwrite")
-    guard = Kubectl(Path(guard_kubeconfig(c)), "hub-guard")
+    guard = Kubectl(Path(guard_kubeconfig(c)), "hub-guard", c.cfg.kubectl)
     stored = json.loads(guard.run("replace", "--subresource=status", "-o", "json", "-f", "-",
                                   stdin=json.dumps(obj)).stdout)
     written = time.monotonic()

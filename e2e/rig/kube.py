@@ -1,4 +1,8 @@
-"""kubectl against one of the rig's clusters, and the kubeconfigs the rig writes."""
+"""kubectl against one of the rig's clusters, and the kubeconfigs the rig writes.
+
+The kubectl is always the one `make e2e-build` builds at the apiservers' version (`Config.kubectl`), never one from
+PATH: Debian's is v1.32, four minor versions behind the v1.36 apiservers (kubectl supports one either way), with an
+older kustomize for `apply -k` (docs/e2e.md)."""
 
 from __future__ import annotations
 
@@ -36,15 +40,20 @@ def write_kubeconfig(path: Path, *, server: str, ca: Path, name: str, token: str
 
 @dataclass(frozen=True)
 class Kubectl:
-    """kubectl with one kubeconfig."""
+    """kubectl (`binary`, the rig's own build) with one kubeconfig."""
 
     kubeconfig: Path
     name: str
+    binary: Path
+
+    def command(self, *args: str) -> list[str]:
+        """The argv of one kubectl call with this kubeconfig."""
+        return [str(self.binary), "--kubeconfig", str(self.kubeconfig), *args]
 
     def run(self, *args: str, stdin: str | None = None, timeout_s: float = 120, check: bool = True
             ) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(["kubectl", "--kubeconfig", str(self.kubeconfig), *args], input=stdin,
-                              capture_output=True, text=True, timeout=timeout_s, check=False)
+        proc = subprocess.run(self.command(*args), input=stdin, capture_output=True, text=True, timeout=timeout_s,
+                              check=False)
         if check and proc.returncode != 0:
             raise KubectlError(f"kubectl ({self.name}) {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
         return proc
