@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +18,14 @@ from typing import Any
 
 class KubectlError(RuntimeError):
     """kubectl exited non-zero; the message carries its stderr."""
+
+
+# Before it sends an object, `kubectl apply` asks the apiserver's OpenAPI (v3, then v2) whether it takes field
+# validation; on a loaded machine, just after CRDs were added, that read can time out (seen on cluster2:
+# `error validating data: Get ".../openapi/v2?timeout=32s": context deadline exceeded`) and the apply fails with
+# nothing wrong in it. A server-side apply is idempotent, so the harness's own applies try again.
+OPENAPI_TIMEOUT = re.compile(r"error validating data: Get \S*/openapi/v[23]\S*: (context deadline exceeded|net/http)")
+APPLY_TRIES = 3
 
 
 def write_kubeconfig(path: Path, *, server: str, ca: Path, name: str, token: str | None = None,
@@ -79,9 +88,20 @@ class Kubectl:
         return list(self.json(*args).get("items", []))
 
     def apply(self, manifest: str | Sequence[dict[str, Any]], *, server_side: bool = True) -> None:
+        """The rig's own objects (never a check's subject: those are applied as a user would, once); tried again when
+        kubectl could not read the OpenAPI it validates with (OPENAPI_TIMEOUT)."""
         text = manifest if isinstance(manifest, str) else json.dumps({"apiVersion": "v1", "kind": "List",
                                                                       "items": list(manifest)})
-        self.run("apply", *(["--server-side", "--force-conflicts"] if server_side else []), "-f", "-", stdin=text)
+        args = ["apply", *(["--server-side", "--force-conflicts"] if server_side else []), "-f", "-"]
+        for attempt in range(1, APPLY_TRIES + 1):
+            proc = self.run(*args, stdin=text, check=False)
+            if proc.returncode == 0:
+                return
+            if not (server_side and OPENAPI_TIMEOUT.search(proc.stderr)) or attempt == APPLY_TRIES:
+                raise KubectlError(f"kubectl ({self.name}) {' '.join(args)}: "
+                                   f"{proc.stderr.strip() or proc.stdout.strip()}")
+            print(f"e2e: kubectl ({self.name}) apply: OpenAPI read timed out, again ({attempt}/{APPLY_TRIES - 1})",
+                  flush=True)
 
     def ready(self) -> bool:
         try:
