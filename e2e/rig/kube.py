@@ -20,10 +20,12 @@ class KubectlError(RuntimeError):
     """kubectl exited non-zero; the message carries its stderr."""
 
 
-# Before it sends an object, `kubectl apply` asks the apiserver's OpenAPI (v3, then v2) whether it takes field
-# validation; on a loaded machine, just after CRDs were added, that read can time out (seen on cluster2:
-# `error validating data: Get ".../openapi/v2?timeout=32s": context deadline exceeded`) and the apply fails with
-# nothing wrong in it. A server-side apply is idempotent, so the harness's own applies try again.
+# Before it sends an object, `kubectl apply` asks the apiserver's OpenAPI v3 whether the object's kind takes
+# server-side field validation; a `kind: List` never does, so kubectl validates it client-side against the whole
+# /openapi/v2 document, which a loaded apiserver just given large CRDs (Kueue's) did not serve within kubectl's 32 s
+# (`error validating data: Get ".../openapi/v2?timeout=32s": context deadline exceeded`, on every try). So the
+# harness sends a stream of objects (each validated by the apiserver, strictly), and, as an OpenAPI v3 read can time
+# out as well with nothing wrong in the objects, tries a server-side apply (idempotent) again then.
 OPENAPI_TIMEOUT = re.compile(r"error validating data: Get \S*/openapi/v[23]\S*: (context deadline exceeded|net/http)")
 APPLY_TRIES = 3
 
@@ -90,8 +92,7 @@ class Kubectl:
     def apply(self, manifest: str | Sequence[dict[str, Any]], *, server_side: bool = True) -> None:
         """The rig's own objects (never a check's subject: those are applied as a user would, once); tried again when
         kubectl could not read the OpenAPI it validates with (OPENAPI_TIMEOUT)."""
-        text = manifest if isinstance(manifest, str) else json.dumps({"apiVersion": "v1", "kind": "List",
-                                                                      "items": list(manifest)})
+        text = manifest if isinstance(manifest, str) else "".join(json.dumps(doc) + "\n" for doc in manifest)
         args = ["apply", *(["--server-side", "--force-conflicts"] if server_side else []), "-f", "-"]
         for attempt in range(1, APPLY_TRIES + 1):
             proc = self.run(*args, stdin=text, check=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ def fake_kubectl(tmp_path: Path, failures: int, stderr: str) -> tuple[Kubectl, P
     log, binary = tmp_path / "calls", tmp_path / "kubectl"
     binary.write_text(f"""#!/bin/sh
 echo "$*" >> {log}
+cat > {tmp_path / "stdin"}
 [ "$(wc -l < {log})" -gt {failures} ] && exit 0
 echo '{stderr}' >&2
 exit 1
@@ -28,8 +30,17 @@ exit 1
 def test_an_openapi_timeout_is_tried_again(tmp_path: Path) -> None:
     k, log = fake_kubectl(tmp_path, APPLY_TRIES - 1, TIMEOUT)
     k.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}])
+    assert (tmp_path / "stdin").read_text() == '{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}\n'
     assert log.read_text().splitlines() == [
         f"--kubeconfig {tmp_path / 'kubeconfig'} apply --server-side --force-conflicts -f -"] * APPLY_TRIES
+
+
+def test_objects_go_as_a_stream_never_a_list(tmp_path: Path) -> None:
+    """A `kind: List` is validated client-side against all of /openapi/v2; a stream, by the apiserver per object."""
+    k, _ = fake_kubectl(tmp_path, 0, "")
+    k.apply([{"kind": "Namespace", "metadata": {"name": n}} for n in ("a", "b")])
+    sent = [json.loads(line) for line in (tmp_path / "stdin").read_text().splitlines()]
+    assert [doc["metadata"]["name"] for doc in sent] == ["a", "b"]
 
 
 def test_it_gives_up_after_the_last_try(tmp_path: Path) -> None:
