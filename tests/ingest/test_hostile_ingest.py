@@ -90,11 +90,13 @@ def test_calls_refused_at_grpcs_concurrency_limit_leave_every_in_flight_slot_fre
 
 class _Server:
     """A started ingest server with a plaintext channel; pushes return the status code. `options` starting with
-    max_ or cache_ (and `clock`) go to the TokenAuthenticator (`auth`), the rest to `build_ingest_server`."""
+    max_ or cache_ (and `clock`, `request_timeout_s`) go to the TokenAuthenticator (`auth`), the rest to
+    `build_ingest_server`."""
 
     def __init__(self, handle: ApiHandle, **options: object) -> None:
-        auth_options = {k: options.pop(k) for k in list(options)
-                        if (k.startswith(("max_", "cache_")) and k != "max_concurrent_rpcs") or k == "clock"}
+        auth_options: dict[str, object] = {"request_timeout_s": HOLD_S}  # a held review is never given up on
+        auth_options.update({k: options.pop(k) for k in list(options) if k in ("clock", "request_timeout_s")
+                             or (k.startswith(("max_", "cache_")) and k != "max_concurrent_rpcs")})
         self.api = server_of(handle)
         self.accepted, self.stats = Accepted(), IngestStats()
         self.auth = authenticator(handle, **auth_options)
