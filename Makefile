@@ -93,11 +93,11 @@ e2e: e2e-build image $(if $(CHECKS)$(PLANT),,e2e-realapi)
 ## e2e-realapi: the tests marked realapi or anyapi (e2e/realapi-tests) against the rig's two real apiservers
 ## (`up --apiservers-only`: etcd, kube-apiserver, kcm, OCM's CRDs on the hub; no accelscore installed), torn down
 ## after, also on failure or interrupt; the last line counts passed/failed/errors/skipped. It needs only what
-## `e2e/build.sh` caches for it (kube-apiserver, kube-controller-manager, the CRDs, etcd from Debian).
+## `e2e/build.sh` caches for it (kube-apiserver, kube-controller-manager, kubectl, the CRDs, etcd from Debian).
 ## REALAPI_ARGS go to pytest (e.g. REALAPI_ARGS='-n 2 tests/dra').
 REALAPI_ARGS ?= -n 2 --dist loadgroup
 e2e-realapi: $(STAMP)
-	bash e2e/build.sh kube-apiserver kube-controller-manager crds packages
+	bash e2e/build.sh kube-apiserver kube-controller-manager kubectl crds packages
 	$(BIN)/python -m e2e realapi $(REALAPI_ARGS)
 
 ## e2e-up / e2e-down: the rig without the checks (NODE=0: hub and managed apiservers only, no kubelet)

@@ -257,9 +257,9 @@ def in_process() -> dict[str, float]:
 
     from accelscore.scorer.core.scoring_config import default_scoring_config
     from accelscore.scorer.ingest.node_table import NodeTable
+    from accelscore.scorer.ingest.report_rows import read_report
     from accelscore.scorer.ingest.summarize import summarize
     from accelscore.scorer.ingest.validate import validate_report
-    from accelscore.scorer.ingest.whole_gpus import read_report
     from accelscore.v1 import report_pb2 as pb
     from tests.ingest.sample import eight_gpu_report
 
@@ -287,7 +287,7 @@ def in_process() -> dict[str, float]:
 def _accept_changed(table: object, n: int) -> float:
     """µs of CPU per `NodeTable.accept` of a report whose figures differ from the node's last one (one GPU more or
     less busy each time), against the row above, whose repeated report only refreshes its node."""
-    from accelscore.scorer.ingest.whole_gpus import read_report
+    from accelscore.scorer.ingest.report_rows import read_report
     from tests.ingest.sample import eight_gpu_report
 
     reports = [eight_gpu_report("gpu-node-1", busy=4 + i % 2) for i in range(2)]
@@ -380,15 +380,16 @@ def run() -> list[Row]:
         Row("  in process: the handler's take of a request parsed afresh, full path (all the steps below)",
             steps["take"], "us", "CPU time, best of 5; parse, read, validate, order, accept, answer"),
         Row("  in process: PushReportRequest parse", steps["parse"], "us", "CPU time, best of 5"),
-        Row("  in process: whole_gpus.read_report (every device read and checked once, collectors, resources)",
-            steps["read"], "us", "CPU time, best of 5; the hot path (whole GPUs of one model)"),
-        Row("  in process: validate_report, devices checked already", steps["validate rest"], "us",
-            "CPU time, best of 5; header, collectors and resources (from the rows), node, host"),
+        Row("  in process: report_rows.read_report (every device, collector and resource read once)",
+            steps["read"], "us", "CPU time, best of 5; the rows validation, summary and plausibility all take"),
+        Row("  in process: validate_report from the rows", steps["validate rest"], "us",
+            "CPU time, best of 5; header, collectors, resources and devices (from the rows), node, host"),
         Row("  in process: NodeTable.accept with the rows, report unchanged (a refresh)", steps["accept"], "us",
             "CPU time, best of 5; summary + plausibility + compare: the node stays fresh, no version bump, no pass"),
         Row("  in process: NodeTable.accept with the rows, report changed", steps["accept changed"], "us",
             "CPU time; summary + plausibility + compare + table: a version bump, a pass owed"),
-        Row("  in process, general path: validate_report", steps["validate"], "us",
-            "CPU time, best of 5; any other shape (MIG, shares, DRA, TPU, several models)"),
-        Row("  in process, general path: summarize", steps["summarize"], "us", "CPU time, best of 5"),
+        Row("  in process: validate_report of the report alone (its rows read too)", steps["validate"], "us",
+            "CPU time, best of 5"),
+        Row("  in process: summarize of the report alone (its rows read too)", steps["summarize"], "us",
+            "CPU time, best of 5; as the simulator calls it"),
     ]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds what `make e2e` runs from pinned, published Go modules into a cache outside the repo, so fresh
 # clones and CI on the same machine reuse it (docs/e2e.md; the contract is issue 27's):
-#   $E2E_CACHE/bin/          kube-apiserver kube-controller-manager kube-scheduler kubelet (k8s.io/kubernetes),
+#   $E2E_CACHE/bin/          kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl (k8s.io/kubernetes),
 #                            registration placement addon work (open-cluster-management.io/ocm),
 #                            ocm-addon-webhook (OCM's addon conversion webhooks on 127.0.0.1, our main),
 #                            kueue (sigs.k8s.io/kueue), helm (helm.sh/helm/v3),
@@ -9,8 +9,9 @@
 #   $E2E_CACHE/crds/         ocm-hub ocm-klusterlet kueue: CRD YAML copied from the module cache
 #   $E2E_CACHE/images/       pause.oci.tar (registry.k8s.io/pause:3.10.2, our static pause)
 # E2E_CACHE is $ACCELSCORE_E2E_CACHE, default ~/.cache/accelscore-e2e. Go's own build and module caches are
-# the defaults, and a binary whose inputs are unchanged (build_go's key, in $E2E_CACHE/keys) is not rebuilt, so a
-# rerun only checks. One line per artifact: name, built or cached, seconds.
+# the defaults, and a binary whose inputs are unchanged (build_group's key, in $E2E_CACHE/keys) is not rebuilt, so a
+# rerun only checks; the others of one module directory are built by one `go build`. One line per artifact: name,
+# built or cached, seconds.
 #
 # Usage: e2e/build.sh [ARTIFACT...]      (default: all; names as in the table below, or crds, image, packages)
 # Environment: ACCELSCORE_E2E_CACHE, E2E_GO_PARALLEL (go build -p, default 2), E2E_SKIP_PACKAGES=1 (do not
@@ -33,6 +34,7 @@ kube-apiserver          kube     k8s.io/kubernetes/cmd/kube-apiserver           
 kubelet                 kube     k8s.io/kubernetes/cmd/kubelet                     k8s.io/kubernetes
 kube-scheduler          kube     k8s.io/kubernetes/cmd/kube-scheduler              k8s.io/kubernetes
 kube-controller-manager kube     k8s.io/kubernetes/cmd/kube-controller-manager     k8s.io/kubernetes
+kubectl                 kube     k8s.io/kubernetes/cmd/kubectl                     k8s.io/kubernetes
 e2e-device-plugin       plugins  ./cmd/e2e-device-plugin                           -
 e2e-dra-plugin          plugins  ./cmd/e2e-dra-plugin                              -
 pause                   plugins  ./cmd/pause                                       -
@@ -111,23 +113,38 @@ gokey() {
   } | sha256sum | cut -d' ' -f1
 }
 
-# build_go NAME MODDIR PACKAGE MODULE: `go build -o` relinks every time (5-15 s a binary on a loaded machine), so a
-# binary whose key (gokey) equals the one recorded at its build is not handed to go at all.
-build_go() {
-  local out=$BIN/$1 start flags key keyfile=$E2E_CACHE/keys/$1
+# build_group MODDIR MODULE "NAME PACKAGE"...: the binaries of one module directory that share their link flags
+# (MODULE's version stamps), in one `go build -o $BIN/ PACKAGE...`: go loads the package graph once and links each
+# binary while it still compiles for the others. `go build -o` relinks every time (5-15 s a binary on a loaded
+# machine), so a binary whose key (gokey) equals the one recorded at its build is not handed to go at all; only
+# the others are built. Each built binary's line gives the seconds of the one go build.
+build_group() {
+  local dir=$1 mod=$2 start flags entry name pkg key i
+  local -a stale=() pkgs=() keys=()
+  shift 2
   start=$(date +%s)
-  flags=$(ldflags "$2" "$4")
-  key=$(gokey "$2" "$3" "$flags")
-  if [ -x "$out" ] && [ "$(cat "$keyfile" 2>/dev/null)" = "$key" ]; then
-    report "$1" cached $(( $(date +%s) - start )); return
-  fi
-  rm -f "$keyfile"
-  (cd "$HERE/go/$2" && go build -mod=readonly -buildvcs=false -p "$GO_PARALLEL" -trimpath -ldflags "$flags" \
-    -o "$out" "$3") ||
-    die "go build of $1 ($3) failed"
+  flags=$(ldflags "$dir" "$mod")
+  for entry in "$@"; do
+    read -r name pkg <<< "$entry"
+    # go build -o DIR/ names each binary after its package's last element
+    [ "${pkg##*/}" = "$name" ] || die "artifact $name: its package $pkg would be written as ${pkg##*/}"
+    key=$(gokey "$dir" "$pkg" "$flags")
+    if [ -x "$BIN/$name" ] && [ "$(cat "$E2E_CACHE/keys/$name" 2>/dev/null)" = "$key" ]; then
+      report "$name" cached $(( $(date +%s) - start ))
+    else
+      rm -f "$E2E_CACHE/keys/$name"
+      stale+=("$name") pkgs+=("$pkg") keys+=("$key")
+    fi
+  done
+  [ ${#stale[@]} -gt 0 ] || return 0
+  (cd "$HERE/go/$dir" && go build -mod=readonly -buildvcs=false -p "$GO_PARALLEL" -trimpath -ldflags "$flags" \
+    -o "$BIN/" "${pkgs[@]}") ||
+    die "go build of ${stale[*]} (${pkgs[*]}) failed"
   mkdir -p "$E2E_CACHE/keys"
-  echo "$key" > "$keyfile"
-  report "$1" built $(( $(date +%s) - start ))
+  for i in "${!stale[@]}"; do
+    echo "${keys[$i]}" > "$E2E_CACHE/keys/${stale[$i]}"
+    report "${stale[$i]}" built $(( $(date +%s) - start ))
+  done
 }
 
 copy_crds() {  # NAME MODDIR MODULE SUBDIR GLOB: CRD YAML from the module's zip, replacing the cache's copy
@@ -222,12 +239,21 @@ if [ "${E2E_SKIP_PACKAGES:-0}" != 1 ] && wanted packages; then
   bash "$HERE/../scripts/ensure-tools" etcd containerd ctr runc cni-loopback umoci
 fi
 
+# The wanted binaries grouped by module directory and version-stamp module, in the table's order.
+declare -A GROUP=()
+ORDER=()
 while read -r name dir pkg mod; do
   [ -n "$name" ] || continue
   if wanted "$name" || { [ "$name" = pause ] && wanted image; }; then
-    build_go "$name" "$dir" "$pkg" "$mod"
+    [ -n "${GROUP["$dir $mod"]+set}" ] || ORDER+=("$dir $mod")
+    GROUP["$dir $mod"]+="$name $pkg"$'\n'
   fi
 done <<< "$ARTIFACTS"
+for group in "${ORDER[@]}"; do
+  mapfile -t entries <<< "${GROUP[$group]%$'\n'}"
+  # shellcheck disable=SC2086 # "$dir $mod": two words
+  build_group $group "${entries[@]}"
+done
 
 if wanted kueue-addon; then
   # open-cluster-management.io/addon-contrib/kueue-addon: every tag (v0.1.1, v0.1.2, v0.1.4) and the newest

@@ -12,11 +12,21 @@ import functools
 import logging
 import sys
 from collections.abc import Callable, Iterable
+from types import MappingProxyType
 from typing import Final, Literal, TypeVar, Unpack
 
 from kubernetes import client
 
-from accelscore.devices.dra import ClaimResult, DraClaim, DraDevice, DraSlice, DraTaint, RequestOption, TaintRule
+from accelscore.devices.dra import (
+    ClaimResult,
+    Counters,
+    DraClaim,
+    DraDevice,
+    DraSlice,
+    DraTaint,
+    RequestOption,
+    TaintRule,
+)
 from accelscore.devices.dra_capacity import CapacityPolicy
 from accelscore.kube.config import ApiClient
 from accelscore.kube.errors import NotFound, call
@@ -124,10 +134,16 @@ def _attributes(raw: object) -> dict[str, str | int | bool]:
     return out
 
 
-def _counters(raw: object, where: str) -> dict[str, float]:
-    """`{name: {value: q}}` (counters) or `{name: {value: q, ...}}` (capacity) as parsed amounts."""
+_NO_COUNTERS: Counters = MappingProxyType({})
+
+
+def _counters(raw: object, where: str) -> Counters:
+    """`{name: {value: q}}` (counters) or `{name: {value: q, ...}}` (capacity) as parsed amounts; none: one shared
+    empty mapping (most devices state no capacity: 64 bytes each of 40,000 at 5,000 nodes)."""
+    if not isinstance(raw, dict) or not raw:
+        return _NO_COUNTERS
     return {sys.intern(str(name)): _amount((value or {}).get("value"), f"{where}.{name}")
-            for name, value in ((raw or {}).items() if isinstance(raw, dict) else ()) if isinstance(value, dict)}
+            for name, value in raw.items() if isinstance(value, dict)} or _NO_COUNTERS
 
 
 def _quantities(raw: object, where: str) -> dict[str, float] | None:
@@ -183,7 +199,7 @@ def parse_slice(obj: JsonObject) -> DraSlice:
                     for s in spec.get("sharedCounters") or () if isinstance(s, dict)}
     return DraSlice(name=object_name(obj), driver=driver, pool=pool_name,
                     generation=int(pool.get("generation") or 0), slice_count=int(pool.get("resourceSliceCount") or 1),
-                    node=str(spec.get("nodeName") or ""), counter_sets=counter_sets,
+                    node=_interned(spec.get("nodeName")), counter_sets=counter_sets,
                     devices=tuple(_device(d, driver, pool_name, version) for d in spec.get("devices") or ()
                                   if isinstance(d, dict)))
 
@@ -207,11 +223,18 @@ def parse_claim(obj: JsonObject) -> DraClaim | None:
     if not isinstance(allocation, dict):
         return None
     meta = obj.get("metadata") or {}
-    results = tuple(ClaimResult(str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""),
+    # Driver, pool (a node's name), device and namespace repeat across claims and slices: interned, each is held
+    # once, not once per claim as JSON decodes it (20,000 claims at 5,000 nodes).
+    results = tuple(ClaimResult(_interned(r.get("driver")), _interned(r.get("pool")), _interned(r.get("device")),
                                 bool(r.get("adminAccess")), str(r.get("shareID") or ""),
                                 _quantities(r.get("consumedCapacity"), "consumedCapacity"))
                     for r in ((allocation.get("devices") or {}).get("results") or ()) if isinstance(r, dict))
-    return DraClaim(str(meta.get("namespace") or ""), str(meta.get("name") or ""), _claim_node(allocation), results)
+    return DraClaim(_interned(meta.get("namespace")), str(meta.get("name") or ""), _claim_node(allocation), results)
+
+
+def _interned(value: object) -> str:
+    """A name as a string, interned ("" when unset)."""
+    return sys.intern(str(value or ""))
 
 
 def unallocated_claim(obj: JsonObject) -> DraClaim:
@@ -259,7 +282,7 @@ def _claim_node(allocation: JsonObject) -> str:
         for field in (term or {}).get("matchFields") or ():
             values = field.get("values") or []
             if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(values) == 1:
-                return str(values[0])
+                return _interned(values[0])
     return ""
 
 

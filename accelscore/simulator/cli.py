@@ -96,8 +96,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "random:<seed> (a seeded permutation of the names), dead-first (dead clusters first: "
                              "absent, expired or withdrawn accelscore scores, or killed by diesAtSeconds; the worst "
                              "case); repeatable with --matrix (default there: name and dead-first)")
+    parser.add_argument("--hub-guard", type=_arg(non_negative_float), default=None, metavar="GRACE",
+                        help="model `accelscore hub-guard` on the hub (the optional component): GRACE seconds after "
+                             "a score object's validUntil it is rewritten to its stale form, which re-ranks the "
+                             "Placements at once (the guard's default: 2; default here: not installed)")
     parser.add_argument("--random-orders", type=_arg(non_negative_int), default=0, metavar="N",
                         help="with --matrix: also N seeded random tie-break orders (random:1 .. random:N)")
+    parser.add_argument("--only", action="append", default=None, metavar="FLEET",
+                        help="with --matrix: only this fleet (a directory name under FLEET); repeatable")
     parser.add_argument("--jobs", type=_arg(positive_int), default=1, metavar="N",
                         help="with --matrix: replay N fleet x trace pairs at once, each in a process of its own")
     parser.add_argument("--matrix", action="store_true",
@@ -171,7 +177,8 @@ def _replay(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishP
     progress = _progress if args.progress or sys.stderr.isatty() else None
     opts = ReplayOptions(tick_s=args.tick, report_delay_s=args.report_delay, delay_jitter=args.delay_jitter,
                          seed=args.seed, horizon_s=args.horizon, check_invariants=args.check_invariants,
-                         job_timeout_s=args.job_timeout, progress=progress, tie_break=(args.tie_break or ["name"])[0])
+                         job_timeout_s=args.job_timeout, progress=progress, tie_break=(args.tie_break or ["name"])[0],
+                         hub_guard_s=args.hub_guard)
     results = [Replay(fleet, jobs, e, config=config, policy=policy, opts=opts, custom=custom).run()
                for e in entries if e != routing.ORACLE]
     oracle = Replay(fleet, jobs, routing.ORACLE, config=config, policy=policy, opts=opts, custom=custom).run()
@@ -242,13 +249,13 @@ def _matrix(args: argparse.Namespace, config: ScoringConfig, policy: pp.PublishP
         raise ConfigError(NO_PLACEMENTS)
     opts = ReplayOptions(tick_s=args.tick, report_delay_s=args.report_delay, delay_jitter=args.delay_jitter,
                          seed=args.seed, horizon_s=args.horizon, check_invariants=args.check_invariants,
-                         job_timeout_s=args.job_timeout)
+                         job_timeout_s=args.job_timeout, hub_guard_s=args.hub_guard)
     progress = _progress if args.progress or sys.stderr.isatty() else None
     orders = (*(args.tie_break or ("name", "dead-first")), *random_orders(args.random_orders))
     cells = matrix.run(args.fleet, args.trace, placements, config=config, policy=policy, opts=opts,
                        tie_breaks=tuple(dict.fromkeys(orders)), progress=progress,
                        dispatcher_ties=(*TIE_BREAKS, *random_orders(args.random_orders)) if args.dispatcher else (),
-                       jobs=args.jobs)
+                       jobs=args.jobs, only=tuple(args.only or ()))
     if args.output == "table":
         sys.stdout.write(matrix.table(cells))
     else:

@@ -69,6 +69,9 @@ def run(fleets: Path, traces: Path, placements: Sequence[Path], *, config: Scori
     its own (the whole matrix in seven orders is an hour of one core); the cells come back in the same order."""
     fleet_dirs = sorted(p for p in fleets.iterdir() if p.is_dir() and (not only or p.name in only)) \
         if fleets.is_dir() else []
+    missing = sorted(set(only) - {p.name for p in fleet_dirs})
+    if missing and fleets.is_dir():
+        raise FleetError(f"{fleets}: no fleet named {', '.join(missing)}")
     if not fleet_dirs:
         raise FleetError(f"{fleets}: expected a directory of fleet directories")
     pairs = [_Pair(d, t, tuple(placements), config, policy, opts, tuple(tie_breaks), tuple(dispatcher_ties))

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from accelscore.scorer.core.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry, NodeSummary, ScoreSet
+from accelscore.scorer.core.model import ACCELSCORE_APS, ClusterSnapshot, NodeEntry, NodeSummary, Score, ScoreSet
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.custom.scores import CustomScores
 from accelscore.scorer.ingest.summarize import summarize
@@ -93,6 +93,9 @@ class ReplayOptions:
     progress_every_s: float = 5.0
     tie_break: str = "name"  # how clusters whose totals tie are ordered: TIE_BREAKS
     dispatcher_ledger: bool = True  # the `dispatcher` entry counts its own nominations (off: a planted defect)
+    # `accelscore hub-guard` on the hub (docs/publishing.md, "Hub guard"): this many seconds after an object's
+    # validUntil it is rewritten to its stale form, a write that re-ranks the Placements; None: not installed
+    hub_guard_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -158,6 +161,22 @@ class _Universe:
                 self.published[(scored.cluster, aps)] = pp.PublishedState(dict(obj.scores), aps in scored.withdrawn,
                                                                           start)
         self.hub_writes = 0
+        self.guarded: set[tuple[str, str]] = set()  # objects the hub guard rewrote, until the scorer writes again
+
+    def hub_guard(self, now: float, grace_s: float) -> tuple[bool, bool]:
+        """`accelscore hub-guard`: every object `grace_s` past its validUntil becomes its stale form (the withdrawal
+        `publish_policy.stale_form` writes, no validUntil): (any written, any score on the hub moved)."""
+        wrote = moved = False
+        for cluster, objs in self.hub.items():
+            for aps, obj in list(objs.items()):
+                if obj.valid_until is None or now < obj.valid_until + grace_s:
+                    continue
+                scores = {s.name: s.value for s in pp.withdrawn_scores(aps, (Score(n, 0) for n in obj.scores))}
+                objs[aps] = pl.PublishedScores(scores)
+                self.guarded.add((cluster, aps))
+                self.hub_writes += 1
+                wrote, moved = True, moved or scores != dict(obj.scores)
+        return wrote, moved
 
     def agents_send(self, now: float) -> None:
         """Every live node's agent reports the true state (received `report_delay_s` later, ± jitter); a changed
@@ -238,6 +257,7 @@ class _Universe:
                 scores = {s.name: s.value for s in decision.scores}  # withdrawn: publish_policy.withdrawn_scores
                 old = self.hub[cluster].get(score_set.aps_name)
                 self.hub[cluster][score_set.aps_name] = hub_object(decision, self.policy, now=now)
+                self.guarded.discard(key)
                 self.published[key] = pp.PublishedState(scores, withdrawn, now)
                 self.hub_writes += 1
                 wrote = True  # any add or update of an APS requeues the Placements (REFERENCE §1), a refresh too
@@ -309,9 +329,9 @@ class _Universe:
         return tuple(sorted([*self.late[cluster], *(i for i in quiet if not now - heard[i][1] <= limit)]))
 
     def withdrawn(self, cluster: str, aps: str) -> bool:
-        """The scorer's last write of that object withdrew its scores."""
+        """The scorer's last write of that object withdrew its scores, or the hub guard withdrew them since."""
         held = self.published.get((cluster, aps))
-        return held is not None and held.withdrawn
+        return (held is not None and held.withdrawn) or (cluster, aps) in self.guarded
 
     def dying(self, cluster: str, now: float) -> bool:
         """Killed in this replay (scorer and agents stopped) while the hub still holds its last scores valid."""
@@ -322,8 +342,7 @@ class _Universe:
         aps = self.hub.get(cluster, {}).get(ACCELSCORE_APS)
         if aps is None or aps.expired(now):
             return True
-        held = self.published.get((cluster, ACCELSCORE_APS))
-        return held is not None and held.withdrawn
+        return self.withdrawn(cluster, ACCELSCORE_APS)
 
 
 class Replay:
@@ -476,6 +495,9 @@ class Replay:
                         pending[missent_to[job.name]] = (pending.get(missent_to[job.name], 0.0)
                                                          + job.pods * job.shape.count)
                 wrote, moved = u.scorer_publish(now, pending)
+                if opts.hub_guard_s is not None:
+                    guard_wrote, guard_moved = u.hub_guard(now, opts.hub_guard_s)
+                    wrote, moved = wrote or guard_wrote, moved or guard_moved
                 # OCM requeues the Placements on any write; a ranking reads only the scores and whether each
                 # object has expired, so with neither changed it would decide as before and is skipped.
                 if t >= next_resync or moved or (wrote and u.validity(now) != ranked_validity):

@@ -6,18 +6,22 @@ it serves the job: `accelscore.io/gpus-per-pod: "8"` and `accelscore.io/pods: "1
 sets the job apart: `accelscore.io/gpu-product` for a job pinned to a GPU product, `accelscore.io/mig-profile`
 for MIG instances, `accelscore.io/gpu-shares` for shares of a time-sliced or HAMi GPU,
 `accelscore.io/nvlink-domain: "true"` for a gang inside one NVLink domain, `accelscore.io/gpu-resource` for
-whole GPUs asked under another vendor's resource, AMD's); `oracle` (no Placement: each job goes only where it
+whole GPUs asked under another vendor's resource, AMD's, `accelscore.io/gpu-memory-gib` for whole GPUs of any model
+with at least that much memory each); `oracle` (no Placement: each job goes only where it
 can start now); `dispatcher` (no Placement: accelscore's MultiKueue dispatcher nominates each job's clusters from
 the hub's scores, `accelscore.simulator.dispatching`). A job that names a Placement always goes through it.
 
 A product or MIG-profile Placement is an example written for one product (profile): a job pinned to another
 one goes through a copy made for it, as a user copies the example, the product (profile) in its score names
-and annotation replaced (`specialize`).
+and annotation replaced (`specialize`). A job asking memory per GPU goes through the memory example with the
+smallest floor that is at least its memory (every model that example counts has the memory the job needs); none is
+made for it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,13 +38,14 @@ MIG_PROFILE = "accelscore.io/mig-profile"
 GPU_SHARES = "accelscore.io/gpu-shares"
 NVLINK_DOMAIN = "accelscore.io/nvlink-domain"
 GPU_RESOURCE = "accelscore.io/gpu-resource"
+GPU_MEMORY = "accelscore.io/gpu-memory-gib"  # the memory floor per GPU whose models the example counts
 COPY_OF = "simulate.accelscore.io/copy-of"  # on a copy made by `specialize`: the example it was made from
 AUTO = "auto"
 ORACLE = "oracle"
 DISPATCHER = "dispatcher"  # no Placement: accelscore's MultiKueue dispatcher nominates (simulator.dispatching)
 SHAPE = "shape:"
 # What sets a job apart, most specific first: the kind whose Placement it goes through.
-KINDS = ("resource", "domain", "mig", "shares", "product", "gpus")
+KINDS = ("resource", "domain", "mig", "shares", "product", "memory", "gpus")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +55,7 @@ class Serves:
     kind: str
     per_pod: tuple[int, int]
     pods: tuple[int, int]
-    key: str = ""  # the GPU product (kind product), MIG profile (mig) or resource (resource) it was written for
+    key: str = ""  # the GPU product (product), MIG profile (mig), resource (resource) or GiB (memory) written for
 
 
 def _range(text: str, where: str) -> tuple[int, int]:
@@ -83,7 +88,20 @@ def declares(placement: pl.Placement) -> Serves | None:
         return Serves("domain", per_pod, pods)
     if GPU_PRODUCT in notes:
         return Serves("product", per_pod, pods, notes[GPU_PRODUCT])
+    if GPU_MEMORY in notes:
+        return Serves("memory", per_pod, pods, str(_gib(notes[GPU_MEMORY], f"{where}: {GPU_MEMORY}")))
     return Serves("gpus", per_pod, pods)
+
+
+def _gib(text: str, where: str) -> float:
+    """A memory floor in GiB: a positive number."""
+    try:
+        gib = float(text)
+    except ValueError:
+        raise FleetError(f"{where}: expected GiB as a number, got {text!r}") from None
+    if not 0 < gib < math.inf:
+        raise FleetError(f"{where}: expected a positive number of GiB, got {text!r}")
+    return gib
 
 
 def serves(placement: pl.Placement) -> tuple[tuple[int, int], tuple[int, int]] | None:
@@ -110,6 +128,8 @@ def job_kind(job: Job) -> tuple[str, str]:
         return "shares", ""
     if shape.product:
         return "product", shape.product
+    if shape.memory_gib:
+        return "memory", str(float(shape.memory_gib))
     return "gpus", ""
 
 
@@ -133,25 +153,33 @@ def example_of(placement: pl.Placement) -> str:
     return placement.annotations.get(COPY_OF, placement.name)
 
 
+def _takes(found: Serves, job: Job) -> bool:
+    """The job's pod size and pod count are in the ranges the Placement declares."""
+    (slo, shi), (plo, phi) = found.per_pod, found.pods
+    return slo <= job.shape.count <= shi and plo <= job.pods <= phi
+
+
 def _auto(job: Job, placements: Sequence[pl.Placement], made: dict[str, pl.Placement]) -> str:
     """The first Placement (in name order) that declares it serves the job; a product or profile example made
-    for the job's own key when one exists, else one made for another key, specialized."""
+    for the job's own key when one exists, else one made for another key, specialized; for a job asking memory,
+    the memory example with the least floor that is at least the job's memory, else (none) a plain one."""
     if job.shape.resource == TPU:
         raise FleetError(f"job {job.name}: no Placement serves {job.shape.resource} jobs")
     kind, key = job_kind(job)
-    candidates = []
-    for p in sorted(placements, key=lambda p: p.name):
-        found = declares(p)
-        if found is None or found.kind != kind:
-            continue
-        (slo, shi), (plo, phi) = found.per_pod, found.pods
-        if slo <= job.shape.count <= shi and plo <= job.pods <= phi:
-            candidates.append((found.key != key, p))
+    if kind == "memory":
+        floors = sorted((float(found.key), p.name) for p in placements
+                        if (found := declares(p)) is not None and found.kind == kind and _takes(found, job)
+                        and float(found.key) >= job.shape.memory_gib)
+        if floors:  # the least floor at least the job's: every model it counts has the memory (never copied)
+            return floors[0][1]
+        kind, key = "gpus", ""  # no memory example (a set of Placements written before them): as a plain job
+    candidates = [(found.key != key, p) for p in sorted(placements, key=lambda p: p.name)
+                  if (found := declares(p)) is not None and found.kind == kind and _takes(found, job)]
     if not candidates:
         what = f"{job.pods} x {job.shape.count} {job.shape.pool}" + (f" ({key})" if key else "")
         raise FleetError(f"job {job.name} ({what}): no Placement declares it serves this job ({GPUS_PER_POD} / "
                          f"{PODS} / {GPU_PRODUCT} / {MIG_PROFILE} / {GPU_SHARES} / {NVLINK_DOMAIN} / {GPU_RESOURCE} "
-                         "annotations)")
+                         f"/ {GPU_MEMORY} annotations)")
     other, chosen = min(candidates, key=lambda c: (c[0], c[1].name))
     if not other:
         return chosen.name

@@ -82,7 +82,7 @@ def addon_kubectl(c: Checker) -> Kubectl:
     hub = lifecycle.hub(c.cfg)
     path = write_kubeconfig(d / "kubeconfig", server=hub.server, ca=hub.ca.cert, name="accelscore-addon",
                             cert=d / "tls.crt", key=d / "tls.key")
-    return Kubectl(path, "addon identity")
+    return Kubectl(path, "addon identity", c.cfg.kubectl)
 
 
 def refused(c: Checker) -> None:

@@ -149,6 +149,11 @@ class Config:
     def containerd_socket(self) -> Path:
         return self.containerd_dir / "containerd.sock"
 
+    @property
+    def kubectl(self) -> Path:
+        """k8s.io/kubernetes/cmd/kubectl at the apiservers' version (e2e/build.sh), never PATH's (e2e/rig/kube.py)."""
+        return self.binary("kubectl")
+
     def binary(self, name: str) -> Path:
         """A built artifact of `make e2e-build`, or a clear stop when it is missing."""
         path = self.bin / name

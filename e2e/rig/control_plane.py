@@ -57,7 +57,7 @@ class ControlPlane:
 
     @property
     def kubectl(self) -> Kubectl:
-        return Kubectl(self.kubeconfig, self.prefix)
+        return Kubectl(self.kubeconfig, self.prefix, self.cfg.kubectl)
 
     def start(self) -> None:
         """etcd (fresh data), then the apiserver; returns once /readyz says ok. Writes the admin kubeconfig."""

@@ -1,9 +1,14 @@
-"""kubectl against one of the rig's clusters, and the kubeconfigs the rig writes."""
+"""kubectl against one of the rig's clusters, and the kubeconfigs the rig writes.
+
+The kubectl is always the one `make e2e-build` builds at the apiservers' version (`Config.kubectl`), never one from
+PATH: Debian's is v1.32, four minor versions behind the v1.36 apiservers (kubectl supports one either way), with an
+older kustomize for `apply -k` (docs/e2e.md)."""
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +18,16 @@ from typing import Any
 
 class KubectlError(RuntimeError):
     """kubectl exited non-zero; the message carries its stderr."""
+
+
+# Before it sends an object, `kubectl apply` asks the apiserver's OpenAPI v3 whether the object's kind takes
+# server-side field validation; a `kind: List` never does, so kubectl validates it client-side against the whole
+# /openapi/v2 document, which a loaded apiserver just given large CRDs (Kueue's) did not serve within kubectl's 32 s
+# (`error validating data: Get ".../openapi/v2?timeout=32s": context deadline exceeded`, on every try). So the
+# harness sends a stream of objects (each validated by the apiserver, strictly), and, as an OpenAPI v3 read can time
+# out as well with nothing wrong in the objects, tries a server-side apply (idempotent) again then.
+OPENAPI_TIMEOUT = re.compile(r"error validating data: Get \S*/openapi/v[23]\S*: (context deadline exceeded|net/http)")
+APPLY_TRIES = 3
 
 
 def write_kubeconfig(path: Path, *, server: str, ca: Path, name: str, token: str | None = None,
@@ -36,15 +51,20 @@ def write_kubeconfig(path: Path, *, server: str, ca: Path, name: str, token: str
 
 @dataclass(frozen=True)
 class Kubectl:
-    """kubectl with one kubeconfig."""
+    """kubectl (`binary`, the rig's own build) with one kubeconfig."""
 
     kubeconfig: Path
     name: str
+    binary: Path
+
+    def command(self, *args: str) -> list[str]:
+        """The argv of one kubectl call with this kubeconfig."""
+        return [str(self.binary), "--kubeconfig", str(self.kubeconfig), *args]
 
     def run(self, *args: str, stdin: str | None = None, timeout_s: float = 120, check: bool = True
             ) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(["kubectl", "--kubeconfig", str(self.kubeconfig), *args], input=stdin,
-                              capture_output=True, text=True, timeout=timeout_s, check=False)
+        proc = subprocess.run(self.command(*args), input=stdin, capture_output=True, text=True, timeout=timeout_s,
+                              check=False)
         if check and proc.returncode != 0:
             raise KubectlError(f"kubectl ({self.name}) {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
         return proc
@@ -70,9 +90,19 @@ class Kubectl:
         return list(self.json(*args).get("items", []))
 
     def apply(self, manifest: str | Sequence[dict[str, Any]], *, server_side: bool = True) -> None:
-        text = manifest if isinstance(manifest, str) else json.dumps({"apiVersion": "v1", "kind": "List",
-                                                                      "items": list(manifest)})
-        self.run("apply", *(["--server-side", "--force-conflicts"] if server_side else []), "-f", "-", stdin=text)
+        """The rig's own objects (never a check's subject: those are applied as a user would, once); tried again when
+        kubectl could not read the OpenAPI it validates with (OPENAPI_TIMEOUT)."""
+        text = manifest if isinstance(manifest, str) else "".join(json.dumps(doc) + "\n" for doc in manifest)
+        args = ["apply", *(["--server-side", "--force-conflicts"] if server_side else []), "-f", "-"]
+        for attempt in range(1, APPLY_TRIES + 1):
+            proc = self.run(*args, stdin=text, check=False)
+            if proc.returncode == 0:
+                return
+            if not (server_side and OPENAPI_TIMEOUT.search(proc.stderr)) or attempt == APPLY_TRIES:
+                raise KubectlError(f"kubectl ({self.name}) {' '.join(args)}: "
+                                   f"{proc.stderr.strip() or proc.stdout.strip()}")
+            print(f"e2e: kubectl ({self.name}) apply: OpenAPI read timed out, again ({attempt}/{APPLY_TRIES - 1})",
+                  flush=True)
 
     def ready(self) -> bool:
         try:

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from e2e.rig import procs
+from e2e.rig import plants, procs
 from e2e.rig.config import REPO, Config
 from e2e.rig.control_plane import ControlPlane
 
@@ -177,17 +177,21 @@ def _serving(port: int, ca: bytes) -> bool:
         return False
 
 
-def clear_nominations_policy() -> list[dict[str, Any]]:
+def clear_nominations_policy(cfg: Config) -> list[dict[str, Any]]:
     """The dispatcher component's MutatingAdmissionPolicy and binding as shipped
     (`deploy/addon-template/components/dispatcher/clear-nominations.yaml`: Kueue's `clear-nominated-cluster-names`
     rule from its config/components/map, under our name), so a broken shipped policy fails the MultiKueue check. An
     external dispatcher needs it: Kueue sets `status.clusterName` by a server-side apply that leaves
     `nominatedClusterNames` out, which removes that field only where Kueue's own field manager wrote it; one written
     by another manager stays, the Workload fails validation ("clusterName and nominatedClusterNames are mutually
-    exclusive") and is never admitted. The policy empties it on that update."""
+    exclusive") and is never admitted. The policy empties it on that update. With `--plant dispatcher-binding`
+    (e2e/rig/plants.py), its binding broken."""
     if not CLEAR_NOMINATIONS.exists():
         raise procs.RigError(f"missing {CLEAR_NOMINATIONS}: the dispatcher component's admission policy")
-    return [d for d in yaml.safe_load_all(CLEAR_NOMINATIONS.read_text()) if d]
+    docs = [d for d in yaml.safe_load_all(CLEAR_NOMINATIONS.read_text()) if d]
+    if cfg.plant and plants.plant(cfg.plant).overlay == plants.DISPATCHER_POLICY:
+        return plants.patched(cfg.plant, docs)
+    return docs
 
 
 def start(cfg: Config, plane: ControlPlane, *, dispatcher: str | None = None) -> Callable[[], None]:
@@ -214,7 +218,7 @@ def start(cfg: Config, plane: ControlPlane, *, dispatcher: str | None = None) ->
               "data": {n: base64.b64encode(v).decode() for n, v in certs.items()}}])
     k.apply(_webhook_configurations(cfg, webhook, ca))
     if dispatcher:
-        k.apply(clear_nominations_policy())
+        k.apply(clear_nominations_policy(cfg))
     config = d / "config.yaml"
     config.write_text(yaml.safe_dump(config_doc(cfg, plane.prefix, cert_dir, dispatcher)))
     name = f"kueue-{plane.prefix}"

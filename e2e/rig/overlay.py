@@ -42,7 +42,7 @@ def render(cfg: Config, name: str) -> Path:
     return target
 
 
-def build(cfg: Config, name: str) -> str:
-    """`kubectl kustomize` of the rendered overlay: what `apply -k` sends."""
-    return subprocess.run(["kubectl", "kustomize", str(render(cfg, name))], capture_output=True, text=True,
+def build(cfg: Config, name: str, kubectl: Path) -> str:
+    """`kubectl kustomize` of the rendered overlay with that `kubectl`: what its `apply -k` sends."""
+    return subprocess.run([str(kubectl), "kustomize", str(render(cfg, name))], capture_output=True, text=True,
                           check=True, timeout=60).stdout

@@ -1,9 +1,12 @@
 """Planted defects (`python -m e2e run --plant NAME`): one known-bad change per area, applied to the e2e overlay only
 (one more kustomize patch in the rendered copy; nothing in deploy/ or the product changes), so a run shows that the
-checks catch it. Each says which CHECK lines it should fail; e2e/README.md lists what a run of each saw."""
+checks catch it. The dispatcher's admission policy is in no overlay (the MultiKueue rig applies the shipped file,
+e2e/rig/kueue.py): its plant's ops are applied to those documents here (`patched`). Each says which CHECK lines it
+should fail; e2e/README.md lists what a run of each saw."""
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +17,9 @@ import yaml
 SCORER_TEMPLATE = {"kind": "AddOnTemplate", "name": "accelscore-0.1.0"}
 AGENT_TEMPLATE = {"kind": "AddOnTemplate", "name": "accelscore-agent-0.1.0"}
 SCORER = "/spec/agentSpec/workload/manifests/3"
+# Not an overlay: deploy/addon-template/components/dispatcher/clear-nominations.yaml as the MultiKueue rig applies it.
+DISPATCHER_POLICY = "dispatcher-policy"
+CLEAR_NOMINATIONS = "accelscore-dispatcher-clear-nominations"
 # The real scorer, with the status it writes stripped of validUntil (the image's own Python and accelscore).
 NO_VALID_UNTIL = (
     "import sys; import accelscore.scorer.publish.publisher as p; body = p.status_body; "
@@ -25,7 +31,7 @@ NO_VALID_UNTIL = (
 class Plant:
     area: str
     what: str
-    overlay: str  # the e2e overlay it patches
+    overlay: str  # the e2e overlay it patches, or DISPATCHER_POLICY
     target: dict[str, str]  # kustomize patch target
     ops: list[dict[str, Any]]  # JSON 6902 ops; a `test` op first, so a plant that misses its target fails loudly
     checks: str  # the checks that catch it (`python -m e2e run --plant NAME CHECKS`)
@@ -59,6 +65,13 @@ PLANTS = {
             {"op": "replace", "path": "/spec/registration/0/kubeClient/hubPermissions/0/currentCluster/clusterRoleName",
              "value": "open-cluster-management:accelscore:does-not-exist"}],
         "hub"),
+    "dispatcher-binding": Plant(
+        "multikueue", "the dispatcher's MutatingAdmissionPolicyBinding names a policy that does not exist (one letter "
+        "short): nothing clears the dispatcher's nominations when Kueue places a Workload, so none is admitted",
+        DISPATCHER_POLICY, {"kind": "MutatingAdmissionPolicyBinding", "name": CLEAR_NOMINATIONS}, [
+            {"op": "test", "path": "/spec/policyName", "value": CLEAR_NOMINATIONS},
+            {"op": "replace", "path": "/spec/policyName", "value": CLEAR_NOMINATIONS[:-1]}],
+        "multikueue"),
 }
 
 
@@ -76,6 +89,28 @@ def add_to(kustomization: Path, name: str) -> None:
     doc = yaml.safe_load(kustomization.read_text())
     doc.setdefault("patches", []).append({"target": p.target, "path": file.name})
     kustomization.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def patched(name: str, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy of `docs` with plant `name`'s ops applied to its target, as kustomize would: `test`, `replace` and `add`
+    of an object key or a list index; a target or `test` that does not match raises ValueError (a plant must land)."""
+    p, out = plant(name), copy.deepcopy(docs)
+    found = [d for d in out if d.get("kind") == p.target["kind"] and d["metadata"]["name"] == p.target["name"]]
+    if len(found) != 1:
+        raise ValueError(f"plant {name}: {len(found)} documents match {p.target}")
+    for op in p.ops:
+        node: Any = found[0]
+        *parents, last = [part.replace("~1", "/").replace("~0", "~") for part in op["path"].split("/")[1:]]
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        key: Any = int(last) if isinstance(node, list) else last
+        if op["op"] == "test" and node[key] != op["value"]:
+            raise ValueError(f"plant {name}: {op['path']} is {node[key]!r}, not {op['value']!r}")
+        if op["op"] in ("replace", "add"):
+            node[key] = op["value"]
+        elif op["op"] != "test":
+            raise ValueError(f"plant {name}: op {op['op']!r} is not supported here")
+    return out
 
 
 def describe() -> str:

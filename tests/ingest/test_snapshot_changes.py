@@ -11,7 +11,7 @@ from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry
 from accelscore.scorer.core.scoring_config import default_scoring_config
 from accelscore.scorer.ingest.figures import figures_key
 from accelscore.scorer.ingest.node_table import NodeFacts, NodeTable
-from accelscore.scorer.ingest.whole_gpus import read_report
+from accelscore.scorer.ingest.report_rows import read_report
 from accelscore.v1 import report_pb2 as pb
 from tests.ingest.sample import eight_gpu_report
 

@@ -28,7 +28,8 @@ def test_shipped_examples_are_found_beside_the_package_and_load() -> None:
     assert simulate_cli.shipped_placements() == EXAMPLES
     # clustersetbinding.yaml and kustomization.yaml are not Placements: skipped, not errors
     assert _shipped_names() == ["best-fit-1gpu", "best-fit-2gpu", "best-fit-4gpu", "gang-1gpu", "gang-2gpu",
-                                "gang-4gpu", "gang-8gpu", "gang-amd-8gpu", "inference-shared-gpu", "mig-3g-40gb",
+                                "gang-4gpu", "gang-8gpu", "gang-amd-8gpu", "inference-shared-gpu", "mem-40gib-1gpu",
+                                "mem-40gib-2gpu", "mem-40gib-4gpu", "mem-40gib-8gpu", "mig-3g-40gb",
                                 "model-h100-1gpu", "model-h100-2gpu", "model-h100-4gpu", "model-h100-8gpu",
                                 "nvlink-gang", "nvlink-gang-8gpu", "shared-gpu", "training-8gpu"]
 
@@ -39,9 +40,10 @@ def test_replay_without_placements_sends_each_job_through_the_shipped_one_for_it
     assert main(["simulate", str(ROOT / "fixtures" / "fleets" / fleet), "--trace", TRACE, "--output", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["entry"] for r in data["results"]] == ["auto"]
-    # small-40 asks whole GPUs of any model: exactly the examples for plain whole-GPU jobs take them
+    # small-40 asks whole GPUs of any model, two jobs with 40 GiB per GPU (2 x 2 GPUs, 1 x 1 GPU): exactly the
+    # examples for plain whole-GPU jobs take them, and the memory example for those two pod sizes
     plain = {p.name for p in load_placements([EXAMPLES])[0] if (routing.declares(p) or _NONE).kind == "gpus"}
-    assert {row["placement"] for row in data["placements"]} == plain
+    assert {row["placement"] for row in data["placements"]} == plain | {"mem-40gib-1gpu", "mem-40gib-2gpu"}
 
 
 def test_oneshot_without_placements_ranks_the_shipped_ones(capsys: pytest.CaptureFixture[str]) -> None:

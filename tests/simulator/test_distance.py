@@ -197,6 +197,33 @@ def test_a_cluster_that_dies_mid_trace_takes_no_job_after_and_cel_still_sees_its
     assert result.stale_jobs == 0
 
 
+def test_the_hub_guard_withdraws_a_dead_clusters_scores_2_s_after_their_valid_until_and_nothing_else() -> None:
+    """`accelscore hub-guard` (docs/publishing.md) rewrites an expired object to its stale form: a write, which
+    OCM re-ranks on, where an expiry alone waits for the 10-minute resync (docs/placement.md, rule 5)."""
+    loaded = fl.load_fleet(FLEETS / "realistic", [EXAMPLES])
+    [dies] = [c for c in loaded.clusters if c.dies_at_s is not None]
+    u = Replay(loaded, [], routing.AUTO, config=default_scoring_config(), policy=pp.PublishPolicy(),
+               opts=ReplayOptions(hub_guard_s=2.0)).u
+    assert u.kill(dies.dies_at_s)
+    refresh = loaded.now + 460  # the live scorers refresh (150 s of life left), the dead one cannot
+    u.agents_send(refresh)
+    u.scorer_publish(refresh, {})
+    held = u.hub[dies.name]["accelscore"]
+    until = held.valid_until
+    assert until is not None and held.scores and not u.stale(dies.name, until)
+    assert u.hub_guard(until + 1.5, 2.0) == (False, False) and u.stale(dies.name, until + 1.5)  # expired: 0 anyway
+    assert u.validity(until + 1.5) >= {(dies.name, "accelscore")}
+    assert u.hub_guard(until + 2.0, 2.0) == (True, True)
+    assert u.hub[dies.name]["accelscore"] == pl.PublishedScores({})  # withdrawn, and no validUntil
+    assert set(u.hub[dies.name]["resource-usage-score"].scores.values()) == {-100}
+    assert u.stale(dies.name, until + 2.0) and u.withdrawn(dies.name, "accelscore")
+    assert not u.dying(dies.name, until + 2.0) and (dies.name, "accelscore") not in u.validity(until + 2.0)
+    assert u.hub_guard(until + 3.0, 2.0) == (False, False)  # once
+    live = [c for c in u.hub if c != dies.name and not u.withdrawn(c, "accelscore")]
+    assert live and all((u.hub[c]["accelscore"].valid_until or 0.0) > until + 2.0 for c in live)  # refreshed
+    assert not any(u.stale(c, until + 2.0) for c in live)
+
+
 def test_single_8_gpu_pods_packed_by_whole_nodes_stop_starving_the_gangs() -> None:
     # fleets/homogeneous x traces/gangs-200: single 8-GPU pods beside 4 x 8 gangs. As shipped before, one
     # Placement ranked both by gpuClusterFit8 (the most whole nodes): singles broke up the roomiest clusters.
@@ -236,16 +263,48 @@ def test_an_expired_cluster_leaves_the_decision_at_the_next_write_of_any_score_n
     # the start (its node fits a 1-GPU pod exactly), dies at once, and its scores expire at 600 s; b-live is
     # idle, so its scores never move, but its scorer refreshes them at 450 s and 900 s. A job at 1000 s must
     # go to b-live (re-ranked at the 900 s refresh), not wait at a-dies until the 1200 s resync.
-    docs = [_cluster_doc("a-dies", [(f"a-{i}", nodegen.H100, [0, 1, 2, 3, 4, 5, 6]) for i in range(2)],
-                         diesAtSeconds=1),
-            _cluster_doc("b-live", [("b-0", nodegen.H100, [])])]
-    loaded = fl.Fleet(tuple(fl.parse_cluster(d, d["cluster"]) for d in docs),
-                      tuple(p for p in fl.load_placements([EXAMPLES])[0] if p.name == "best-fit-1gpu"),
-                      nodegen.FLEET_TIME)
+    loaded = _dies_at_once_beside_an_idle_cluster()
     jobs = parse_trace([{"name": "late", "arrivalSeconds": 1000, "gpusPerPod": 1, "durationSeconds": 60}])
     result = Replay(loaded, jobs, routing.AUTO, config=default_scoring_config(), policy=pp.PublishPolicy(),
                     opts=ReplayOptions()).run()
     assert result.started_on == {"late": "b-live"} and result.stale_jobs == 0
+
+
+@pytest.mark.parametrize("guard", [None, 2.0], ids=["no-guard", "hub-guard"])
+def test_with_the_hub_guard_an_expired_cluster_leaves_the_decision_2_s_after_its_valid_until(guard: float | None
+                                                                                              ) -> None:
+    # As above, but the job comes at 610 s: no scorer writes between b-live's refreshes at 450 s and 900 s, so
+    # without the guard the decision keeps a-dies, expired at 600 s, until 900 s (the job waits there: stale); the
+    # guard's rewrite at 602 s is a write, and the Placement re-ranks at once (docs/publishing.md, "Hub guard"). The
+    # long job, started on a-dies before it died, keeps the replay going past 615 s.
+    loaded = _dies_at_once_beside_an_idle_cluster()
+    jobs = parse_trace([{"name": "long", "arrivalSeconds": 0, "gpusPerPod": 1, "durationSeconds": 3000},  # on a-dies
+                        {"name": "late", "arrivalSeconds": 610, "gpusPerPod": 1, "durationSeconds": 60}])
+    result = Replay(loaded, jobs, routing.AUTO, config=default_scoring_config(), policy=pp.PublishPolicy(),
+                    opts=ReplayOptions(hub_guard_s=guard)).run()
+    assert result.started_on == {"long": "a-dies", "late": "b-live"}
+    assert result.stale_jobs == (0 if guard is not None else 1)
+    assert (result.wait_mean_s < 15) is (guard is not None)  # started at 615 s, or at the 900 s refresh
+
+
+def test_the_matrix_command_replays_only_the_fleets_named(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", str(FLEETS), "--matrix", "--trace", str(TRACE_DIR / "small-40.yaml"), "--tie-break", "name",
+            "--only", "mixed", "--only", "dead"]
+    assert main(argv) == 0
+    rows = [ln.split(" | ")[0] for ln in capsys.readouterr().out.splitlines() if "| small-40 |" in ln]
+    assert rows == ["| dead", "| mixed"]
+    assert main([*argv[:-1], "nope"]) != 0
+    assert "no fleet named nope" in capsys.readouterr().err
+
+
+def _dies_at_once_beside_an_idle_cluster() -> fl.Fleet:
+    """a-dies: two H100 nodes with one free GPU each, dead 1 s in; b-live: one idle H100 node; best-fit-1gpu."""
+    docs = [_cluster_doc("a-dies", [(f"a-{i}", nodegen.H100, [0, 1, 2, 3, 4, 5, 6]) for i in range(2)],
+                         diesAtSeconds=1),
+            _cluster_doc("b-live", [("b-0", nodegen.H100, [])])]
+    return fl.Fleet(tuple(fl.parse_cluster(d, d["cluster"]) for d in docs),
+                    tuple(p for p in fl.load_placements([EXAMPLES])[0] if p.name == "best-fit-1gpu"),
+                    nodegen.FLEET_TIME)
 
 
 def _cluster_doc(name: str, nodes: list[tuple[str, nodegen.Part, list[int]]], **extra: object) -> dict:

@@ -4,6 +4,7 @@ of room (other GPU models, whole GPUs for a MIG job, MIG for a whole-GPU job), n
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,10 @@ from accelscore.scorer.publish import policy as pp
 from accelscore.simulator import nodegen as ng
 from accelscore.simulator import placement as pl
 from accelscore.simulator import routing
-from accelscore.simulator.fleet import load_placements
+from accelscore.simulator.fleet import FleetError, load_placements
 from accelscore.simulator.oneshot import first_publish
+from accelscore.simulator.trace import Job
+from accelscore.simulator.truth import Shape
 from accelscore.v1 import report_pb2
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
@@ -110,3 +113,39 @@ def test_a_domain_gang_goes_to_the_freest_nvlink_domain_not_to_scattered_gpus() 
                 "c-no-domain": [_node(f"h{i}", ng.H100) for i in range(6)],
                 "d-able": trays("ok", [4] * 8 + [0] * 10)}  # 32 free in one domain
     _check(BY_NAME["nvlink-gang"], "d-able", clusters, {"a-dead": "dead"})
+
+
+@pytest.mark.parametrize(("k", "pods"), [(1, 1), (1, 4), (2, 4), (4, 1), (4, 2), (8, 1), (8, 2)])
+def test_a_job_asking_40_gib_per_gpu_goes_where_such_gpus_are_free_never_to_the_roomiest_small_ones(
+        k: int, pods: int) -> None:
+    """mixed-120's 4-GPU pods asking 40 GiB each went through best-fit-4gpu, which counts a free T4 (16 GiB) like an
+    H100, and were sent where they could not start (docs/placement.md). The memory example counts only the models
+    with 40 GiB or more, across models: a gang's pods in the able cluster are spread over an A100-40GB and an L40S
+    node."""
+    example = BY_NAME[f"mem-40gib-{k}gpu"]
+    able = [_node("a0", ng.A100, free=k * (pods - pods // 2))] + ([_node("a1", ng.L40S, free=k * (pods // 2))]
+                                                                  if pods > 1 else [])
+    clusters = {"a-dead": [_node(f"d{i}", ng.H100) for i in range(4)],  # sorts first: wins any tie
+                "b-small-gpus": [_node(f"s{i}", ng.T4, free=4) for i in range(8)]
+                + [_node(f"l{i}", ng.L4) for i in range(4)],  # 64 free GPUs of 16 and 24 GiB
+                "c-one-pod-short": [_node(f"f{i}", ng.H100, free=k) for i in range(pods - 1)]
+                + [_node("fx", ng.H100, free=k - 1)],
+                "d-able": able}
+    _check(example, "d-able", clusters, {"a-dead": "dead"})
+
+
+def test_memory_jobs_go_through_the_least_floor_that_holds_them_else_a_plain_example() -> None:
+    def job(gib: float, k: int = 4, pods: int = 1) -> Job:
+        return Job(f"j{gib}-{k}-{pods}", 0.0, pods, Shape(count=k, memory_gib=gib), 60.0)
+    lower = dataclasses.replace(BY_NAME["mem-40gib-4gpu"], name="mem-24gib-4gpu",
+                                annotations={**BY_NAME["mem-40gib-4gpu"].annotations, routing.GPU_MEMORY: "24"})
+    jobs = [job(40), job(20), job(24.5), job(80), job(40, k=8, pods=2), job(40, k=2, pods=5)]
+    with pytest.raises(FleetError, match=r"job j40-2-5 \(5 x 2 nvidia.com/gpu\): no Placement declares"):
+        routing.route(routing.AUTO, jobs, BY_NAME)  # 5 pods: past the memory example's 4, and no plain gang of 5
+    route = routing.route(routing.AUTO, jobs[:-1], {**BY_NAME, lower.name: lower})
+    assert [route[j.name] for j in jobs[:-1]] == ["mem-40gib-4gpu", "mem-24gib-4gpu", "mem-40gib-4gpu",
+                                                  "best-fit-4gpu", "mem-40gib-8gpu"]
+    assert routing.declares(lower) == routing.Serves("memory", (4, 4), (1, 16), "24.0")
+    bad = dataclasses.replace(lower, annotations={**lower.annotations, routing.GPU_MEMORY: "lots"})
+    with pytest.raises(FleetError, match="gpu-memory-gib: expected GiB as a number, got 'lots'"):
+        routing.declares(bad)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from accelscore.devices import VENDORS, vendor_of_kind
 from accelscore.scorer.core.model import PLAIN_GPU_RESOURCE, DraShare, NodeExtras
+from accelscore.scorer.ingest.report_rows import DeviceRow
 from accelscore.v1 import report_pb2
 
 # The Node labels naming a node's NVLink domain (the vendor table: GPU feature discovery's clique label).
@@ -35,25 +36,26 @@ def product(model: str) -> str:
     return sys.intern(label)
 
 
-def profile_of(device: report_pb2.Device) -> str:
+def profile_of(device: DeviceRow) -> str:
     """A partition's profile: the device's own (newer agents), else the "... MIG <profile>" of its model name."""
-    if device.profile:
-        return sys.intern(device.profile.strip().lower()[:_MAX_KEY])
+    profile = device.device.profile
+    if profile:
+        return sys.intern(profile.strip().lower()[:_MAX_KEY])
     found = _PROFILE.search(device.model.lower().rpartition(" mig ")[2])
     return sys.intern(found.group(0)) if found else ""
 
 
-def is_partitioned(gpu: report_pb2.Device, instances: Sequence[report_pb2.Device]) -> bool:
+def is_partitioned(gpu: DeviceRow, instances: Sequence[DeviceRow]) -> bool:
     """MIG is on (it has instances, or NVML says MIG mode is enabled; unset reads False): profile requests only."""
     return bool(instances) or gpu.mig_enabled
 
 
-def is_whole(gpu: report_pb2.Device, instances: Sequence[report_pb2.Device]) -> bool:
+def is_whole(gpu: DeviceRow, instances: Sequence[DeviceRow]) -> bool:
     """A whole-GPU request can be given this GPU: not partitioned, not cut into shares (time-slicing, HAMi)."""
     return not instances and not gpu.mig_enabled and gpu.share_count <= 1
 
 
-def _partitions(gpus: Iterable[report_pb2.Device], migs: Mapping[str, Sequence[report_pb2.Device]],
+def _partitions(gpus: Iterable[DeviceRow], migs: Mapping[str, Sequence[DeviceRow]],
                 free_known: bool) -> tuple[tuple[str, int, int], ...]:
     """(profile, free, total) over usable GPUs: MIG instances, plus what DRA partitionable parents still allow."""
     free: dict[str, int] = {}
@@ -75,7 +77,7 @@ def _partitions(gpus: Iterable[report_pb2.Device], migs: Mapping[str, Sequence[r
     return tuple((name, free.get(name, 0), total[name]) for name in sorted(total))
 
 
-Devices = Sequence[report_pb2.Device]
+Devices = Sequence[DeviceRow]
 
 
 def _products(gpus: Devices, free_whole: Devices) -> tuple[tuple[str, int, int], ...]:
@@ -104,12 +106,12 @@ def _request_keys(kind: int, source: int, driver: str) -> tuple[str, ...]:
 def _resources(gpus: Devices, free_whole: Devices) -> tuple[tuple[str, int, int], ...]:
     """(resource, free whole GPUs, GPUs) per resource a pod can ask the node's GPUs under; () when every GPU is a
     device-plugin PLAIN_GPU_RESOURCE (most nodes: the plain scores count them all)."""
-    keys = [_request_keys(g.kind, g.source, g.dra_driver) for g in gpus]
-    if all(k == (PLAIN_GPU_RESOURCE,) for k in keys):
+    shapes = [(g.kind, g.source, g.dra_driver) for g in gpus]
+    if all(_request_keys(*shape) == (PLAIN_GPU_RESOURCE,) for shape in set(shapes)):  # most nodes: one shape
         return ()
     counts: dict[str, list[int]] = {}
-    for names in keys:
-        for name in names:
+    for shape in shapes:
+        for name in _request_keys(*shape):
             counts.setdefault(name, [0, 0])[1] += 1
     for gpu in free_whole:
         for name in _request_keys(gpu.kind, gpu.source, gpu.dra_driver):
@@ -147,14 +149,6 @@ def extras(gpus: Devices, migs: Mapping[str, Devices], report: report_pb2.NodeRe
         return only, None
     return only, NodeExtras(mig=partitions, shares_free=shares_free, shares_total=shares_total,
                             clique=clique, products=several, dra_shared=dra_shared, resources=resources)
-
-
-def whole_gpus_extras(model: str | None, report: report_pb2.NodeReport) -> tuple[str, NodeExtras | None]:
-    """`extras` of a node whose GPUs are all whole, unshared, device-plugin PLAIN_GPU_RESOURCE GPUs of one `model`
-    (None: no GPU), as ingest's hot path (`whole_gpus`) finds them: no partition, no share, one product, one
-    resource, so only the NVLink domain is left."""
-    clique = _clique(report)
-    return "" if model is None else product(model), NodeExtras(clique=clique) if clique else None
 
 
 def _clique(report: report_pb2.NodeReport) -> str:

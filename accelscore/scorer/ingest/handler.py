@@ -42,7 +42,7 @@ from accelscore.scorer.ingest.auth import AuthError, Identity, TokenAuthenticato
 from accelscore.scorer.ingest.figures import figures_key
 from accelscore.scorer.ingest.node_table import ReportRefused
 from accelscore.scorer.ingest.ordering import MAX_TRACKED, ReportOrder
-from accelscore.scorer.ingest.report_rows import ReportRows
+from accelscore.scorer.ingest.report_rows import ReportRows, read_report
 from accelscore.scorer.ingest.skew import UnknownItemCounts
 from accelscore.scorer.ingest.turn_batch import TurnBatch
 from accelscore.scorer.ingest.validate import (
@@ -52,7 +52,6 @@ from accelscore.scorer.ingest.validate import (
     check_header,
     validate_report,
 )
-from accelscore.scorer.ingest.whole_gpus import read_report
 from accelscore.v1 import report_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -82,7 +81,7 @@ CODES: dict[RejectReason, grpc.StatusCode] = {
 
 class Accept(Protocol):
     """Where a validated report goes (`NodeTable.accept`, the service's): take it or raise ReportRefused; `read` is
-    what ingest read of the report already (`whole_gpus.read_report`, None: nothing)."""
+    what ingest read of the report already (`report_rows.read_report`, None: nothing)."""
 
     def __call__(self, report: pb.NodeReport, received_at: float, *, read: ReportRows | None = None) -> object: ...
 

@@ -12,11 +12,10 @@ from accelscore.scorer.core.model import ClusterSnapshot, NodeEntry, NodeSummary
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.ingest.dra_shares import fold_shares
 from accelscore.scorer.ingest.node_groups import UNKNOWN, NodeGroups, node_groups, regroup
-from accelscore.scorer.ingest.plausible import NodeBounds, cap_free, implausible, node_bounds
-from accelscore.scorer.ingest.report_rows import ReportRows
+from accelscore.scorer.ingest.plausible import NodeBounds, cap_free, device_counts, implausible, node_bounds
+from accelscore.scorer.ingest.report_rows import ReportRows, rows_of
 from accelscore.scorer.ingest.summarize import summarize
 from accelscore.scorer.ingest.validate import Rejection
-from accelscore.scorer.ingest.whole_gpus import summarize_whole_gpus
 from accelscore.v1 import report_pb2
 
 
@@ -142,16 +141,18 @@ class NodeTable:
 
     def accept(self, report: report_pb2.NodeReport, received_at: float, *,
                read: ReportRows | None = None) -> NodeSummary:
-        """Summarise once at ingest, keep only the newest per node; `ReportRefused` when implausible. `read`: what
-        ingest read of the report already (`whole_gpus.read_report`)."""
-        fast = summarize_whole_gpus(report, self._config, received_at=received_at, read=read)
-        summary, counts = fast if fast is not None else (summarize(report, self._config, received_at=received_at),
-                                                         None)
+        """Summarise once at ingest, keep only the newest per node; `ReportRefused` when implausible. `read`: the
+        report's rows as ingest read them already (`report_rows.read_report`; else they are read here): the summary
+        and plausibility both take them."""
+        if read is None:
+            read = rows_of(report)
+        summary = summarize(report, self._config, received_at=received_at, read=read)
         name = summary.node  # the report's node_name, read once
         with self._lock:
             facts = None if self._nodes is None else self._nodes.get(name)
             bounds = self._bounds.get(name)
             dra = self._dra
+        counts = device_counts(read.devices, dra_known=dra is not None)
         if facts is not None and facts.capacity is not None and facts.allocatable is not None:
             if bounds is None or bounds[0] is not facts:  # folded once per Node change, not per report
                 bounds = (facts, node_bounds(facts.capacity, facts.allocatable))
@@ -159,12 +160,11 @@ class NodeTable:
                     self._bounds[name] = bounds
             rejection = implausible(report, summary, bounds=bounds[1], counts=counts,
                                     dra=None if dra is None else dra.get(name), dra_known=dra is not None,
-                                    resources=None if read is None else read.resources)
+                                    resources=read.resources)
             if rejection is not None:
                 raise ReportRefused(rejection)
-        uses_dra = counts.uses_dra if counts is not None else any(
-            d.source == report_pb2.DEVICE_SOURCE_DRA for d in report.devices)
-        key = None if read is None else read.figures
+        uses_dra = counts.uses_dra
+        key = read.figures
         with self._lock:
             if key is None:
                 self._figures.pop(name, None)

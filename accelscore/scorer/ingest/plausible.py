@@ -26,13 +26,13 @@ that no allocated ResourceClaim holds (an `adminAccess` result holds nothing) an
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from accelscore.devices import VENDORS, AcceleratorFamily, ResourceRole, Vendor, accelerator_resource, resource_info
 from accelscore.devices.dra import NodeDraView
 from accelscore.scorer.core.model import NodeSummary
-from accelscore.scorer.ingest.report_rows import ResourceRow, resource_rows
+from accelscore.scorer.ingest.report_rows import DeviceRow, ResourceRow, device_rows, resource_rows
 from accelscore.scorer.ingest.validate import Rejection, RejectReason
 from accelscore.v1 import report_pb2 as pb
 
@@ -107,7 +107,7 @@ def node_bounds(capacity: Mapping[str, float], allocatable: Mapping[str, float])
 
 @dataclass(frozen=True, slots=True)
 class DeviceCounts:
-    """A report's devices as plausibility counts them (one pass; `device_counts`, or ingest's hot path)."""
+    """A report's devices as plausibility counts them (`device_counts`)."""
 
     physical: Mapping[int, int]  # kind -> every physical device, partitioned or not
     unsplit: Mapping[int, int]  # kind -> physical devices not split into partitions
@@ -115,23 +115,33 @@ class DeviceCounts:
     uses_dra: bool  # any device is a DRA device
 
 
-def device_counts(report: pb.NodeReport, *, dra_known: bool = True) -> DeviceCounts:
-    """The report's device counts; `dra_known` False leaves DRA devices out (the scorer's DRA view is not there)."""
-    uses_dra = any(d.source == _DRA_SOURCE for d in report.devices)
-    devices = [(d.kind, d.id, d.parent_id, d.mig_enabled) for d in report.devices
-               if dra_known or d.source != _DRA_SOURCE]
-    parents = {parent for _, _, parent, _ in devices if parent}
+def device_counts(devices: Sequence[DeviceRow], *, dra_known: bool = True) -> DeviceCounts:
+    """The report's device counts (its rows, `report_rows`), in one pass; `dra_known` False leaves DRA devices out
+    (the scorer's DRA view is not there)."""
     physical: dict[int, int] = {}
-    unsplit: dict[int, int] = {}
     parts: dict[int, int] = {}
-    whole_kinds, partition_kinds = _WHOLE_KINDS, _PARTITION_KINDS
-    for kind, dev_id, _, mig_enabled in devices:
+    unsplit_ids: dict[int, list[str]] = {}  # kind -> ids of physical devices that are not MIG-enabled
+    parents: set[str] = set()
+    uses_dra = False
+    whole_kinds, partition_kinds, dra = _WHOLE_KINDS, _PARTITION_KINDS, _DRA_SOURCE
+    for device in devices:
+        if device.source == dra:
+            uses_dra = True
+            if not dra_known:
+                continue
+        parent = device.parent_id
+        if parent:
+            parents.add(parent)
+        kind = device.kind
         if kind in whole_kinds:
             physical[kind] = physical.get(kind, 0) + 1
-            if not (mig_enabled or dev_id in parents):
-                unsplit[kind] = unsplit.get(kind, 0) + 1
+            if not device.mig_enabled:
+                unsplit_ids.setdefault(kind, []).append(device.id)
         elif kind in partition_kinds:
             parts[kind] = parts.get(kind, 0) + 1
+    # A physical device some partition names as its parent is split, whichever order the report lists them in.
+    unsplit = {kind: count for kind, ids in unsplit_ids.items()
+               if (count := len(ids) if not parents else sum(1 for i in ids if i not in parents))}
     return DeviceCounts(physical, unsplit, parts, uses_dra)
 
 
@@ -143,12 +153,12 @@ def implausible(report: pb.NodeReport, summary: NodeSummary, *, capacity: Mappin
     the devices). `bounds` are the Node's folded once (`node_bounds`); else they are folded here from `capacity`
     and `allocatable`. `dra_known` False: the scorer's DRA view is not there yet (watches syncing): DRA devices
     are then left out of the bounds, and a report with DRA devices is bounded only where the device plugin is.
-    `counts`: the report's `device_counts`, `resources` its `report_rows.resource_rows`, when the caller has them
-    already."""
+    `counts`: the report's `device_counts`, `resources` its resource rows, when the caller has them already
+    (`report_rows.read_report`)."""
     if bounds is None:
         bounds = node_bounds(capacity or {}, allocatable or {})
     if counts is None:
-        counts = device_counts(report, dra_known=dra_known)
+        counts = device_counts(device_rows(report.devices), dra_known=dra_known)
     uses_dra, physical, unsplit, parts = counts.uses_dra, counts.physical, counts.unsplit, counts.partitions
     whole_kinds, partition_kinds = bounds.whole, bounds.partitions
     # Each bound in turn, the first one exceeded refused (its message is built only then: ingest checks every report).

@@ -7,7 +7,8 @@ NaN, a negative count, or unknown-read-as-free.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from accelscore.devices import (
     KINDS,
@@ -21,13 +22,14 @@ from accelscore.devices import (
 from accelscore.scorer.core.model import COMPUTE_SCALE, DraShare, NodeExtras, NodeSummary
 from accelscore.scorer.core.scoring_config import ScoringConfig
 from accelscore.scorer.ingest import gpu_layout
-from accelscore.scorer.ingest.report_rows import ResourceRow, resource_rows
+from accelscore.scorer.ingest.report_rows import CollectorRow, DeviceRow, ReportRows, ResourceRow, rows_of
 from accelscore.v1 import report_pb2
 
 _OK = report_pb2.COLLECTOR_STATE_OK
 _ABSENT = report_pb2.COLLECTOR_STATE_ABSENT
 _DRA = report_pb2.DEVICE_SOURCE_DRA
 _DRA_COLLECTOR = CollectorName.DRA.value
+_NODE, _KUBELET = CollectorName.NODE.value, CollectorName.KUBELET.value
 # Kinds by family (accelscore.devices.KINDS); any other kind is a newer agent's: skipped here, counted at ingest.
 _GPU = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and not i.partition)
 _PARTITION = frozenset(k for k, i in KINDS.items() if i.family is AcceleratorFamily.GPU and i.partition)
@@ -74,16 +76,16 @@ def _family_api_free(free: dict[str, float | None], resources: tuple[str, ...]) 
     return sum(known) if known else None
 
 
-def _mem_free(device: report_pb2.Device) -> float:
+def _mem_free(device: DeviceRow) -> float:
     """total - reserved - used in bytes when total and used are known (reserved only when reported), else 0."""
     # An unset total reads 0 (so nothing is free) and an unset reserved reads 0 (nothing to take off): only
     # an unset `used` must be asked about, since reading it as 0 would count the whole GPU free.
     # NVML memory_v2 counts reserved apart from used; it is never available to a workload.
     free = device.memory_total_bytes - device.memory_used_bytes - device.memory_reserved_bytes
-    return float(free) if free > 0 and device.HasField("memory_used_bytes") else 0.0
+    return float(free) if free > 0 and device.device.HasField("memory_used_bytes") else 0.0
 
 
-def _takes_more_work(device: report_pb2.Device) -> bool:
+def _takes_more_work(device: DeviceRow) -> bool:
     """Unassigned, or assigned only through sharing (time-slicing `::N` ids, a vendor's shared resource).
 
     An exclusively allocated GPU may sit idle with its memory free, but no new pod can be bound to it,
@@ -98,10 +100,11 @@ def _takes_more_work(device: report_pb2.Device) -> bool:
     return all("::" in a.device_id or _shared(a.resource_name) for a in assignments)
 
 
-def _dra_share(device: report_pb2.Device) -> DraShare:
+def _dra_share(device: DeviceRow) -> DraShare:
     """A shareable DRA device as reported: its key and its telemetry's free memory (None: none read)."""
-    telemetry = device.HasField("memory_used_bytes") and device.memory_total_bytes > 0
-    return DraShare((device.dra_driver, device.dra_pool, device.dra_device), _mem_free(device) if telemetry else None)
+    message = device.device
+    telemetry = message.HasField("memory_used_bytes") and device.memory_total_bytes > 0
+    return DraShare((device.dra_driver, message.dra_pool, message.dra_device), _mem_free(device) if telemetry else None)
 
 
 def _shared(resource: str) -> bool:
@@ -109,38 +112,63 @@ def _shared(resource: str) -> bool:
     return info is not None and info.role is ResourceRole.SHARED
 
 
+class _Families(NamedTuple):
+    """A report's devices by family, in one pass: physical GPUs, partitions by parent, TPU chips."""
+
+    gpus: list[DeviceRow]
+    migs: dict[str, list[DeviceRow]]
+    chips: list[DeviceRow]
+    gpu_assignment_known: bool  # every GPU's and partition's own `assignment_known` (not yet its collector's)
+    tpu_assignment_known: bool
+
+
+def _families(devices: Sequence[DeviceRow]) -> _Families:
+    gpus: list[DeviceRow] = []
+    migs: dict[str, list[DeviceRow]] = {}
+    chips: list[DeviceRow] = []
+    gpu_known = tpu_known = True
+    gpu_kinds, partition_kinds, tpu_kinds = _GPU, _PARTITION, _TPU
+    for device in devices:
+        kind = device.kind
+        if kind in gpu_kinds:
+            gpus.append(device)
+        elif kind in partition_kinds:
+            migs.setdefault(device.parent_id, []).append(device)
+        elif kind in tpu_kinds:
+            chips.append(device)
+            tpu_known = tpu_known and device.assignment_known
+            continue
+        else:
+            continue  # a newer agent's kind: skipped here, counted at ingest
+        gpu_known = gpu_known and device.assignment_known
+    return _Families(gpus, migs, chips, gpu_known, tpu_known)
+
+
 def _gpu_part(
-    report: report_pb2.NodeReport, config: ScoringConfig, states: Mapping[str, int], kubelet_ok: bool,
+    families: _Families, report: report_pb2.NodeReport, config: ScoringConfig, states: Mapping[str, int],
+    kubelet_ok: bool,
 ) -> tuple[int, int, int, bool, float, float, str, NodeExtras | None]:
     """(total, healthy, free, free_known, mem_free_max_bytes, compute_free, product, extras) over physical GPUs;
     free counts whole GPUs only (gpu_layout: MIG-enabled and shared GPUs are not whole).
 
     Each device is vouched for by its own vendor's collector (`KINDS[kind].collector`), so one vendor's
-    collector being ABSENT or UNKNOWN never hides another vendor's GPUs on the same node.
+    collector being ABSENT or UNKNOWN never hides another vendor's GPUs on the same node. Ingest runs this for
+    every report it reads: the common case (a vendor's collector OK, no partitions) calls no helper per device.
     """
-    gpus: list[report_pb2.Device] = []
-    migs: dict[str, list[report_pb2.Device]] = {}
-    assignment_known = kubelet_ok  # a device's own `assignment_known` cannot vouch past its collector
-    for device in report.devices:
-        kind = device.kind
-        if kind in _GPU:
-            gpus.append(device)
-        elif kind in _PARTITION:
-            migs.setdefault(device.parent_id, []).append(device)
-        else:
-            continue
-        assignment_known = assignment_known and device.assignment_known
-    free_known = _family_read(_GPU_COLLECTORS, states, gpus) and assignment_known
+    gpus, migs = families.gpus, families.migs
+    # A device's own `assignment_known` cannot vouch past its collector.
+    free_known = families.gpu_assignment_known and kubelet_ok and _family_read(_GPU_COLLECTORS, states, gpus)
     healthy = free = units = 0
     mem_max = 0.0
-    usable_gpus: list[report_pb2.Device] = []
-    free_gpus: list[report_pb2.Device] = []
+    usable_gpus: list[DeviceRow] = []
+    free_gpus: list[DeviceRow] = []
+    busy: list[tuple[int, DeviceRow]] = []  # (free memory, GPU) of assigned GPUs: do they take more work?
     shared: list[DraShare] = []  # shareable DRA devices (rare): counted from the scorer's view of their claims
+    usable_healths, voucher, ok, units_of = _USABLE, _VOUCHER, _OK, config.gpu_weight_units
     for gpu in gpus:
-        instances = migs.get(gpu.id, ())
-        usable = gpu.health in _USABLE and _vouched(gpu, states)
-        if not usable:
+        if gpu.health not in usable_healths or (states.get(voucher[gpu.kind]) != ok and not _vouched(gpu, states)):
             continue  # unhealthy or unknown health: neither healthy, nor free, nor memory
+        instances = migs.get(gpu.id, ()) if migs else ()
         healthy += 1
         usable_gpus.append(gpu)
         if gpu.dra_shareable:
@@ -148,16 +176,26 @@ def _gpu_part(
         if instances or gpu.mig_enabled:  # unset reads False
             # A MIG-enabled GPU offers its instances' memory; an instance of unknown health offers nothing.
             for mig in instances:
-                if mig.health in _USABLE and _takes_more_work(mig):
+                if mig.health in usable_healths and _takes_more_work(mig):
                     mem_max = max(mem_max, _mem_free(mig))
-                if mig.dra_shareable and mig.health in _USABLE:
+                if mig.dra_shareable and mig.health in usable_healths:
                     shared.append(_dra_share(mig))
-        elif _takes_more_work(gpu):
-            mem_max = max(mem_max, _mem_free(gpu))
+        else:
+            mem_free = gpu.memory_total_bytes - gpu.memory_used_bytes - gpu.memory_reserved_bytes
+            if gpu.assignments:
+                busy.append((mem_free, gpu))
+            elif mem_free > mem_max:
+                mem_max = max(mem_max, _mem_free(gpu))
         if free_known and not gpu.assignments and gpu_layout.is_whole(gpu, instances):
             free += 1
             free_gpus.append(gpu)
-            units += config.gpu_weight_units(gpu.model)  # whole units: the sum is exact
+            units += units_of(gpu.model)  # whole units: the sum is exact
+    # The most free memory is a maximum, so the order the GPUs are looked at does not change it: the assigned ones
+    # (whose free memory is most often less than an idle GPU's) are asked whether they take more work (time-sliced)
+    # only when theirs would raise it.
+    for mem_free, gpu in busy:
+        if mem_free > mem_max and _takes_more_work(gpu):
+            mem_max = max(mem_max, _mem_free(gpu))
     if not free_known:
         free, units, mem_max = 0, 0, 0.0  # which memory can take work is unknown, so none counts
     product, extras = gpu_layout.extras(gpus, migs, report, usable=usable_gpus, free_whole=free_gpus,
@@ -165,17 +203,17 @@ def _gpu_part(
     return len(gpus), healthy, free, free_known, mem_max, units / COMPUTE_SCALE, product, extras
 
 
-def _tpu_part(report: report_pb2.NodeReport, states: Mapping[str, int], kubelet_ok: bool) -> tuple[int, int, bool]:
+def _tpu_part(families: _Families, states: Mapping[str, int], kubelet_ok: bool) -> tuple[int, int, bool]:
     """(total, free, free_known) over TPU chips, each vouched for by its own vendor's collector."""
-    chips = [d for d in report.devices if d.kind in _TPU]
-    assignment_known = kubelet_ok and all(d.assignment_known for d in chips)
+    chips = families.chips
+    known = families.tpu_assignment_known and kubelet_ok and _family_read(_TPU_COLLECTORS, states, chips)
+    if not chips:
+        return 0, 0, known
     free = sum(1 for d in chips if d.health in _USABLE and not d.assignments and _vouched(d, states))
-    known = _family_read(_TPU_COLLECTORS, states, chips) and assignment_known
-    total = len(chips)
-    return total, free if known else 0, known
+    return len(chips), free if known else 0, known
 
 
-def _vouched(device: report_pb2.Device, states: Mapping[str, int]) -> bool:
+def _vouched(device: DeviceRow, states: Mapping[str, int]) -> bool:
     """Whether a device's presence and health are vouched for: its vendor's collector was OK; or it is a DRA
     device, the `dra` collector was OK and the vendor's telemetry is simply not on this host (ABSENT or
     unnamed): then its driver's ResourceSlice and taints vouch for it (docs/dra.md)."""
@@ -185,7 +223,7 @@ def _vouched(device: report_pb2.Device, states: Mapping[str, int]) -> bool:
     return device.source == _DRA and states.get(_DRA_COLLECTOR) == _OK and vendor in (None, _ABSENT)
 
 
-def _family_read(collectors: frozenset[str], states: Mapping[str, int], devices: Iterable[report_pb2.Device]) -> bool:
+def _family_read(collectors: frozenset[str], states: Mapping[str, int], devices: Iterable[DeviceRow]) -> bool:
     """Whether a family's free count can be known: one of its vendors' collectors was read (OK), or the `dra`
     collector vouches for some of its devices; and no vendor collector the report names is UNKNOWN (it may hold
     devices nobody can see). ABSENT = that vendor has no hardware here; unnamed = an older agent."""
@@ -195,24 +233,29 @@ def _family_read(collectors: frozenset[str], states: Mapping[str, int], devices:
     return any(s == _OK for s in named) or any(_vouched(d, states) for d in devices)
 
 
-def _assignments_vouched(report: report_pb2.NodeReport) -> bool:
-    """Whether devices' `assignment_known` may be believed: the kubelet collector is OK, or the host has none.
+def _assignments_vouched(collectors: Iterable[CollectorRow]) -> bool:
+    """Whether devices' `assignment_known` may be believed: the (first) kubelet collector is OK, or the host has
+    none.
 
     ABSENT or unlisted = no kubelet on the host (local mode, where the agent uses NVML processes);
     UNKNOWN or unspecified = the kubelet should be there but was not read, so no assignment is known.
     """
-    state = next((c.state for c in report.collectors if c.name == CollectorName.KUBELET.value), None)
+    state = next((state for name, state, _ in collectors if name == _KUBELET), None)
     return state in (None, _OK, report_pb2.COLLECTOR_STATE_ABSENT)
 
 
-def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_at: float) -> NodeSummary:
-    """What one NodeReport contributes to scoring (unknown is None / not known, never free)."""
-    states = {c.name: c.state for c in report.collectors}
-    api = _api_free(resource_rows(report.resources), states.get(CollectorName.NODE.value, 0))
-    kubelet_ok = _assignments_vouched(report)
+def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_at: float,
+              read: ReportRows | None = None) -> NodeSummary:
+    """What one NodeReport contributes to scoring (unknown is None / not known, never free). `read`: the report's
+    rows as ingest read them already (`report_rows.read_report`); else they are read here."""
+    rows = rows_of(report) if read is None else read
+    states = {name: state for name, state, _ in rows.collectors}
+    api = _api_free(rows.resources, states.get(_NODE, 0))
+    kubelet_ok = _assignments_vouched(rows.collectors)
+    families = _families(rows.devices)
     gpu_total, gpu_healthy, gpu_free, gpu_known, mem_max, compute, product, extras = _gpu_part(
-        report, config, states, kubelet_ok)
-    tpu_total, tpu_free, tpu_known = _tpu_part(report, states, kubelet_ok)
+        families, report, config, states, kubelet_ok)
+    tpu_total, tpu_free, tpu_known = _tpu_part(families, states, kubelet_ok)
     stamp = report.time
     report_time = stamp.seconds + stamp.nanos / 1e9 if report.HasField("time") else 0.0
     return NodeSummary(
@@ -236,10 +279,3 @@ def summarize(report: report_pb2.NodeReport, config: ScoringConfig, *, received_
         gpu_product=product,
         extras=extras,
     )
-
-
-# The rules ingest's one-pass hot path (`whole_gpus`) shares with this module: one definition of each.
-GPU_KINDS, USABLE, VOUCHER, OK = _GPU, _USABLE, _VOUCHER, _OK
-GPU_COLLECTORS, TPU_COLLECTORS = _GPU_COLLECTORS, _TPU_COLLECTORS
-GPU_RESOURCES, TPU_RESOURCES = _GPU_RESOURCES, _TPU_RESOURCES
-api_free, family_api_free, family_read, takes_more_work = _api_free, _family_api_free, _family_read, _takes_more_work

@@ -15,13 +15,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from accelscore.devices import COLLECTOR_NAMES, KIND_VALUES
-from accelscore.scorer.ingest.report_rows import CollectorRow, ReportRows, ResourceRow, collector_rows, resource_rows
+from accelscore.scorer.ingest.report_rows import (
+    MAX_COLLECTORS,
+    MAX_DEVICES,
+    MAX_RESOURCES,
+    CollectorRow,
+    DeviceRow,
+    ReportRows,
+    ResourceRow,
+    collector_rows,
+    device_rows,
+    resource_rows,
+)
 from accelscore.v1 import report_pb2 as pb
 
+__all__ = ["MAX_ASSIGNMENTS_PER_DEVICE", "MAX_CLOCK_SKEW_S", "MAX_COLLECTORS", "MAX_DEVICES", "MAX_ID_CHARS",
+           "MAX_NODE_ITEMS", "MAX_RESOURCES", "MAX_XID_KINDS_PER_DEVICE", "RATIO_EPS", "RejectReason", "Rejection",
+           "assignments_ok", "check_header", "node_name_problem", "validate_report"]
+
 MAX_CLOCK_SKEW_S = 120.0  # a report's time may differ from the scorer's clock this much either way
-MAX_DEVICES = 1024
-MAX_RESOURCES = 64
-MAX_COLLECTORS = 16
 MAX_ASSIGNMENTS_PER_DEVICE = 256  # time-slicing can hand one GPU to many containers
 MAX_XID_KINDS_PER_DEVICE = 64
 MAX_NODE_ITEMS = 256  # conditions, taints, labels each
@@ -86,9 +98,9 @@ def validate_report(report: pb.NodeReport, *, now: float, max_clock_skew_s: floa
                     unknown: list[tuple[str, str]] | None = None, read: ReportRows | None = None) -> Rejection | None:
     """The first reason `report` must be refused, or None when it is acceptable. `unknown`, when given, gets
     ("collector", name) and ("device_kind", kind) of what this version does not know (a newer agent's: not
-    refused), found on the same pass so ingest reads no field twice. `read`: what ingest's hot path read of the
-    report already (`whole_gpus.read_report`): its collectors and resources are checked from those rows, and its
-    devices not again when `read.devices` is set (every device was found valid and of a known kind)."""
+    refused), found on the same pass so ingest reads no field twice. `read`: the report's rows as ingest read them
+    already (`report_rows.read_report`), which the summary and plausibility take on; else they are read here, each
+    list counted before it is read."""
     try:
         _check_header(report, now, max_clock_skew_s)
         if read is None:
@@ -98,11 +110,13 @@ def validate_report(report: pb.NodeReport, *, now: float, max_clock_skew_s: floa
             resources = report.resources
             _check_count(len(resources), MAX_RESOURCES, "resources")
             _check_resources(resource_rows(resources))
+            devices = report.devices
+            _check_count(len(devices), MAX_DEVICES, "devices")
+            _check_devices(device_rows(devices), unknown)
         else:
             _check_collectors(read.collectors, unknown)
             _check_resources(read.resources)
-        if read is None or read.devices is None:
-            _check_devices(report.devices, unknown)
+            _check_devices(read.devices, unknown)
         if report.HasField("node"):
             _check_node(report.node)
         if report.HasField("host"):
@@ -177,15 +191,14 @@ def _check_resources(resources: Sequence[ResourceRow]) -> None:
             raise _Bad(RejectReason.INVALID_VALUE, f"resources[{name}].free={free} is not finite")
 
 
-def _check_devices(devices: Sequence[pb.Device], unknown: list[tuple[str, str]] | None = None) -> None:
-    if len(devices) > MAX_DEVICES:
-        raise _Bad(RejectReason.OVERSIZED, f"{len(devices)} devices (at most {MAX_DEVICES})")
+def _check_devices(devices: Sequence[DeviceRow], unknown: list[tuple[str, str]] | None = None) -> None:
+    """Every device's bounds (the one place they are checked), the common (valid) case in one expression."""
+    _check_count(len(devices), MAX_DEVICES, "devices")
     seen: set[str] = set()
     healths, ratio, limit, inf = _HEALTHS, _MAX_RATIO, MAX_ID_CHARS, math.inf
     for i, dev in enumerate(devices):
-        # The common (valid) case in one expression: ingest runs this for every device of every report
-        # (10,000 reports/s on one core). Unset optional readings read as 0.0, which every check accepts.
-        # Anything false goes the slow way, which finds the first problem and names it.
+        # Ingest runs this for every device of every report it reads. Unset optional readings read as 0.0, which
+        # every check accepts. Anything false goes the slow way, which finds the first problem and names it.
         dev_id = dev.id
         kind = dev.kind
         assignments = dev.assignments
@@ -212,7 +225,7 @@ def assignments_ok(assignments: Sequence[pb.Assignment]) -> bool:
     return count <= MAX_ASSIGNMENTS_PER_DEVICE and all(a.pod and a.namespace for a in assignments)
 
 
-def _device_problem(i: int, dev: pb.Device, seen: set[str]) -> None:
+def _device_problem(i: int, dev: DeviceRow, seen: set[str]) -> None:
     """Raise the first problem of a device that failed the combined check (message built only here)."""
     dev_id = dev.id
     if not dev_id or len(dev_id) > MAX_ID_CHARS:
@@ -236,7 +249,7 @@ def _device_problem(i: int, dev: pb.Device, seen: set[str]) -> None:
     raise _Bad(RejectReason.OVERSIZED, f"devices[{dev_id}] has {len(dev.xid_counts)} xid counts")
 
 
-def _device_enum_problem(dev: pb.Device, dev_id: str) -> None:
+def _device_enum_problem(dev: DeviceRow, dev_id: str) -> None:
     if dev.kind == pb.DEVICE_KIND_UNSPECIFIED:  # any other value is a kind, maybe a newer agent's
         raise _Bad(RejectReason.INVALID_VALUE, f"devices[{dev_id}].kind is unspecified")
     if dev.health not in _HEALTHS:

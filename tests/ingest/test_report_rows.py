@@ -1,5 +1,6 @@
-"""Ingest's one-pass hot path (`whole_gpus`) gives what the general path gives: the same validation verdict, the
-same summary and the same plausibility counts, for every report it takes; any other shape goes the general way."""
+"""Ingest reads each report's devices, collectors and resources once into rows (`report_rows`) that validation, the
+summary and plausibility all take: each gives from the rows what it gives from the report read afresh, for every
+shape (whole GPUs, MIG, shares, DRA, TPU, several models, invalid devices) and every fixture fleet."""
 
 from __future__ import annotations
 
@@ -9,11 +10,21 @@ from pathlib import Path
 
 import pytest
 
+from accelscore.scorer.core.model import NodeSummary
 from accelscore.scorer.core.scoring_config import default_scoring_config
-from accelscore.scorer.ingest.plausible import device_counts
+from accelscore.scorer.ingest.node_table import NodeFacts, NodeTable, ReportRefused
+from accelscore.scorer.ingest.plausible import device_counts, implausible
+from accelscore.scorer.ingest.report_rows import (
+    DEVICE_FIELDS,
+    MAX_DEVICES,
+    DeviceRow,
+    ReportRows,
+    device_rows,
+    read_report,
+    rows_of,
+)
 from accelscore.scorer.ingest.summarize import summarize
-from accelscore.scorer.ingest.validate import RejectReason, validate_report
-from accelscore.scorer.ingest.whole_gpus import read_devices, read_report, summarize_whole_gpus
+from accelscore.scorer.ingest.validate import Rejection, RejectReason, validate_report
 from accelscore.simulator.fleet import load_fleet
 from accelscore.v1 import report_pb2 as pb
 from tests.ingest.sample import eight_gpu_report
@@ -109,7 +120,7 @@ MUTATIONS: dict[str, Callable[[pb.NodeReport], object]] = {
     "AMD and NVIDIA": _devices(lambda d: setattr(d, "kind", pb.DEVICE_KIND_AMD_GPU), slice(0, 4)),
     "unschedulable": lambda r: setattr(r.node, "unschedulable", True),
     "NVLink clique label": lambda r: r.node.labels.__setitem__("nvidia.com/gpu.clique", "cluster-a.1"),
-    # Shapes the hot path leaves to the general one:
+    # Other shapes:
     "two models": _devices(lambda d: setattr(d, "model", "NVIDIA A100-SXM4-80GB"), slice(0, 1)),
     "MIG enabled": _devices(lambda d: setattr(d, "mig_enabled", True), slice(0, 1)),
     "shared": _devices(lambda d: setattr(d, "share_count", 4), slice(7, 8)),
@@ -117,7 +128,7 @@ MUTATIONS: dict[str, Callable[[pb.NodeReport], object]] = {
     "a TPU chip": _devices(lambda d: setattr(d, "kind", pb.DEVICE_KIND_TPU_CHIP), slice(7, 8)),
     "a newer agent's kind": _devices(lambda d: setattr(d, "kind", 97), slice(7, 8)),
     "a partition": _devices(lambda d: setattr(d, "parent_id", "GPU-parent"), slice(7, 8)),
-    # Invalid devices (the general path names the problem):
+    # Invalid devices (validation names the problem):
     "temperature NaN": _devices(lambda d: setattr(d, "temperature_celsius", math.nan), slice(3, 4)),
     "utilization above 1": _devices(lambda d: setattr(d, "utilization_ratio", 1.5), slice(3, 4)),
     "negative power": _devices(lambda d: setattr(d, "power_watts", -1.0), slice(3, 4)),
@@ -135,36 +146,70 @@ def _reports() -> Iterator[tuple[str, pb.NodeReport]]:
         yield f"fleet {report.node_name}", report
 
 
+def _accept(report: pb.NodeReport, amounts: dict[str, float], read: ReportRows | None) -> NodeSummary | Rejection:
+    """What a node table whose Node advertises `amounts` makes of the report: its summary, or why it refused it."""
+    table = NodeTable(cluster="c", config=CONFIG)
+    table.set_nodes({report.node_name: NodeFacts(report.node_name, True, capacity=amounts, allocatable=amounts)})
+    try:
+        return table.accept(report, NOW, read=read)
+    except ReportRefused as refused:
+        return refused.rejection
+
+
 # It loads every fixture fleet (437 nodes): 60 s of its 105 s at load 14 on 2 cores, near the suite's 120 s.
 @pytest.mark.timeout(600)
-def test_every_report_the_hot_path_takes_gets_the_general_paths_verdict_summary_and_counts() -> None:
-    taken = left = 0
+def test_every_report_gets_from_its_rows_the_verdict_summary_and_counts_it_gets_read_afresh() -> None:
+    amounts = {"nvidia.com/gpu": 8.0, "amd.com/gpu": 8.0, "cpu": 1000.0, "memory": 1e13}
+    shapes = set()
     for name, report in _reports():
-        rows = read_devices(report)
-        general = validate_report(report, now=NOW)
-        if rows is None:
-            left += 1
-            assert summarize_whole_gpus(report, CONFIG, received_at=NOW) is None, name
-            continue
-        taken += 1
         read = read_report(report)
-        assert read is not None and read.devices == rows, name
-        assert validate_report(report, now=NOW, read=read) == general, name
-        fast = summarize_whole_gpus(report, CONFIG, received_at=NOW, read=read)
-        assert fast is not None, name
-        summary, counts = fast
+        assert read is not None, name
+        assert [r.id for r in read.devices] == [r.id for r in rows_of(report).devices] == [d.id for d in report.devices]
+        assert validate_report(report, now=NOW, read=read) == validate_report(report, now=NOW), name
+        summary = summarize(report, CONFIG, received_at=NOW, read=read)
         assert summary == summarize(report, CONFIG, received_at=NOW), name
         assert summary.scan == summarize(report, CONFIG, received_at=NOW).scan, name
-        assert counts == device_counts(report), name
-    assert taken >= 20 and left >= 15  # both paths were exercised
+        counts = device_counts(read.devices)
+        assert implausible(report, summary, capacity=amounts, allocatable=amounts, counts=counts,
+                           resources=read.resources) == implausible(report, summary, capacity=amounts,
+                                                                    allocatable=amounts), name
+        taken = _accept(report, amounts, read)
+        assert taken == _accept(report, amounts, None), name
+        assert isinstance(taken, Rejection) or taken == summary, name
+        shapes.add((summary.gpu_total > 0, summary.extras is not None, summary.tpu_total > 0,
+                    validate_report(report, now=NOW) is None))
+    assert len(shapes) >= 5  # whole GPUs, extras (MIG, shares, DRA, cliques), TPUs, invalid reports
+
+
+def test_device_counts_count_a_parent_listed_after_its_partitions_as_split() -> None:
+    report = pb.NodeReport(node_name="n")
+    report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_MIG, id="MIG-1", parent_id="GPU-a")
+    report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id="GPU-a")
+    report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id="GPU-b")
+    report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id="GPU-c", mig_enabled=True)
+    report.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id="GPU-d", source=pb.DEVICE_SOURCE_DRA)
+    gpu, mig = pb.DEVICE_KIND_NVIDIA_GPU, pb.DEVICE_KIND_NVIDIA_MIG
+    counts = device_counts(device_rows(report.devices))
+    assert (counts.physical, counts.unsplit, counts.partitions, counts.uses_dra) == ({gpu: 4}, {gpu: 2}, {mig: 1}, True)
+    unknown = device_counts(device_rows(report.devices), dra_known=False)  # DRA devices left out, still noted
+    assert (unknown.physical, unknown.unsplit, unknown.uses_dra) == ({gpu: 3}, {gpu: 1}, True)
+
+
+def test_a_row_names_each_field_it_read() -> None:
+    report = _mutated(lambda r: None)
+    row = device_rows(report.devices)[0]
+    assert isinstance(row, DeviceRow) and row.device == report.devices[0]
+    for field in DEVICE_FIELDS:
+        assert getattr(row, field) == getattr(report.devices[0], field), field
 
 
 @pytest.mark.parametrize("name", ["temperature NaN", "utilization above 1", "negative power", "an id twice",
                                   "an empty id", "unknown health value", "an assignment without pod"])
-def test_an_invalid_device_leaves_the_hot_path_and_is_refused_by_validation(name: str) -> None:
+def test_an_invalid_device_is_refused_from_its_rows_with_the_same_message(name: str) -> None:
     report = _mutated(MUTATIONS[name])
-    assert read_devices(report) is None
-    assert validate_report(report, now=NOW) is not None
+    refused = validate_report(report, now=NOW)
+    assert refused is not None and refused.reason is not RejectReason.OVERSIZED
+    assert validate_report(report, now=NOW, read=read_report(report)) == refused
 
 
 def _collector(name: str, state: int = pb.COLLECTOR_STATE_OK, duration: float = 0.0) -> Callable[[pb.NodeReport], None]:
@@ -186,7 +231,7 @@ def _resource(name: str, allocatable: float = 1.0, requested: float = 0.0, free:
 def test_collectors_and_resources_read_once_get_the_same_verdict(edit: Callable[[pb.NodeReport], object]) -> None:
     report = _mutated(edit)
     read = read_report(report)
-    assert read is not None and read.devices is not None  # the devices are the hot path's shape
+    assert read is not None
     refused = validate_report(report, now=NOW)
     assert refused is not None
     assert validate_report(report, now=NOW, read=read) == refused
@@ -196,10 +241,12 @@ def test_collectors_and_resources_read_once_get_the_same_verdict(edit: Callable[
     (lambda r: [r.collectors.add(name=f"c{i}", state=pb.COLLECTOR_STATE_OK) for i in range(20)],
      "25 collectors (at most 16)"),
     (lambda r: [r.resources.add(name=f"r{i}") for i in range(70)], "75 resources (at most 64)"),
+    (lambda r: [r.devices.add(kind=pb.DEVICE_KIND_NVIDIA_GPU, id=f"GPU-{i}") for i in range(MAX_DEVICES)],
+     f"{MAX_DEVICES + 8} devices (at most {MAX_DEVICES})"),
 ])
-def test_more_collectors_or_resources_than_allowed_are_not_read_and_are_refused(
+def test_more_devices_collectors_or_resources_than_allowed_are_not_read_and_are_refused(
         edit: Callable[[pb.NodeReport], object], message: str) -> None:
     report = _mutated(edit)
-    assert read_report(report) is None  # counted before anything is read: the general path refuses it
+    assert read_report(report) is None  # counted before anything is read: validation refuses it
     refused = validate_report(report, now=NOW)
     assert refused is not None and refused.reason is RejectReason.OVERSIZED and refused.message == message
