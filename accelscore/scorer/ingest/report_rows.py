@@ -99,9 +99,10 @@ def read_report(report: report_pb2.NodeReport, *, figures: bytes | None = None) 
     devices, collectors, resources = report.devices, report.collectors, report.resources
     if len(devices) > MAX_DEVICES or len(collectors) > MAX_COLLECTORS or len(resources) > MAX_RESOURCES:
         return None
-    return ReportRows(device_rows(devices), collector_rows(collectors), resource_rows(resources), figures)
+    return rows_of(report, figures=figures)
 
 
-def rows_of(report: report_pb2.NodeReport) -> ReportRows:
+def rows_of(report: report_pb2.NodeReport, *, figures: bytes | None = None) -> ReportRows:
     """Every row of the report, however many (the summary of a report nobody validated: it refuses nothing)."""
-    return ReportRows(device_rows(report.devices), collector_rows(report.collectors), resource_rows(report.resources))
+    return ReportRows(device_rows(report.devices), collector_rows(report.collectors), resource_rows(report.resources),
+                      figures)
